@@ -1,0 +1,137 @@
+"""Layered configuration: defaults < user file < store file < MEMCTL_<KEY> env < explicit overrides.
+
+Every key and its default live in `default_config.yaml`; the type of a key is the type of its
+default (or NULLABLE_TYPES for keys whose default is null). Unknown keys and wrong types are
+errors that name the file and the key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from memctl.errors import ConfigError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# Keys whose default is null still need a type.
+NULLABLE_TYPES: dict[str, type] = {
+    "embedding_api_base": str,
+    "embedding_api_key_env": str,
+}
+ENV_PREFIX = "MEMCTL_"
+# Environment variables with the prefix that are not configuration keys.
+ENV_NOT_KEYS = {"MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG"}
+
+
+def resource_path(name: str) -> Path:
+    """A file shipped with memctl: inside the package when installed, at the repo top in a checkout."""
+    for candidate in (PACKAGE_DIR / name, PACKAGE_DIR.parent / name):
+        if candidate.exists():
+            return candidate
+    raise ConfigError(f"memctl resource {name!r} is missing", hint="reinstall memctl")
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of key: value")
+    return data
+
+
+@lru_cache(maxsize=1)
+def defaults() -> dict[str, Any]:
+    return _read_yaml(resource_path("default_config.yaml"))
+
+
+def _expected_type(key: str) -> type | None:
+    default = defaults()[key]
+    return NULLABLE_TYPES.get(key) if default is None else type(default)
+
+
+def check_value(key: str, value: Any, source: str) -> Any:
+    """Return `value` coerced to the key's type, or raise naming `source` and `key`."""
+    if key not in defaults():
+        raise ConfigError(f"{source}: unknown config key {key!r}", hint="see `default_config.yaml` for the keys")
+    expected = _expected_type(key)
+    if value is None or expected is None:
+        return value
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
+        raise ConfigError(
+            f"{source}: config key {key!r} must be {expected.__name__}, got {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def user_config_path() -> Path:
+    if os.environ.get("MEMCTL_CONFIG"):
+        return Path(os.environ["MEMCTL_CONFIG"])
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("memctl", appauthor=False)) / "config.yaml"
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    import yaml
+
+    layer: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_KEYS:
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        if _expected_type(key) is str and value is not None and key in defaults():
+            value = raw  # a string key keeps the raw text ("123" stays a string)
+        layer[key] = check_value(key, value, f"environment variable {name}")
+    return layer
+
+
+@dataclass
+class Config:
+    """Effective settings plus where each value came from."""
+
+    values: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+def load_config(
+    store_dir: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    values = dict(defaults())
+    sources = {key: "default" for key in values}
+    layers: list[tuple[str, dict[str, Any]]] = []
+    user_path = user_config_path()
+    if user_path.is_file():
+        layers.append((str(user_path), _read_yaml(user_path)))
+    if store_dir is not None and (store_dir / "config.yaml").is_file():
+        layers.append((str(store_dir / "config.yaml"), _read_yaml(store_dir / "config.yaml")))
+    layers.append(("env", _env_layer(os.environ if environ is None else environ)))
+    layers.append(("override", dict(overrides or {})))
+    for source, layer in layers:
+        for key, value in layer.items():
+            values[key] = check_value(key, value, source)
+            sources[key] = source
+    return Config(values, sources)

@@ -1,0 +1,623 @@
+"""The embedded store: one folder with memories.sqlite (truth), index.faiss (derived), embedding.json."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import string
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
+from memctl.errors import LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, UsageError
+from memctl.filters import Filter, compile_filter
+from memctl.store.records import (
+    AREAS,
+    RESERVED_METADATA_KEYS,
+    DeleteResult,
+    HistoryEntry,
+    Hit,
+    Memory,
+    now_iso,
+    relevance,
+)
+from memctl.store.schema import apply_migrations
+from memctl.store.vector_index import VectorIndex, atomic_write_bytes
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memctl.config import Config
+
+DB_FILE = "memories.sqlite"
+EMBEDDING_FILE = "embedding.json"
+LOCK_FILE = ".write.lock"
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+_COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
+
+
+def new_id() -> str:
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
+
+
+def check_area(area: str) -> str:
+    if area not in AREAS:
+        raise UsageError(f"unknown area {area!r}", hint=f"use one of: {', '.join(AREAS)}")
+    return area
+
+
+def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise UsageError("metadata must be a JSON object (key: value)")
+    bad = RESERVED_METADATA_KEYS & set(metadata)
+    if bad:
+        raise UsageError(f"metadata keys {sorted(bad)} are reserved", hint="they are columns of the memory itself")
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"metadata is not JSON-serialisable: {exc}") from exc
+    return dict(metadata)
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    return Memory(id=row[1], text=row[2], area=row[3], created_at=row[4], updated_at=row[5],
+                  metadata=json.loads(row[6]))
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+class EmbeddedStore:
+    """A memory store in one folder. Writers lock; readers see committed snapshots (WAL)."""
+
+    def __init__(self, folder: Path, config: Config, embedder: Embedder | None = None,
+                 actor: str = "api", cache_dir: Path | None = None) -> None:
+        self.folder = folder
+        self.config = config
+        self.actor = actor
+        self._embedder = embedder
+        self._cache_dir = cache_dir
+        self._index: VectorIndex | None = None
+        self._lock: Any = None
+        self._reindexing = False
+        folder.mkdir(parents=True, exist_ok=True)
+        self.db = self._connect()
+        apply_migrations(self.db)
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.folder / DB_FILE, timeout=float(self.config["lock_timeout"]),
+                                 isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
+                             hint="restore it from a backup or export") from exc
+        return db
+
+    def close(self) -> None:
+        if isinstance(self._embedder, CachedEmbedder):
+            self._embedder.close()
+        self.db.close()
+
+    def __enter__(self) -> EmbeddedStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The store's exclusive write lock, shared by every process (re-entrant in one store)."""
+        import filelock
+
+        if self._lock is None:
+            self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=float(self.config["lock_timeout"]))
+        try:
+            self._lock.acquire()
+        except filelock.Timeout as exc:
+            raise LockTimeoutError(
+                f"another process is writing to {self.folder}",
+                hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
+            ) from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """Exclusive across processes (file lock) and atomic (one IMMEDIATE transaction)."""
+        with self._locked():
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self._maybe_checkpoint()
+
+    def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
+                 new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
+                 actor: str | None = None) -> None:
+        self.db.execute(
+            "INSERT INTO history (memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (memory_id, op, actor or self.actor, now_iso(), area, old_text, new_text,
+             _json_or_none(old_metadata), _json_or_none(new_metadata)),
+        )
+
+    # -- embeddings ----------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            cache = self._cache_dir if self.config["embedding_cache"] else None
+            self._embedder = make_embedder(self.config, cache)
+        return self._embedder
+
+    def model_info(self) -> dict[str, Any] | None:
+        path = self.folder / "embedding.json"
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{path} is unreadable: {exc}", hint="run `memctl reindex` to rewrite it") from exc
+        return data if isinstance(data, dict) else None
+
+    def dimension(self) -> int | None:
+        info = self.model_info()
+        return int(info["dimension"]) if info and info.get("dimension") else None
+
+    def check_model(self, info: ModelInfo | None = None) -> None:
+        """Refuse to mix vectors of different models in one store."""
+        info = info or self.embedder.info
+        if self._meta("reindex"):
+            raise ModelMismatchError(f"a reindex of store {self.folder.name!r} was interrupted",
+                                     hint="run `memctl reindex` to finish it")
+        stored = self.model_info()
+        if stored is None or len(self) == 0:
+            return
+        if (stored.get("provider"), stored.get("model")) != (info.provider, info.model):
+            raise ModelMismatchError(
+                f"store {self.folder.name!r} was built with embedding model "
+                f"{stored.get('provider')}:{stored.get('model')}, but the configured model is {info.label()}",
+                hint="run `memctl reindex` to re-embed it with the configured model, or change embedding_model back",
+            )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.check_model()
+        vectors = self.embedder.embed(texts)
+        dim = self.dimension()
+        if dim is not None and len(self) and vectors.shape[1] != dim:
+            raise ModelMismatchError(f"embedding dimension {vectors.shape[1]} differs from the store's {dim}",
+                                     hint="run `memctl reindex`")
+        return vectors
+
+    def _record_model(self, info: ModelInfo, dimension: int) -> None:
+        current = self.model_info()
+        wanted = {"provider": info.provider, "model": info.model, "dimension": int(dimension)}
+        if current != wanted:
+            atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(wanted, indent=2) + "\n").encode())
+            self._index = None
+
+    # -- the vector index ----------------------------------------------------------------
+    def vector_index(self) -> VectorIndex | None:
+        dim = self.dimension()
+        if dim is None:
+            return None
+        if self._index is None or self._index.dimension != dim:
+            self._index = VectorIndex(self.folder, dim)
+        self._index.sync(self.db)
+        if self._index.rebuilt:
+            self._persist_rebuilt_index()
+        return self._index
+
+    def _persist_rebuilt_index(self) -> None:
+        """A rebuilt index is written back if no writer is busy; otherwise the next open rebuilds too."""
+        import filelock
+
+        lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=0)
+        try:
+            with lock:
+                assert self._index is not None
+                self._index.checkpoint(self.db)
+                self._index.rebuilt = False
+        except (filelock.Timeout, OSError, sqlite3.Error):
+            pass
+
+    def _maybe_checkpoint(self) -> None:
+        dim = self.dimension()
+        if dim is None or self._reindexing:
+            return
+        index = self._index if self._index is not None else VectorIndex(self.folder, dim)
+        if index.pending(self.db) >= int(self.config["index_checkpoint_every"]) or not index.path.exists():
+            self._index = index
+            index.checkpoint(self.db)
+            index.rebuilt = False
+
+    def rebuild_index(self) -> int:
+        """Rebuild the vector index from stored vectors and write it (reindex --index-only)."""
+        dim = self.dimension()
+        if dim is None:
+            return 0
+        with self._locked():
+            self._index = VectorIndex(self.folder, dim)
+            self.db.execute("BEGIN")
+            try:
+                self._index._rebuild(self.db)
+            finally:
+                self.db.execute("COMMIT")
+            self._index.checkpoint(self.db)
+            self._index.rebuilt = False
+        return int(self._index.index.ntotal)
+
+    # -- writing -------------------------------------------------------------------------
+    def add(self, texts: Sequence[str], area: str = "main", metadata: Sequence[Mapping[str, Any] | None] | None = None,
+            *, derived_from: Mapping[str, Sequence[str]] | None = None, actor: str | None = None) -> list[str]:
+        """Embed and insert texts in one transaction; return their new ids.
+
+        `derived_from` maps a link kind (e.g. "consolidated_from") to parent ids each new memory derives from.
+        """
+        texts = [self._check_text(t) for t in texts]
+        check_area(area)
+        metas = [check_metadata(m) for m in (metadata or [None] * len(texts))]
+        if len(metas) != len(texts):
+            raise UsageError(f"{len(texts)} texts but {len(metas)} metadata entries")
+        if not texts:
+            return []
+        vectors = self.embed(list(texts))
+        stamp = now_iso()
+        records = [
+            {"id": None, "text": t, "area": area, "created_at": stamp, "updated_at": stamp, "metadata": m}
+            for t, m in zip(texts, metas, strict=True)
+        ]
+        return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
+
+    @staticmethod
+    def _check_text(text: Any) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("memory text is empty", hint="pass the text to store")
+        return text
+
+    def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
+                       *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
+                       links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+        """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
+
+        on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
+        Returns the ids inserted (skipped records are left out).
+        """
+        self.check_model(info)
+        if len(records) != len(vectors):
+            raise UsageError(f"{len(records)} records but {len(vectors)} vectors")
+        dim = int(vectors.shape[1]) if len(records) else 0
+        known_dim = self.dimension()
+        if known_dim is not None and len(self) and dim and dim != known_dim:
+            raise ModelMismatchError(f"vectors of dimension {dim} cannot join a store of dimension {known_dim}",
+                                     hint="run `memctl reindex`")
+        inserted: list[str] = []
+        with self._write() as db:
+            if dim:
+                self._record_model(info, dim)
+            taken = self._existing_ids([r["id"] for r in records if r.get("id")])
+            for record, vector in zip(records, vectors, strict=True):
+                rid = record.get("id") or new_id()
+                if rid in taken:
+                    if on_conflict == "skip":
+                        continue
+                    if on_conflict == "error":
+                        raise UsageError(f"id {rid!r} already exists in the store",
+                                         hint="use --on-conflict skip or new-id")
+                    rid = new_id()
+                taken.add(rid)
+                stamp = record.get("created_at") or now_iso()
+                meta = check_metadata(record.get("metadata"))
+                db.execute(
+                    "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (rid, record["text"], check_area(record.get("area") or "main"), stamp,
+                     record.get("updated_at") or stamp, json.dumps(meta, ensure_ascii=False),
+                     vector.astype("float32").tobytes(), content_hash(record["text"])),
+                )
+                self._history(rid, op, area=record.get("area") or "main", new_text=record["text"],
+                              new_metadata=meta, actor=actor)
+                inserted.append(rid)
+                for kind, parents in (links or {}).items():
+                    self._link(parents, rid, kind)
+        return inserted
+
+    def _existing_ids(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 900):
+            chunk = list(ids[start : start + 900])
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in self.db.execute(f"SELECT id FROM memories WHERE id IN ({marks})", chunk))
+        return found
+
+    def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        with self._write():
+            self._link(parent_ids, child_id, kind)
+
+    def _link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        stamp = now_iso()
+        self.db.executemany("INSERT OR IGNORE INTO links VALUES (?, ?, ?, ?)",
+                            [(p, child_id, kind, stamp) for p in parent_ids])
+
+    def derived_ids(self, ids: Sequence[str]) -> list[str]:
+        """Ids derived (transitively, through the link table) from `ids`, excluding `ids`."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.db.execute(
+            f"WITH RECURSIVE d(id) AS (SELECT value FROM json_each(?) "
+            f"UNION SELECT l.child_id FROM links l JOIN d ON l.parent_id = d.id) "
+            f"SELECT m.id FROM d JOIN memories m ON m.id = d.id WHERE d.id NOT IN ({marks}) ORDER BY m.seq",
+            (json.dumps(list(ids)), *ids),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
+               op: str = "delete") -> DeleteResult:
+        """Delete ids (and, with cascade, what was derived from them) in one transaction."""
+        ids = list(dict.fromkeys(ids))
+        with self._write() as db:
+            present = self._existing_ids(ids)
+            targets = [i for i in ids if i in present]
+            cascaded = [i for i in self.derived_ids(targets) if i not in present] if cascade else []
+            for memory in self.get(targets + cascaded):
+                self._history(memory.id, op, area=memory.area, old_text=memory.text,
+                              old_metadata=memory.metadata, actor=actor)
+            all_ids = targets + cascaded
+            for start in range(0, len(all_ids), 900):
+                chunk = all_ids[start : start + 900]
+                db.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        return DeleteResult(deleted=targets, cascaded=cascaded, missing=[i for i in ids if i not in present])
+
+    def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
+               replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
+               actor: str | None = None, op: str = "update") -> Memory:
+        """Change text (re-embedded) and/or metadata in place; history keeps the old version."""
+        old = self.get_one(memory_id)
+        new_text = self._check_text(text) if text is not None else old.text
+        new_meta = {} if replace_metadata else dict(old.metadata)
+        new_meta.update(check_metadata(metadata))
+        for key in unset:
+            new_meta.pop(key, None)
+        new_area = check_area(area) if area is not None else old.area
+        vector = self.embed([new_text])[0] if new_text != old.text else None
+        with self._write() as db:
+            current = self.get_one(memory_id)  # it may have changed or gone while we embedded
+            stamp = now_iso()
+            if vector is not None:
+                db.execute("UPDATE memories SET text = ?, vector = ?, content_hash = ? WHERE id = ?",
+                           (new_text, vector.astype("float32").tobytes(), content_hash(new_text), memory_id))
+            db.execute("UPDATE memories SET metadata = ?, area = ?, updated_at = ? WHERE id = ?",
+                       (json.dumps(new_meta, ensure_ascii=False), new_area, stamp, memory_id))
+            self._history(memory_id, op, area=new_area, old_text=current.text, new_text=new_text,
+                          old_metadata=current.metadata, new_metadata=new_meta, actor=actor)
+        return self.get_one(memory_id)
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, ids: Sequence[str]) -> list[Memory]:
+        """Memories for the ids that exist, in the order asked."""
+        found: dict[str, Memory] = {}
+        ids = list(ids)
+        for start in range(0, len(ids), 900):
+            chunk = ids[start : start + 900]
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+                found[row[1]] = _memory(row)
+        return [found[i] for i in ids if i in found]
+
+    def get_one(self, memory_id: str) -> Memory:
+        got = self.get([memory_id])
+        if not got:
+            raise NotFoundError(f"no memory with id {memory_id!r} in store {self.folder.name!r}",
+                                hint="`memctl list` shows the ids")
+        return got[0]
+
+    def find_exact(self, text: str, area: str | None = None) -> list[Memory]:
+        sql = f"SELECT {_COLUMNS} FROM memories WHERE content_hash = ? AND text = ?"
+        args: list[Any] = [content_hash(text), text]
+        if area:
+            sql += " AND area = ?"
+            args.append(check_area(area))
+        return [_memory(r) for r in self.db.execute(sql + " ORDER BY seq", args)]
+
+    def _rows(self, area: str | None, flt: Filter | None, order: str = "seq") -> Iterator[tuple[int, Memory]]:
+        sql = f"SELECT {_COLUMNS} FROM memories"
+        args: list[Any] = []
+        if area:
+            sql += " WHERE area = ?"
+            args.append(check_area(area))
+        for row in self.db.execute(f"{sql} ORDER BY {order}", args):
+            memory = _memory(row)
+            if flt is None or flt.matches(memory.filter_names()):
+                yield row[0], memory
+
+    def compile(self, filter: str | Filter | None) -> Filter | None:
+        if filter is None or isinstance(filter, Filter):
+            return filter
+        return compile_filter(filter, max_length=int(self.config["filter_max_length"]))
+
+    def list(self, *, area: str | None = None, filter: str | Filter | None = None,
+             limit: int = 20, offset: int = 0) -> tuple[list[Memory], int]:
+        """Newest first; returns (page, total matching)."""
+        flt = self.compile(filter)
+        if flt is None:
+            where, args = ("WHERE area = ?", [check_area(area)]) if area else ("", [])
+            total = int(self.db.execute(f"SELECT COUNT(*) FROM memories {where}", args).fetchone()[0])
+            rows = self.db.execute(
+                f"SELECT {_COLUMNS} FROM memories {where} ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?",
+                [*args, limit, offset],
+            )
+            return [_memory(r) for r in rows], total
+        matched = [m for _, m in self._rows(area, flt, order="created_at DESC, seq DESC")]
+        return matched[offset : offset + limit], len(matched)
+
+    def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
+        sql = f"SELECT {_COLUMNS}, vector FROM memories"
+        args = [check_area(area)] if area else []
+        cursor = self.db.execute(sql + (" WHERE area = ?" if area else "") + " ORDER BY seq", args)
+        while batch := cursor.fetchmany(1000):
+            for row in batch:
+                yield _memory(row), (row[7] if with_vectors else None)
+
+    def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
+        sql = "SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata FROM history"
+        args: list[Any] = []
+        if memory_id:
+            sql += " WHERE memory_id = ?"
+            args.append(memory_id)
+        sql += " ORDER BY hid DESC" + (" LIMIT ?" if limit else "")
+        if limit:
+            args.append(limit)
+        return [
+            HistoryEntry(*r[:8], old_metadata=json.loads(r[8]) if r[8] else None,
+                         new_metadata=json.loads(r[9]) if r[9] else None)
+            for r in self.db.execute(sql, args)
+        ]
+
+    # -- searching -----------------------------------------------------------------------
+    def _candidates(self, area: str | None, flt: Filter | None) -> np.ndarray | None:
+        """Seqs allowed by area/filter (None = all). Applied before the top-k cut."""
+        import numpy as np
+
+        if area is None and flt is None:
+            return None
+        if flt is None:
+            rows = self.db.execute("SELECT seq FROM memories WHERE area = ?", (check_area(area or ""),))
+            return np.array([r[0] for r in rows], dtype=np.int64)
+        return np.array([seq for seq, _ in self._rows(area, flt)], dtype=np.int64)
+
+    def search(self, query: str, limit: int = 10, threshold: float = 0.7, area: str | None = None,
+               filter: str | Filter | None = None) -> list[Hit]:
+        """Best matches by relevance (desc) at or above threshold."""
+        flt = self.compile(filter)
+        if area is not None:
+            check_area(area)
+        query = self._check_text(query)
+        if len(self) == 0:
+            return []
+        vector = self.embed([query])[0]
+        return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+
+    def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
+                      area: str | None = None, filter: str | Filter | None = None) -> list[Hit]:
+        index = self.vector_index()
+        if index is None:
+            return []
+        only = self._candidates(area, self.compile(filter))
+        if only is not None and len(only) == 0:
+            return []
+        pairs = [(seq, relevance(ip)) for seq, ip in index.search(vector, limit, only)]
+        pairs = [(seq, score) for seq, score in pairs if score >= threshold]
+        return self._hits(pairs)
+
+    def search_all_above(self, query: str, threshold: float, area: str | None = None,
+                         filter: str | Filter | None = None) -> list[Hit]:
+        """Every memory at or above threshold, however many (no silent cap)."""
+        flt = self.compile(filter)
+        query = self._check_text(query)
+        if len(self) == 0:
+            return []
+        vector = self.embed([query])[0]
+        k = 64
+        while True:
+            hits = self.search_vector(vector, limit=k, threshold=threshold, area=area, filter=flt)
+            if len(hits) < k or k >= len(self):
+                return hits
+            k *= 4
+
+    def _hits(self, pairs: list[tuple[int, float]]) -> list[Hit]:
+        if not pairs:
+            return []
+        marks = ",".join("?" * len(pairs))
+        rows = {r[0]: r for r in self.db.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({marks})", [p[0] for p in pairs])}
+        hits = []
+        for seq, score in pairs:
+            if seq in rows:
+                memory = _memory(rows[seq])
+                hits.append(Hit(**memory.__dict__, score=round(score, 6)))
+        return hits
+
+    # -- maintenance ---------------------------------------------------------------------
+    def _meta(self, key: str) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def _set_meta(self, key: str, value: Any) -> None:
+        if value is None:
+            self.db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    def reindex(self, batch_size: int = 256, progress: Any = None) -> int:
+        """Re-embed every memory with the configured model, then rebuild the index.
+
+        Resumable: progress is committed with each batch, so a killed reindex continues where it stopped.
+        """
+        import numpy as np
+
+        info = self.embedder.info
+        state = self._meta("reindex")
+        last_seq = int(state["last_seq"]) if state and state.get("model") == info.label() else 0
+        total, done = len(self), 0
+        with self._write():
+            self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq})
+        self._reindexing = True
+        try:
+            dimension = self.dimension()
+            while rows := self.db.execute("SELECT seq, text FROM memories WHERE seq > ? ORDER BY seq LIMIT ?",
+                                          (last_seq, batch_size)).fetchall():
+                vectors = self.embedder.embed([r[1] for r in rows])
+                dimension = int(vectors.shape[1])
+                last_seq = rows[-1][0]
+                with self._write() as db:
+                    db.executemany("UPDATE memories SET vector = ? WHERE seq = ?",
+                                   [(np.asarray(v, dtype=np.float32).tobytes(), r[0]) for v, r in zip(vectors, rows, strict=True)])
+                    self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq, "dimension": dimension})
+                done += len(rows)
+                if progress:
+                    progress(done, total)
+            if dimension is None and state and state.get("dimension"):
+                dimension = int(state["dimension"])
+            if dimension is not None:
+                self._index = None
+                atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(
+                    {"provider": info.provider, "model": info.model, "dimension": dimension}, indent=2) + "\n").encode())
+            with self._write():
+                self._set_meta("reindex", None)
+        finally:
+            self._reindexing = False
+        self.rebuild_index()
+        return done
+
+    def integrity_check(self) -> str:
+        return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -1,0 +1,72 @@
+"""Typed records the store returns; only the CLI renders them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+AREAS = ("main", "fragments", "solutions")
+RESERVED_METADATA_KEYS = frozenset({"id", "area", "created_at", "updated_at"})
+
+
+def now_iso() -> str:
+    """ISO 8601 with offset, UTC, so stored timestamps sort chronologically as text."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def relevance(inner_product: float) -> float:
+    """The documented score: clamp((1 + cosine) / 2, 0, 1) on normalised vectors."""
+    return min(1.0, max(0.0, (1.0 + float(inner_product)) / 2.0))
+
+
+@dataclass
+class Memory:
+    id: str
+    text: str
+    area: str
+    created_at: str
+    updated_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def filter_names(self) -> dict[str, Any]:
+        """What a filter expression can read: metadata plus the record's own columns."""
+        names = dict(self.metadata)
+        names.update(id=self.id, area=self.area, created_at=self.created_at,
+                     updated_at=self.updated_at, timestamp=self.created_at)
+        return names
+
+
+@dataclass
+class Hit(Memory):
+    score: float = 0.0
+
+
+@dataclass
+class HistoryEntry:
+    hid: int
+    memory_id: str
+    op: str
+    actor: str
+    at: str
+    area: str | None
+    old_text: str | None
+    new_text: str | None
+    old_metadata: dict[str, Any] | None
+    new_metadata: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DeleteResult:
+    deleted: list[str]
+    cascaded: list[str]
+    missing: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,118 @@
+"""Named, ordered schema migrations for memories.sqlite (applied on open, each once)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from memctl.errors import StoreError
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", """
+CREATE TABLE memories (
+    seq INTEGER PRIMARY KEY,          -- the FAISS id of the row
+    id TEXT NOT NULL UNIQUE,
+    text TEXT NOT NULL,
+    area TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    vector BLOB NOT NULL,
+    content_hash TEXT NOT NULL
+);
+CREATE INDEX memories_area_created ON memories(area, created_at);
+CREATE INDEX memories_created ON memories(created_at);
+CREATE INDEX memories_hash ON memories(content_hash);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5(text, content='memories', content_rowid='seq');
+
+-- Every change to the vector set appends the touched row here; the FAISS file records the
+-- journal position it includes, so opening replays only what came after it.
+CREATE TABLE index_journal (jseq INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL);
+CREATE TABLE index_checkpoints (
+    sha256 TEXT PRIMARY KEY, jseq INTEGER NOT NULL, ntotal INTEGER NOT NULL, created_at TEXT NOT NULL
+);
+
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (new.seq);
+    INSERT INTO memories_fts(rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (old.seq);
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text, vector ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (new.seq);
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+    INSERT INTO memories_fts(rowid, text) VALUES (new.seq, new.text);
+END;
+
+CREATE TABLE history (
+    hid INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_id TEXT NOT NULL,
+    op TEXT NOT NULL,                 -- add, update, delete, merge, replace, import, ...
+    actor TEXT NOT NULL,              -- cli, api, memorize, consolidate, knowledge, prune, import
+    at TEXT NOT NULL,
+    area TEXT,
+    old_text TEXT,
+    new_text TEXT,
+    old_metadata TEXT,
+    new_metadata TEXT
+);
+CREATE INDEX history_memory ON history(memory_id, hid);
+
+-- Provenance: child_id was derived from parent_id (consolidation, knowledge files, ...).
+CREATE TABLE links (
+    parent_id TEXT NOT NULL,
+    child_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (parent_id, child_id, kind)
+);
+CREATE INDEX links_child ON links(child_id);
+
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""),
+]
+
+
+def apply_migrations(db: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction; return their names."""
+    db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
+    known = {name for name, _ in MIGRATIONS}
+    if done - known:
+        raise StoreError(
+            f"store schema has migrations this memctl does not know: {sorted(done - known)}",
+            hint="upgrade memctl",
+        )
+    applied = []
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (name,)).fetchone():
+                db.execute("ROLLBACK")  # another process applied it while we waited
+                continue
+            for statement in _split(sql):
+                db.execute(statement)
+            db.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (name,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+def _split(script: str) -> list[str]:
+    """Split a script into statements (triggers contain ';' so use sqlite3.complete_statement)."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return [s for s in statements if s]

@@ -1,0 +1,235 @@
+"""The derived FAISS index: loaded from `index.faiss`, caught up from the journal, rebuilt when in doubt.
+
+SQLite is the source of truth. `index.faiss` is a snapshot of the vectors as of a journal
+position (recorded in `index_checkpoints` under the file's sha256). Opening verifies the
+sidecar hash, finds that position and replays only later journal rows, so a save never has to
+rewrite the index file. Anything that does not add up (missing file, hash mismatch, unknown
+checkpoint, a row count that disagrees with SQLite) means: rebuild from the stored vectors —
+never an empty index, never a re-embedding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+INDEX_FILE = "index.faiss"
+SIDECAR_FILE = "index.faiss.sha256"
+_CHUNK = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, rename, fsync the folder."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def vectors_from_blobs(blobs: list[bytes], dimension: int) -> np.ndarray:
+    import numpy as np
+
+    if not blobs:
+        return np.zeros((0, dimension), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dimension)
+
+
+class VectorIndex:
+    """An IndexIDMap2 over IndexFlatIP whose ids are `memories.seq`."""
+
+    def __init__(self, folder: Path, dimension: int) -> None:
+        self.folder = folder
+        self.dimension = dimension
+        self.index: Any = None
+        self.applied_jseq = 0
+        self.rebuilt = False  # True when the last sync had to rebuild from stored vectors
+
+    @property
+    def path(self) -> Path:
+        return self.folder / INDEX_FILE
+
+    # -- loading -------------------------------------------------------------------------
+    def sync(self, db: sqlite3.Connection) -> None:
+        """Bring the in-memory index up to date with SQLite (inside one read snapshot)."""
+        own_txn = not db.in_transaction
+        if own_txn:
+            db.execute("BEGIN")
+        try:
+            if self.index is None:
+                self._load_or_rebuild(db)
+            else:
+                self._replay(db)
+                if self.index.ntotal != _count(db):
+                    self._rebuild(db)
+        finally:
+            if own_txn:
+                db.execute("COMMIT")
+
+    def _load_or_rebuild(self, db: sqlite3.Connection) -> None:
+        loaded = self._load_file(db)
+        if loaded is not None:
+            self.index, self.applied_jseq = loaded
+            self.rebuilt = False
+            self._replay(db)
+            if self.index.ntotal == _count(db):
+                return
+        self._rebuild(db)
+
+    def _load_file(self, db: sqlite3.Connection) -> tuple[Any, int] | None:
+        import faiss
+
+        sidecar = self.folder / SIDECAR_FILE
+        if not self.path.is_file() or not sidecar.is_file():
+            return None
+        try:
+            expected = sidecar.read_text(encoding="ascii").split()[0]
+            actual = file_sha256(self.path)
+        except (OSError, UnicodeDecodeError, IndexError):
+            return None
+        if actual != expected:
+            return None
+        row = db.execute("SELECT jseq FROM index_checkpoints WHERE sha256 = ?", (actual,)).fetchone()
+        if row is None:
+            return None
+        try:
+            index = faiss.read_index(str(self.path))
+        except RuntimeError:
+            return None
+        if index.d != self.dimension:
+            return None
+        return index, int(row[0])
+
+    def _replay(self, db: sqlite3.Connection) -> None:
+        import numpy as np
+
+        rows = db.execute(
+            "SELECT DISTINCT seq FROM index_journal WHERE jseq > ?", (self.applied_jseq,)
+        ).fetchall()
+        top = db.execute("SELECT COALESCE(MAX(jseq), 0) FROM index_journal").fetchone()[0]
+        if rows:
+            touched = np.array([r[0] for r in rows], dtype=np.int64)
+            self.index.remove_ids(touched)
+            seqs, blobs = [], []
+            for start in range(0, len(touched), 900):
+                chunk = [int(s) for s in touched[start : start + 900]]
+                marks = ",".join("?" * len(chunk))
+                for seq, blob in db.execute(f"SELECT seq, vector FROM memories WHERE seq IN ({marks})", chunk):
+                    seqs.append(seq)
+                    blobs.append(blob)
+            if seqs:
+                self.index.add_with_ids(vectors_from_blobs(blobs, self.dimension), np.array(seqs, dtype=np.int64))
+        self.applied_jseq = max(self.applied_jseq, int(top))
+
+    def _rebuild(self, db: sqlite3.Connection) -> None:
+        import numpy as np
+
+        self.index = self._empty()
+        self.applied_jseq = int(db.execute("SELECT COALESCE(MAX(jseq), 0) FROM index_journal").fetchone()[0])
+        cursor = db.execute("SELECT seq, vector FROM memories ORDER BY seq")
+        while batch := cursor.fetchmany(20000):
+            seqs = np.array([r[0] for r in batch], dtype=np.int64)
+            self.index.add_with_ids(vectors_from_blobs([r[1] for r in batch], self.dimension), seqs)
+        self.rebuilt = True
+
+    def _empty(self) -> Any:
+        import faiss
+
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
+
+    # -- persisting ----------------------------------------------------------------------
+    def pending(self, db: sqlite3.Connection) -> int:
+        """Journal rows written since the newest checkpoint (what an open would replay)."""
+        row = db.execute("SELECT COALESCE(MAX(jseq), 0) FROM index_checkpoints").fetchone()
+        return int(db.execute("SELECT COUNT(*) FROM index_journal WHERE jseq > ?", (row[0],)).fetchone()[0])
+
+    def checkpoint(self, db: sqlite3.Connection) -> None:
+        """Write index.faiss atomically and record its journal position. Caller holds the write lock."""
+        import faiss
+
+        self.sync(db)
+        fd, tmp_name = tempfile.mkstemp(prefix=".index.faiss.", dir=self.folder)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            faiss.write_index(self.index, str(tmp))
+            with tmp.open("rb+") as handle:
+                os.fsync(handle.fileno())
+            sha = file_sha256(tmp)
+            self._record_checkpoint(db, sha)
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        atomic_write_bytes(self.folder / SIDECAR_FILE, f"{sha}  {INDEX_FILE}\n".encode("ascii"))
+
+    def _record_checkpoint(self, db: sqlite3.Connection, sha: str) -> None:
+        from memctl.store.records import now_iso
+
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            previous = db.execute("SELECT COALESCE(MAX(jseq), 0) FROM index_checkpoints").fetchone()[0]
+            db.execute(
+                "INSERT OR REPLACE INTO index_checkpoints VALUES (?, ?, ?, ?)",
+                (sha, self.applied_jseq, self.index.ntotal, now_iso()),
+            )
+            # Keep the previous checkpoint and the journal after it, for readers holding the old file.
+            db.execute("DELETE FROM index_checkpoints WHERE jseq < ?", (previous,))
+            db.execute("DELETE FROM index_journal WHERE jseq <= ?", (previous,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # -- searching -----------------------------------------------------------------------
+    def search(self, query: np.ndarray, k: int, only: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Top-k (seq, inner product) pairs, optionally restricted to the seqs in `only`."""
+        import faiss
+        import numpy as np
+
+        if self.index is None or self.index.ntotal == 0 or k <= 0:
+            return []
+        k = min(k, self.index.ntotal if only is None else len(only))
+        if k <= 0:
+            return []
+        params = None
+        if only is not None:
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(only, dtype=np.int64)))
+        scores, ids = self.index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+
+
+def _count(db: sqlite3.Connection) -> int:
+    return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
