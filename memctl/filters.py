@@ -45,9 +45,7 @@ MAX_DEPTH = 20  # AST nesting and bracket nesting: keeps evaluation recursion sh
 MAX_NODES = 200  # expression nodes: keeps per-record work bounded
 MAX_LIST_ITEMS = 100
 
-_FIX_GENERAL = (
-    "use comparisons joined by and/or/not, e.g. area == 'main' and 'db' in tags"
-)
+_FIX_GENERAL = "use comparisons joined by and/or/not, e.g. area == 'main' and 'db' in tags"
 
 # Unicode categories refused anywhere, even inside string literals: control
 # and format characters (NUL, newline, zero-width, bidi overrides) can hide or
@@ -175,9 +173,7 @@ _CONTROL_NAMES = {
 
 
 def _describe_char(ch: str) -> str:
-    name = (
-        _CONTROL_NAMES.get(ch) or unicodedata.name(ch, "") or unicodedata.category(ch)
-    )
+    name = _CONTROL_NAMES.get(ch) or unicodedata.name(ch, "") or unicodedata.category(ch)
     return f"U+{ord(ch):04X} ({name})"
 
 
@@ -191,8 +187,7 @@ def _check_characters(expr: str) -> None:
             continue
         if ch.isspace() or unicodedata.category(ch) in _BAD_CATEGORIES:
             raise _refuse(
-                f"control, whitespace or invisible character {_describe_char(ch)} "
-                f"at position {pos} is not allowed",
+                f"control, whitespace or invisible character {_describe_char(ch)} at position {pos} is not allowed",
                 "retype the filter on one line using plain spaces only",
             )
 
@@ -240,19 +235,15 @@ def _check_tokens(text: str) -> None:
         for ch in tok.string:
             if not (" " <= ch <= "~"):
                 raise _refuse(
-                    f"non-ASCII character {_describe_char(ch)} outside a string literal "
-                    "is not allowed",
-                    "type field names and operators in plain ASCII; only quoted values "
-                    "may contain other characters",
+                    f"non-ASCII character {_describe_char(ch)} outside a string literal is not allowed",
+                    "type field names and operators in plain ASCII; only quoted values may contain other characters",
                     tok.string,
                 )
         if tok.type == tokenize.OP:
             # Give the two likeliest statement mistakes a precise message
             # instead of Python's generic "invalid syntax".
             if tok.string == "=":
-                raise _refuse(
-                    "assignment (`=`) is not allowed", "compare with `==`", text
-                )
+                raise _refuse("assignment (`=`) is not allowed", "compare with `==`", text)
             if tok.string == ";":
                 raise _refuse(
                     "`;` is not allowed (a filter is a single expression)",
@@ -323,9 +314,7 @@ class _Validator:
                             "`is` / `is not` are not allowed",
                             "use == None or != None",
                         )
-                    raise self.refuse(
-                        node, "this comparison is not allowed", _FIX_GENERAL
-                    )
+                    raise self.refuse(node, "this comparison is not allowed", _FIX_GENERAL)
             self.expr(node.left, depth + 1)
             for comparator in node.comparators:
                 self.expr(comparator, depth + 1)
@@ -345,9 +334,7 @@ class _Validator:
     def name(self, node: ast.Name) -> None:
         ident = node.id
         if not isinstance(node.ctx, ast.Load):
-            raise self.refuse(
-                node, "assigning to a name is not allowed", "compare with `==`"
-            )
+            raise self.refuse(node, "assigning to a name is not allowed", "compare with `==`")
         if ident.startswith("_") or "__" in ident:
             raise self.refuse(
                 node,
@@ -355,15 +342,11 @@ class _Validator:
                 "metadata field names start with a letter, e.g. area, tags, priority",
             )
         if not (ident.isascii() and ident.isidentifier()):
-            raise self.refuse(
-                node, "field names must be plain ASCII identifiers", _FIX_GENERAL
-            )
+            raise self.refuse(node, "field names must be plain ASCII identifiers", _FIX_GENERAL)
         # True/False/None parse as Constant; a Name spelled like a keyword can
         # only come from a trick, so refuse it outright.
         if keyword.iskeyword(ident) or ident in {"True", "False", "None"}:
-            raise self.refuse(
-                node, f"`{ident}` cannot be used as a field name", _FIX_GENERAL
-            )
+            raise self.refuse(node, f"`{ident}` cannot be used as a field name", _FIX_GENERAL)
         self.names.add(ident)
 
     def constant(self, node: ast.Constant) -> None:
@@ -372,9 +355,7 @@ class _Validator:
             # bool is a subclass of int. complex is not, and is refused below.
             return
         if isinstance(value, bytes):
-            raise self.refuse(
-                node, "bytes literals are not allowed", "use a plain string like 'x'"
-            )
+            raise self.refuse(node, "bytes literals are not allowed", "use a plain string like 'x'")
         if value is Ellipsis:
             raise self.refuse(node, "`...` is not allowed", _FIX_GENERAL)
         raise self.refuse(
@@ -438,10 +419,13 @@ def _fold(node: ast.expr) -> ast.expr:
     list item by item. The list/tuple type is kept so that ``tags == ['a']``
     behaves as in Python (a list never equals a tuple).
     """
+    # A Constant holding a list is not something ast.parse produces, but
+    # simpleeval only reads `.value`; the tree never reaches compile().
     if isinstance(node, ast.List):
-        return ast.Constant(value=[_literal(item) for item in node.elts])
+        items = [_literal(item) for item in node.elts]
+        return ast.Constant(value=items)  # type: ignore[arg-type]
     if isinstance(node, ast.Tuple):
-        return ast.Constant(value=tuple(_literal(item) for item in node.elts))
+        return ast.Constant(value=tuple(_literal(item) for item in node.elts))  # type: ignore[arg-type]
     if isinstance(node, ast.UnaryOp):
         if isinstance(node.op, ast.USub):
             return ast.Constant(value=_literal(node))
@@ -482,9 +466,7 @@ class Filter:
         self.names = names
         self._tree = tree
         self._lookup = _RecordNames()
-        evaluator = SimpleEval(
-            operators=dict(_OPERATORS), functions={}, names=self._lookup
-        )
+        evaluator = SimpleEval(operators=dict(_OPERATORS), functions={}, names=self._lookup)
         # Second line of defence: simpleeval may only evaluate allowed nodes.
         evaluator.nodes = {t: h for t, h in evaluator.nodes.items() if t in _EVAL_NODES}
         self._evaluator = evaluator
@@ -498,9 +480,7 @@ class Filter:
         with self._lock:
             self._lookup.record = record
             try:
-                return bool(
-                    self._evaluator.eval(self.source, previously_parsed=self._tree)
-                )
+                return bool(self._evaluator.eval(self.source, previously_parsed=self._tree))
             except Exception:  # noqa: BLE001
                 # Any failure (TypeError for None/str/int mismatches, hostile
                 # __eq__ in a value, a non-mapping record) means "no match".
@@ -521,9 +501,7 @@ def compile_filter(expr: str, *, max_length: int = MAX_FILTER_LENGTH) -> Filter:
     if not isinstance(expr, str):
         raise FilterError(f"filter: expected a string, got {type(expr).__name__}")
     if not expr.strip():
-        raise _refuse(
-            "the filter is empty", "give an expression such as area == 'main'"
-        )
+        raise _refuse("the filter is empty", "give an expression such as area == 'main'")
     if len(expr) > max_length:
         raise _refuse(
             f"the filter is {len(expr)} characters long (at most {max_length} allowed)",

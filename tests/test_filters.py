@@ -362,7 +362,7 @@ def test_matches_never_raises_for_odd_records() -> None:
             for record in records:
                 assert flt.matches(record) in (True, False)
         for pair in itertools.product(JSON_VALUES, repeat=2):
-            record = dict(zip(["area", "tags"], pair))
+            record = dict(zip(["area", "tags"], pair, strict=True))
             assert flt.matches(record) in (True, False)
         # Not even a mapping.
         for record in [None, 1, "area", ["area"], Unfriendly()]:

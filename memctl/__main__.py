@@ -1,0 +1,3 @@
+from memctl.cli.main import run
+
+run()

@@ -1,0 +1,99 @@
+"""The Typer app: global options, and the group that lets them appear anywhere on the line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from memctl.cli.state import State
+
+# Global options accepted before or after the command name (`memctl load q --json`).
+FLAGS = {"--json", "--quiet", "-q"}
+VALUED = {"--root", "--subdir", "-s"}
+
+
+class GlobalOptionsGroup(TyperGroup):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args))
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # keep declaration order in --help
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move global options that follow the command name to the front (stops at `--`)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        name = arg.split("=", 1)[0]
+        if arg in FLAGS:
+            front.append(arg)
+        elif name in VALUED and "=" in arg:
+            front.append(arg)
+        elif arg in VALUED and i + 1 < len(args):
+            front += [arg, args[i + 1]]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
+app = typer.Typer(
+    name="memctl",
+    cls=GlobalOptionsGroup,
+    help="Curate the long-term memory of AI agents: save, search, forget, import and export memories.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from memctl import __version__
+
+        typer.echo(f"memctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    root: Annotated[Path | None, typer.Option("--root", help="Folder holding the stores [env MEMCTL_HOME; "
+                                              "default: the platform data dir].", show_default=False)] = None,
+    subdir: Annotated[str, typer.Option("--subdir", "-s", envvar="MEMCTL_SUBDIR",
+                                        help="Sub-store: an agent or 'projects/<name>'.")] = "default",
+    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON document (see README).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only essential output; no diagnostics.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    """Global options may also follow the command name."""
+    from memctl.paths import validate_subdir
+
+    ctx.obj = State(root=str(root) if root else None, subdir=validate_subdir(subdir), json=json_output, quiet=quiet)
+
+
+def state(ctx: typer.Context) -> State:
+    obj: Any = ctx.find_root().obj
+    return obj if isinstance(obj, State) else State()
+
+
+def register() -> None:
+    """Import the command modules (each adds its commands to `app`)."""
+    from memctl.cli.commands import memories, stores  # noqa: F401
+
+
+register()

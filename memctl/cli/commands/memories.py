@@ -1,0 +1,224 @@
+"""Commands on memories: save, load, forget, delete, show, list, update, history."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from memctl.cli.app import app, state
+from memctl.cli.inputs import parse_meta, read_text
+from memctl.cli.render import emit, info, memory_table
+from memctl.errors import EXIT_NO_MATCH, UsageError
+
+AreaOpt = Annotated[str | None, typer.Option("--area", "-a", help="main, fragments or solutions.")]
+FilterOpt = Annotated[str | None, typer.Option("--filter", "-f", help="Metadata filter, e.g. \"'db' in tags\".")]
+MetaOpt = Annotated[list[str] | None, typer.Option("--meta", "-m", help="key=value (repeatable; JSON values kept).")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
+
+
+def confirm(ctx: typer.Context, question: str, yes: bool) -> None:
+    """Destructive commands ask on a TTY unless --yes; scripts (no TTY) are not prompted."""
+    if yes or not state(ctx).interactive or state(ctx).json:
+        return
+    typer.confirm(question, abort=True, err=True)
+
+
+@app.command()
+def save(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="The memory text; '-' reads stdin, '@FILE' reads a file.")],
+    area: Annotated[str, typer.Option("--area", "-a", help="main, fragments or solutions.")] = "main",
+    meta: MetaOpt = None,
+) -> None:
+    """Save one memory and print its id."""
+    st = state(ctx)
+    with st.open_store() as store:
+        ids = store.add([read_text(text)], area=area, metadata=[parse_meta(meta)])
+    emit(st, {"subdir": st.subdir, "area": area, "ids": ids}, lambda c: c.print(ids[0]))
+
+
+@app.command()
+def load(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for; '-' reads stdin, '@FILE' reads a file.")],
+    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0,
+                                                    help="Minimum relevance (1+cos)/2 [config search_threshold: 0.7].")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Most results [config search_limit: 10].")] = None,
+    area: AreaOpt = None,
+    filter: FilterOpt = None,
+) -> None:
+    """Search memories by meaning. Exit 3 when nothing is above the threshold."""
+    st = state(ctx)
+    with st.open_store() as store:
+        threshold = store.config["search_threshold"] if threshold is None else threshold
+        limit = store.config["search_limit"] if limit is None else limit
+        hits = store.search(read_text(query, "query"), limit=limit, threshold=threshold, area=area, filter=filter)
+    doc = {"subdir": st.subdir, "query": query, "threshold": threshold, "limit": limit, "count": len(hits),
+           "results": [h.to_dict() for h in hits]}
+    emit(st, doc, lambda c: c.print(memory_table(hits, score=True)) if hits else c.print("no memories matched"))
+    if not hits:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+@app.command()
+def forget(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Delete memories similar to this ('-' stdin, '@FILE').")],
+    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0,
+                                                    help="Minimum relevance [config forget_threshold: 0.75].")] = None,
+    exact: Annotated[bool, typer.Option("--exact", help="Delete only memories whose text is exactly QUERY.")] = False,
+    area: AreaOpt = None,
+    filter: FilterOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+) -> None:
+    """Delete every memory similar to QUERY (in batches until none is left). Exit 3 if none matched."""
+    from memctl.store.records import Hit
+
+    st = state(ctx)
+    text = read_text(query, "query")
+    with st.open_store() as store:
+        threshold = store.config["forget_threshold"] if threshold is None else threshold
+        if exact:
+            matches = [Hit(**m.__dict__, score=1.0) for m in store.find_exact(text, area)]
+            flt = store.compile(filter)
+            matches = [m for m in matches if flt is None or flt.matches(m.filter_names())]
+        else:
+            matches = store.search_all_above(text, threshold, area=area, filter=filter)
+        if matches and not dry_run:
+            confirm(ctx, f"Delete {len(matches)} memories?", yes)
+            batch = int(store.config["forget_batch_size"])
+            for start in range(0, len(matches), batch):
+                store.delete([m.id for m in matches[start : start + batch]], cascade=False)
+    doc = {"subdir": st.subdir, "query": text, "exact": exact, "threshold": threshold, "dry_run": dry_run,
+           "count": len(matches), "deleted": [m.to_dict() for m in matches]}
+    title = "would delete" if dry_run else "deleted"
+    emit(st, doc, lambda c: c.print(memory_table(matches, score=True, title=f"{title} {len(matches)}")))
+    if not matches:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+@app.command()
+def delete(
+    ctx: typer.Context,
+    ids: Annotated[list[str], typer.Argument(help="Ids to delete.")],
+    no_cascade: Annotated[bool, typer.Option("--no-cascade", help="Keep memories derived from these ids.")] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+) -> None:
+    """Delete memories by id, and what was derived from them. Exit 3 if no id exists."""
+    st = state(ctx)
+    with st.open_store() as store:
+        present = {m.id for m in store.get(ids)}
+        cascaded = [] if no_cascade else [i for i in store.derived_ids(sorted(present)) if i not in present]
+        if dry_run:
+            doc = {"subdir": st.subdir, "dry_run": True, "deleted": [i for i in ids if i in present],
+                   "cascaded": cascaded, "missing": [i for i in ids if i not in present]}
+        else:
+            if present:
+                confirm(ctx, f"Delete {len(present) + len(cascaded)} memories?", yes)
+            doc = {"subdir": st.subdir, "dry_run": False,
+                   **store.delete(ids, cascade=not no_cascade).to_dict()}
+    emit(st, doc, lambda c: c.print(
+        f"{'would delete' if dry_run else 'deleted'} {len(doc['deleted'])}"
+        + (f" (+{len(doc['cascaded'])} derived: {' '.join(doc['cascaded'])})" if doc["cascaded"] else "")
+        + (f"; not found: {' '.join(doc['missing'])}" if doc["missing"] else "")))
+    if not present:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+@app.command()
+def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Show one memory with its metadata. Exit 3 if the id does not exist."""
+    st = state(ctx)
+    with st.open_store() as store:
+        memory = store.get_one(memory_id)
+        derived = store.derived_ids([memory_id])
+    emit(st, {"subdir": st.subdir, "memory": memory.to_dict(), "derived": derived}, lambda c: _show(c, memory, derived))
+
+
+def _show(console: object, memory: object, derived: list[str]) -> None:
+    import json
+
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None)
+    for key, value in memory.to_dict().items():  # type: ignore[attr-defined]
+        table.add_row(key, json.dumps(value, ensure_ascii=False) if key == "metadata" else str(value))
+    if derived:
+        table.add_row("derived", " ".join(derived))
+    console.print(table)  # type: ignore[attr-defined]
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    area: AreaOpt = None,
+    filter: FilterOpt = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Page size [config list_page_size].")] = None,
+    page: Annotated[int, typer.Option("--page", "-p", min=1, help="Page number, 1 = newest.")] = 1,
+) -> None:
+    """List memories, newest first, a page at a time."""
+    st = state(ctx)
+    with st.open_store() as store:
+        size = limit or int(store.config["list_page_size"])
+        items, total = store.list(area=area, filter=filter, limit=size, offset=(page - 1) * size)
+    doc = {"subdir": st.subdir, "total": total, "page": page, "page_size": size, "items": [m.to_dict() for m in items]}
+    pages = max(1, -(-total // size))
+    emit(st, doc, lambda c: c.print(memory_table(items, title=f"{total} memories — page {page}/{pages}")))
+
+
+@app.command()
+def update(
+    ctx: typer.Context,
+    memory_id: Annotated[str, typer.Argument(metavar="ID")],
+    text: Annotated[str | None, typer.Option("--text", help="New text ('-' stdin, '@FILE'); re-embedded.")] = None,
+    meta: MetaOpt = None,
+    unset: Annotated[list[str] | None, typer.Option("--unset", help="Metadata key to remove (repeatable).")] = None,
+    replace_meta: Annotated[bool, typer.Option("--replace-meta", help="Replace metadata instead of merging.")] = False,
+    area: AreaOpt = None,
+) -> None:
+    """Change a memory's text and/or metadata; its history keeps the old version."""
+    st = state(ctx)
+    if text is None and not meta and not unset and area is None and not replace_meta:
+        raise UsageError("nothing to update", hint="pass --text, --meta, --unset or --area")
+    with st.open_store() as store:
+        before = store.get_one(memory_id)
+        new_text = read_text(text) if text is not None else None
+        memory = store.update(memory_id, text=new_text, metadata=parse_meta(meta), unset=unset or [],
+                              replace_metadata=replace_meta, area=area)
+    doc = {"subdir": st.subdir, "memory": memory.to_dict(), "reembedded": memory.text != before.text}
+    emit(st, doc, lambda c: c.print(f"updated {memory.id}"))
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    memory_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="One memory's changes.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Most entries, newest first.")] = 50,
+) -> None:
+    """Every recorded change (add, update, delete, import ...), newest first."""
+    st = state(ctx)
+    with st.open_store() as store:
+        entries = store.history(memory_id, limit=limit)
+    if memory_id and not entries:
+        info(st, f"no history for {memory_id!r}")
+    emit(st, {"subdir": st.subdir, "id": memory_id, "entries": [e.to_dict() for e in entries]},
+         lambda c: c.print(_history_table(entries)))
+    if memory_id and not entries:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _history_table(entries: list) -> object:
+    from rich.table import Table
+
+    from memctl.cli.render import short
+
+    table = Table()
+    for column in ("at", "id", "op", "actor", "old text", "new text"):
+        table.add_column(column, overflow="fold")
+    for e in entries:
+        table.add_row(e.at[:19], e.memory_id, e.op, e.actor, short(e.old_text or "", 50), short(e.new_text or "", 50))
+    return table

@@ -1,0 +1,86 @@
+"""The one renderer: a stable JSON document under --json, Rich tables otherwise; diagnostics to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from memctl.cli.state import State
+
+
+def emit(state: State, document: dict[str, Any], human: Callable[[Any], None] | None = None) -> None:
+    """Print `document` as JSON, or call `human(console)` to draw it for people."""
+    if state.json:
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=None) + "\n")
+        sys.stdout.flush()
+        return
+    if human is not None and not state.quiet:
+        human(console())
+
+
+def console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    # Rich turns colour off itself when the stream is not a TTY or NO_COLOR is set.
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def info(state: State, message: str) -> None:
+    """A diagnostic line on stderr (silenced by --quiet)."""
+    if not state.quiet:
+        sys.stderr.write(message + "\n")
+
+
+def short(text: str, width: int = 100) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def memory_table(memories: Iterable[Any], *, score: bool = False, title: str | None = None) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False, expand=False)
+    table.add_column("id", no_wrap=True, style="cyan")
+    table.add_column("area", no_wrap=True)
+    if score:
+        table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("text", overflow="fold")
+    for m in memories:
+        row = [m.id, m.area] + ([f"{m.score:.3f}"] if score else []) + [m.created_at[:19], short(m.text)]
+        table.add_row(*row)
+    return table
+
+
+def progress(state: State, total: int | None, description: str) -> Any:
+    """A Rich progress bar on a TTY (stderr); a no-op object otherwise."""
+    if state.quiet or state.json or not sys.stderr.isatty():
+        return _NoProgress()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=console(stderr=True), transient=True)
+    bar.start()
+    task = bar.add_task(description, total=total)
+    return _RichProgress(bar, task)
+
+
+class _NoProgress:
+    def update(self, done: int, total: int | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _RichProgress:
+    def __init__(self, bar: Any, task: Any) -> None:
+        self.bar, self.task = bar, task
+
+    def update(self, done: int, total: int | None = None) -> None:
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        self.bar.stop()
