@@ -228,9 +228,7 @@ def test_hostile_strings_are_distinct_and_numerous() -> None:
     assert len(exprs) >= 40
 
 
-@pytest.mark.parametrize(
-    ("expr", "needle"), HOSTILE, ids=[repr(e)[:40] for e, _ in HOSTILE]
-)
+@pytest.mark.parametrize(("expr", "needle"), HOSTILE, ids=[repr(e)[:40] for e, _ in HOSTILE])
 def test_hostile_strings_refused_at_compile_time(expr: str, needle: str) -> None:
     with pytest.raises(FilterError) as info:
         compile_filter(expr)

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Prove the README's set-up commands work on a fresh machine, in a fresh venv.
+#
+# Copies the repository's committed files (git archive HEAD) into a temporary folder, makes a
+# new venv there, runs the install command found in README.md between the markers
+# <!-- setup-commands --> and <!-- /setup-commands --> (first line of the ```sh fence), checks the
+# installed CLI (version, help, CPU-only torch, no nvidia-* packages, a real save/load with the
+# packaged model), then runs the README's test command (second line of the fence) with this
+# script's own arguments appended:
+#
+#   scripts/check_fresh_install.sh                  # full test command
+#   scripts/check_fresh_install.sh -m "not slow"    # a subset
+#
+# Environment:
+#   MEMCTL_FRESH_SRC=worktree   copy the working tree (tracked + untracked, not ignored) instead of HEAD
+#   MEMCTL_FRESH_KEEP=1         keep the temporary folder (its path is printed) for debugging
+#   PYTHON=...                  the interpreter that makes the venv (default: python3)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON_BIN="${PYTHON:-python3}"
+SRC_MODE="${MEMCTL_FRESH_SRC:-head}"
+E2E_TEXT="User prefers dark mode in every editor"
+E2E_QUERY="what editor theme does the user prefer"
+
+STEP="start"
+TMP=""
+REPORTED=0
+
+log() { printf '==> %s\n' "$*"; }
+
+on_exit() {
+    local rc=$?
+    if [[ $rc -ne 0 && $REPORTED -eq 0 ]]; then
+        printf 'fresh install FAILED at step: %s (exit %s)\n' "$STEP" "$rc" >&2
+    fi
+    if [[ -n "$TMP" && -d "$TMP" ]]; then
+        if [[ "${MEMCTL_FRESH_KEEP:-}" == "1" ]]; then
+            printf 'kept temporary folder: %s\n' "$TMP" >&2
+        else
+            rm -rf "$TMP"
+        fi
+    fi
+    exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+fail() {
+    printf 'fresh install FAILED at step: %s: %s\n' "$STEP" "$*" >&2
+    REPORTED=1
+    exit 1
+}
+
+# --- 1. parse the set-up commands from README.md -------------------------------------------
+STEP="parse README.md set-up commands"
+[[ -f "$REPO/README.md" ]] || fail "no README.md in $REPO"
+mapfile -t SETUP < <(awk '
+    /<!-- setup-commands -->/  { inside = 1; next }
+    /<!-- \/setup-commands -->/ { inside = 0; next }
+    inside && /^[[:space:]]*```/ { fence = !fence; next }
+    inside && fence && NF && $1 !~ /^#/ { sub(/^[[:space:]]+/, ""); sub(/[[:space:]]+$/, ""); print }
+' "$REPO/README.md")
+[[ ${#SETUP[@]} -ge 2 ]] || fail "expected 2 commands in the fenced block between the setup-commands markers, found ${#SETUP[@]}"
+INSTALL_CMD="${SETUP[0]}"
+TEST_CMD="${SETUP[1]}"
+log "install command: $INSTALL_CMD"
+log "test command:    $TEST_CMD${*:+ $*}"
+
+# --- 2. copy the sources -------------------------------------------------------------------
+STEP="copy sources ($SRC_MODE)"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/memctl-fresh.XXXXXX")"
+mkdir -p "$TMP/src"
+case "$SRC_MODE" in
+    head)
+        git -C "$REPO" archive HEAD | tar -x -C "$TMP/src"
+        ;;
+    worktree)
+        # tracked + untracked-but-not-ignored files that exist (a deleted tracked file is skipped)
+        (cd "$REPO" && git ls-files -z -co --exclude-standard \
+            | while IFS= read -r -d '' f; do [[ -e "$f" || -L "$f" ]] && printf '%s\0' "$f"; done \
+            | tar -c --null --no-recursion -T - -f -) | tar -x -C "$TMP/src"
+        ;;
+    *)
+        fail "MEMCTL_FRESH_SRC must be unset, 'head' or 'worktree', not '$SRC_MODE'"
+        ;;
+esac
+log "copied $(find "$TMP/src" -type f | wc -l) files to $TMP/src"
+
+# --- 3. fresh venv, isolated from the caller's environment ----------------------------------
+STEP="create venv"
+# Nothing from the caller may leak into the fresh install: no outer venv, no PYTHONPATH, no
+# memctl settings, no model cache (a fresh machine has none), and no recursion into this check.
+unset VIRTUAL_ENV PYTHONPATH PYTHONHOME PYTHONSTARTUP MEMCTL_HOME MEMCTL_STORE MEMCTL_CONFIG \
+      MEMCTL_SUBDIR MEMCTL_TEST_FRESH_INSTALL
+export HF_HOME="$TMP/hf-home"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1   # the model must come from the installed package
+"$PYTHON_BIN" -m venv "$TMP/venv"
+# shellcheck disable=SC1091
+source "$TMP/venv/bin/activate"
+hash -r
+[[ "$(command -v pip)" == "$TMP/venv/bin/pip" ]] || fail "pip resolves to $(command -v pip), not the venv's"
+[[ "$(command -v python)" == "$TMP/venv/bin/python" ]] || fail "python resolves to $(command -v python), not the venv's"
+log "venv: $(python --version) at $TMP/venv"
+
+# --- 4. the README's install command --------------------------------------------------------
+STEP="install: $INSTALL_CMD"
+cd "$TMP/src"
+t0=$(date +%s)
+eval "$INSTALL_CMD"
+INSTALL_S=$(( $(date +%s) - t0 ))
+hash -r
+log "install took ${INSTALL_S}s"
+log "venv size: $(du -sh "$TMP/venv" | cut -f1)"
+
+# --- 5. checks on what was installed --------------------------------------------------------
+STEP="memctl --version"
+[[ "$(command -v memctl || true)" == "$TMP/venv/bin/memctl" ]] || fail "memctl is not on PATH in the venv"
+memctl --version
+
+STEP="memctl --help"
+memctl --help >/dev/null
+
+STEP="torch is a CPU build"
+python -c "import torch; assert '+cpu' in torch.__version__ or not torch.cuda.is_available(), torch.__version__; print('torch', torch.__version__)"
+
+STEP="no nvidia-* packages"
+pip list --format=freeze >"$TMP/pip-list.txt"
+NVIDIA="$(grep -i nvidia "$TMP/pip-list.txt" || true)"
+[[ -z "$NVIDIA" ]] || fail "CUDA packages were installed: $(tr '\n' ' ' <<<"$NVIDIA")"
+
+STEP="end-to-end save/load with the packaged model"
+export MEMCTL_HOME="$TMP/memctl-home"
+memctl save "$E2E_TEXT"
+LOADED="$(memctl load "$E2E_QUERY" --json)" || fail "memctl load exited non-zero; output: $LOADED"
+grep -qF "$E2E_TEXT" <<<"$LOADED" || fail "memctl load did not return the saved memory; output: $LOADED"
+log "load found the saved memory"
+unset MEMCTL_HOME
+
+# --- 6. the README's test command, with this script's arguments -----------------------------
+STEP="tests: $TEST_CMD${*:+ $*}"
+t0=$(date +%s)
+eval "$TEST_CMD"' "$@"'
+TESTS_S=$(( $(date +%s) - t0 ))
+
+STEP="done"
+echo "fresh install OK: install ${INSTALL_S}s, tests ${TESTS_S}s"

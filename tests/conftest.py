@@ -1,0 +1,77 @@
+"""Shared fixtures: an isolated root, the fake embedder, and an in-process CLI runner."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own root and no user config; the fake embedder unless a test opts out."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("MEMCTL_HOME", str(home))
+    monkeypatch.setenv("MEMCTL_CONFIG", str(tmp_path / "no-user-config.yaml"))
+    monkeypatch.setenv("MEMCTL_EMBEDDING_PROVIDER", "fake")
+    for name in list(os.environ):
+        if name.startswith("MEMCTL_") and name not in {"MEMCTL_HOME", "MEMCTL_CONFIG", "MEMCTL_EMBEDDING_PROVIDER",
+                                                        "MEMCTL_TEST_FRESH_INSTALL"}:
+            monkeypatch.delenv(name)
+    return home
+
+
+@pytest.fixture
+def home(isolated_env: Path) -> Path:
+    return isolated_env
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """Run `memctl ARGS` in this process; returns Result(code, out, err)."""
+    from memctl.cli.main import main
+
+    def run(*args: str, input: str | None = None) -> Result:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(input or ""))
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+def run_memctl(*args: str, env: dict[str, str] | None = None, input: str | None = None,
+               timeout: float = 300) -> Result:
+    """Run memctl as a separate process (what cron and CI do)."""
+    proc = subprocess.run([sys.executable, "-m", "memctl", *args], capture_output=True, text=True,
+                          input=input, env={**os.environ, **(env or {})}, timeout=timeout, cwd=REPO)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def store(home: Path):
+    import memctl
+    from memctl.embeddings import FakeEmbedder
+
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as opened:
+        yield opened

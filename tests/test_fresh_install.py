@@ -1,0 +1,42 @@
+"""The README's set-up commands work in a fresh venv (runs scripts/check_fresh_install.sh).
+
+Slow (a full install of torch & co.), so it only runs when MEMCTL_TEST_FRESH_INSTALL=1 (CI sets it).
+The inner test run uses -m "not slow", so this test does not run itself again.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "check_fresh_install.sh"
+TIMEOUT_S = 30 * 60
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.skipif(
+    os.environ.get("MEMCTL_TEST_FRESH_INSTALL") != "1",
+    reason="set MEMCTL_TEST_FRESH_INSTALL=1 to check the README set-up commands in a fresh venv",
+)
+def test_readme_setup_commands_work_in_a_fresh_venv() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MEMCTL_TEST_FRESH_INSTALL"}
+    proc = subprocess.run(  # noqa: S603 - fixed script path in this repository
+        ["bash", str(SCRIPT), "-m", "not slow", "-x", "-q"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    tail = "\n".join(proc.stdout.splitlines()[-60:])
+    assert proc.returncode == 0, f"check_fresh_install.sh exited {proc.returncode}:\n{tail}"
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("fresh install OK: install "), f"unexpected final line {last!r}:\n{tail}"

@@ -1,0 +1,188 @@
+"""The embedded store through the Python API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import memctl
+from memctl.embeddings import FakeEmbedder
+from memctl.errors import ModelMismatchError, NotFoundError, UsageError
+
+
+def test_add_search_get_len(store):
+    ids = store.add(["User prefers dark mode in every editor", "The deploy target is Kubernetes"],
+                    metadata=[{"tags": ["ui"]}, None])
+    assert len(ids) == 2 and len(set(ids)) == 2 and len(store) == 2
+    hits = store.search("dark mode editor", limit=10, threshold=0.0)
+    assert [h.id for h in hits][0] == ids[0]
+    assert hits[0].score > hits[1].score and 0.0 <= hits[1].score <= 1.0
+    assert store.get([ids[1], "missing", ids[0]])[0].text == "The deploy target is Kubernetes"
+    assert store.get_one(ids[0]).metadata == {"tags": ["ui"]}
+
+
+def test_score_is_documented_relevance(store):
+    [mid] = store.add(["exact same text"])
+    [hit] = store.search("exact same text", threshold=0.0)
+    assert hit.id == mid and hit.score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_threshold_and_limit(store):
+    store.add([f"note number {i} about apples" for i in range(30)])
+    assert len(store.search("apples note", limit=7, threshold=0.0)) == 7
+    assert store.search("zebra xylophone quantum", limit=10, threshold=0.9) == []
+
+
+def test_bad_area_and_reserved_metadata(store):
+    with pytest.raises(UsageError, match="unknown area"):
+        store.add(["x"], area="notes")
+    with pytest.raises(UsageError, match="reserved"):
+        store.add(["x"], metadata=[{"id": "abc"}])
+    with pytest.raises(UsageError, match="empty"):
+        store.add(["   "])
+    assert len(store) == 0
+
+
+def test_update_keeps_history_and_reembeds(store):
+    [mid] = store.add(["The database is MySQL"], metadata=[{"tags": ["db"]}])
+    updated = store.update(mid, text="The database is PostgreSQL 16", metadata={"owner": "ops"})
+    assert updated.id == mid and updated.text.endswith("16")
+    assert updated.metadata == {"tags": ["db"], "owner": "ops"}
+    assert store.search("PostgreSQL 16 database", threshold=0.0)[0].id == mid
+    ops = [(e.op, e.old_text, e.new_text) for e in store.history(mid)]
+    assert ops[0] == ("update", "The database is MySQL", "The database is PostgreSQL 16")
+    assert ops[-1][0] == "add"
+    with pytest.raises(NotFoundError):
+        store.update("nope", text="x")
+
+
+def test_delete_cascades_through_links(store):
+    a, b = store.add(["fact A about cats", "fact B about dogs"])
+    [merged] = store.add(["cats and dogs merged"], derived_from={"consolidated_from": [a, b]})
+    [grandchild] = store.add(["summary of merged"], derived_from={"updated_from": [merged]})
+    [other] = store.add(["unrelated"])
+    assert store.derived_ids([a]) == [merged, grandchild]
+    result = store.delete([a, "missing"])
+    assert result.deleted == [a] and result.cascaded == [merged, grandchild] and result.missing == ["missing"]
+    assert {m.id for m in store.get([a, b, merged, grandchild, other])} == {b, other}
+    assert {e.memory_id for e in store.history() if e.op == "delete"} == {a, merged, grandchild}
+
+
+def test_delete_without_cascade(store):
+    a = store.add(["parent"])[0]
+    child = store.add(["child"], derived_from={"consolidated_from": [a]})[0]
+    store.delete([a], cascade=False)
+    assert store.get([child])
+
+
+def test_list_newest_first_paginated_and_filtered(store):
+    ids = [store.add([f"memory {i}"], area="fragments" if i % 2 else "main",
+                     metadata=[{"n": i}])[0] for i in range(9)]
+    page, total = store.list(limit=4)
+    assert total == 9 and [m.id for m in page] == ids[::-1][:4]
+    page2, _ = store.list(limit=4, offset=4)
+    assert [m.id for m in page2] == ids[::-1][4:8]
+    frag, total = store.list(area="fragments", limit=100)
+    assert total == 4 and all(m.area == "fragments" for m in frag)
+    big, total = store.list(filter="n >= 6", limit=100)
+    assert total == 3 and [m.metadata["n"] for m in big] == [8, 7, 6]
+
+
+def test_filtered_search_sees_all_candidates_not_top_k(home: Path):
+    """The Agent Zero bug: a filter applied after a top-20 cut misses a small area's low-similarity items."""
+    emb = FakeEmbedder()
+    with memctl.open_store(home, "big", embedder=emb) as store:
+        store.add([f"deploy pipeline step {i} for kubernetes cluster" for i in range(9990)], area="main",
+                  metadata=[{"kind": "noise"} for _ in range(9990)])
+        wanted = store.add([f"recipe {i}: bake bread at 220 degrees" for i in range(10)], area="solutions",
+                           metadata=[{"kind": "recipe", "n": i} for i in range(10)])
+        query = "deploy pipeline kubernetes cluster"
+        unfiltered = store.search(query, limit=10, threshold=0.0)
+        assert not set(wanted) & {h.id for h in unfiltered}
+        by_area = store.search(query, limit=10, threshold=0.0, area="solutions")
+        assert sorted(h.id for h in by_area) == sorted(wanted)
+        by_filter = store.search(query, limit=20, threshold=0.0, filter="kind == 'recipe' and n < 5")
+        assert sorted(h.id for h in by_filter) == sorted(wanted[:5])
+        assert all(a.score >= b.score for a, b in zip(by_area, by_area[1:], strict=False))
+
+
+def test_search_all_above_has_no_cap(store):
+    store.add([f"the build uses gradle cache variant {i}" for i in range(300)])
+    store.add([f"unrelated zebra fact {i}" for i in range(50)])
+    hits = store.search_all_above("the build uses gradle cache variant", 0.75)
+    assert len(hits) == 300
+
+
+def test_model_mismatch_refuses_and_reindex_fixes(home: Path):
+    with memctl.open_store(home, "m", embedder=FakeEmbedder(384)) as store:
+        store.add(["alpha fact", "beta fact"])
+    other = FakeEmbedder(128)
+    with memctl.open_store(home, "m", embedder=other) as store:
+        with pytest.raises(ModelMismatchError, match="memctl reindex"):
+            store.search("alpha", threshold=0.0)
+        with pytest.raises(ModelMismatchError):
+            store.add(["gamma"])
+        assert len(store.list()[0]) == 2  # reading without embeddings still works
+        assert store.reindex() == 2
+        assert store.model_info() == {"provider": "fake", "model": "hash-128", "dimension": 128}
+        assert store.search("alpha fact", threshold=0.0)[0].text == "alpha fact"
+
+
+def test_interrupted_reindex_is_resumed(home: Path, monkeypatch: pytest.MonkeyPatch):
+    with memctl.open_store(home, "r", embedder=FakeEmbedder(384)) as store:
+        store.add([f"fact {i}" for i in range(50)])
+    flaky = FakeEmbedder(64)
+    calls = {"n": 0}
+    real = flaky.embed
+
+    def dies_on_third(texts):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(texts)
+
+    monkeypatch.setattr(flaky, "embed", dies_on_third)
+    with memctl.open_store(home, "r", embedder=flaky) as store:
+        with pytest.raises(KeyboardInterrupt):
+            store.reindex(batch_size=10)
+        with pytest.raises(ModelMismatchError, match="interrupted"):
+            store.search("fact 1", threshold=0.0)
+    resumed = FakeEmbedder(64)
+    with memctl.open_store(home, "r", embedder=resumed) as store:
+        assert store.reindex(batch_size=10) == 30  # 20 were done before the interruption
+        assert store.search("fact 7", threshold=0.0)[0].text == "fact 7"
+
+
+def test_other_process_writes_are_seen_by_open_store(home: Path):
+    emb = FakeEmbedder()
+    with memctl.open_store(home, embedder=emb) as reader, memctl.open_store(home, embedder=emb) as writer:
+        writer.add(["first memory about rust"])
+        assert reader.search("first memory about rust", threshold=0.0)[0].text == "first memory about rust"
+        [second] = writer.add(["second memory about go"])
+        assert reader.search("second memory about go", threshold=0.0)[0].id == second
+        writer.delete([second])
+        assert all(h.id != second for h in reader.search("second memory about go", threshold=0.0))
+
+
+def test_index_checkpoint_prunes_journal(home: Path):
+    with memctl.open_store(home, embedder=FakeEmbedder(), overrides={"index_checkpoint_every": 50}) as store:
+        for i in range(5):
+            store.add([f"batch {i} item {j}" for j in range(40)])
+        pending = store.db.execute("SELECT COUNT(*) FROM index_journal").fetchone()[0]
+        assert pending < 200
+        assert (store.folder / "index.faiss").exists()
+        assert store.search("batch 3 item 7", threshold=0.0)[0].text == "batch 3 item 7"
+    with memctl.open_store(home, embedder=FakeEmbedder()) as store:
+        assert store.vector_index().index.ntotal == 200
+        assert not store.vector_index().rebuilt
+
+
+def test_subdir_names(home: Path):
+    for bad in ["..", "../x", "/abs", "a/b", "projects/../x", "projects/a/b", "a\\b", "", "projects", ".hidden",
+                "projects/", "x/..", "a b"]:
+        with pytest.raises(UsageError):
+            memctl.open_store(home, bad, embedder=FakeEmbedder())
+    with memctl.open_store(home, "projects/alpha", embedder=FakeEmbedder()) as store:
+        store.add(["project fact"])
+    assert (home / "projects" / "alpha" / "memories.sqlite").is_file()
