@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-import click
-
 from memctl.errors import EXIT_ERROR, EXIT_USAGE, MemctlError
 
 
@@ -19,6 +17,7 @@ def _report(message: str, kind: str, code: int, hint: str | None, as_json: bool)
 
 
 def main(argv: list[str] | None = None) -> int:
+    import typer
     from typer.main import get_command
 
     from memctl.cli.app import app
@@ -30,13 +29,16 @@ def main(argv: list[str] | None = None) -> int:
         result = command.main(args=args, prog_name="memctl", standalone_mode=False)
     except MemctlError as exc:
         return _exit(_report(exc.message, type(exc).__name__, exc.exit_code, exc.hint, as_json))
-    except click.exceptions.Abort:
+    except typer.Abort:
         return _exit(_report("aborted, nothing was changed", "Aborted", EXIT_ERROR, None, as_json))
-    except click.UsageError as exc:
-        hint = exc.ctx.get_usage() if exc.ctx else None
-        return _exit(_report(exc.format_message(), "UsageError", EXIT_USAGE, hint, as_json))
-    except click.ClickException as exc:
-        return _exit(_report(exc.format_message(), "Error", exc.exit_code, None, as_json))
+    except typer.Exit as exc:
+        return _exit(exc.exit_code)
+    except typer.TyperException as exc:  # typer's (vendored click) usage errors: bad option, missing argument
+        code = getattr(exc, "exit_code", EXIT_USAGE)
+        ctx = getattr(exc, "ctx", None)
+        hint = ctx.get_usage() if ctx is not None and code == EXIT_USAGE else None
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        return _exit(_report(message, "UsageError" if code == EXIT_USAGE else "Error", code, hint, as_json))
     except KeyboardInterrupt:
         return _exit(_report("interrupted; committed changes are kept", "Interrupted", 130, None, as_json))
     except BrokenPipeError:
