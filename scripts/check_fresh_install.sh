@@ -35,7 +35,7 @@ on_exit() {
         printf 'fresh install FAILED at step: %s (exit %s)\n' "$STEP" "$rc" >&2
     fi
     if [[ -n "$TMP" && -d "$TMP" ]]; then
-        if [[ "${MEMCTL_FRESH_KEEP:-}" == "1" ]]; then
+        if [[ "${KEEP_TMP:-}" == "1" ]]; then
             printf 'kept temporary folder: %s\n' "$TMP" >&2
         else
             rm -rf "$TMP"
@@ -92,8 +92,10 @@ log "copied $(find "$TMP/src" -type f | wc -l) files to $TMP/src"
 STEP="create venv"
 # Nothing from the caller may leak into the fresh install: no outer venv, no PYTHONPATH, no
 # memctl settings, no model cache (a fresh machine has none), and no recursion into this check.
-unset VIRTUAL_ENV PYTHONPATH PYTHONHOME PYTHONSTARTUP MEMCTL_HOME MEMCTL_STORE MEMCTL_CONFIG \
-      MEMCTL_SUBDIR MEMCTL_TEST_FRESH_INSTALL
+# (memctl reads every MEMCTL_* variable as a config key, so none of ours may reach it either.)
+KEEP_TMP="${MEMCTL_FRESH_KEEP:-}"
+unset VIRTUAL_ENV PYTHONPATH PYTHONHOME PYTHONSTARTUP
+while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^MEMCTL_' || true)
 export HF_HOME="$TMP/hf-home"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1   # the model must come from the installed package
 "$PYTHON_BIN" -m venv "$TMP/venv"

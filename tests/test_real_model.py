@@ -1,0 +1,69 @@
+"""End to end through the CLI with the real packaged all-MiniLM-L6-v2 (separate processes, like cron)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_memctl
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def real_env(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")
+    return {"MEMCTL_HOME": str(home)}
+
+
+def test_save_and_load_with_packaged_model(real_env):
+    env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env
+    dark = run_memctl("save", "User prefers dark mode in every editor", env=env)
+    kube = run_memctl("save", "The deploy target is Kubernetes", env=env)
+    assert dark.code == 0 and kube.code == 0, dark.err + kube.err
+    result = run_memctl("load", "what editor theme does the user prefer", "--json", env=env)
+    assert result.code == 0, result.err
+    results = result.json["results"]
+    assert results[0]["id"] == dark.out.strip()
+    assert results[0]["text"] == "User prefers dark mode in every editor"
+    assert results[0]["score"] == pytest.approx(0.79, abs=0.02) and results[0]["score"] >= 0.7
+    assert all(r["text"] != "The deploy target is Kubernetes" for r in results)  # ≈0.55 is below 0.7
+    everything = run_memctl("load", "what editor theme does the user prefer", "--json", "-t", "0", env=env).json
+    scores = {r["text"]: r["score"] for r in everything["results"]}
+    assert scores["The deploy target is Kubernetes"] == pytest.approx(0.55, abs=0.03)
+
+
+def test_switching_fake_to_real_model_needs_reindex(real_env, home: Path):
+    fake = {**os.environ, **real_env, "MEMCTL_EMBEDDING_PROVIDER": "fake"}
+    real = {k: v for k, v in fake.items() if k != "MEMCTL_EMBEDDING_PROVIDER"}
+    assert run_memctl("save", "The office coffee machine is on floor three", env=fake).code == 0
+    refused = run_memctl("load", "where is the coffee machine", "--json", env=real)
+    assert refused.code == 1 and "reindex" in (refused.json["error"]["hint"] or "")
+    fixed = run_memctl("reindex", "--json", env=real)
+    assert fixed.code == 0 and fixed.json["model"]["provider"] == "local"
+    found = run_memctl("load", "where is the coffee machine", "--json", env=real)
+    assert found.code == 0 and found.json["results"][0]["text"].startswith("The office coffee machine")
+
+
+HEAVY = ("torch", "sentence_transformers", "litellm", "transformers")
+PROBE = """
+import sys
+from memctl.cli.main import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in {heavy!r} if m in sys.modules)
+print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list"], ["show", "nope"], ["subdirs"], ["history"], ["export"],
+                                  ["save", "--help"], ["delete", "nope"]])
+def test_commands_without_embedding_do_not_import_heavy_modules(real_env, args):
+    env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert "HEAVY=\n" in proc.stderr or proc.stderr.rstrip().endswith("HEAVY="), proc.stderr
