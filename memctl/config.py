@@ -24,7 +24,8 @@ NULLABLE_TYPES: dict[str, type] = {
 }
 ENV_PREFIX = "MEMCTL_"
 # Environment variables with the prefix that are not configuration keys.
-ENV_NOT_KEYS = {"MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG"}
+ENV_NOT_KEYS = {"MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG", "MEMCTL_SUBDIR"}
+ENV_NOT_KEY_PREFIXES = ("MEMCTL_TEST_",)  # test switches, never configuration
 
 
 def resource_path(name: str) -> Path:
@@ -88,14 +89,14 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
 
     layer: dict[str, Any] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_KEYS:
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_KEYS or name.startswith(ENV_NOT_KEY_PREFIXES):
             continue
         key = name[len(ENV_PREFIX) :].lower()
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
-        if _expected_type(key) is str and value is not None and key in defaults():
+        if key in defaults() and _expected_type(key) is str and value is not None:
             value = raw  # a string key keeps the raw text ("123" stays a string)
         layer[key] = check_value(key, value, f"environment variable {name}")
     return layer

@@ -217,7 +217,7 @@ class CachedEmbedder:
 
         hashes = [content_hash(t) for t in texts]
         found = self._lookup(set(hashes))
-        missing = sorted({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
+        missing = list({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
         if missing:
             fresh = self.inner.embed([t for _, t in missing])
             new = {h: fresh[i] for i, (h, _) in enumerate(missing)}
