@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,4 +24,4 @@ class State:
 
     @property
     def interactive(self) -> bool:
-        return sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI")
+        return sys.stdin.isatty() and sys.stdout.isatty()

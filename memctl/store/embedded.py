@@ -169,7 +169,7 @@ class EmbeddedStore:
         return self._embedder
 
     def model_info(self) -> dict[str, Any] | None:
-        path = self.folder / "embedding.json"
+        path = self.folder / EMBEDDING_FILE
         if not path.is_file():
             return None
         try:
@@ -208,11 +208,13 @@ class EmbeddedStore:
         return vectors
 
     def _record_model(self, info: ModelInfo, dimension: int) -> None:
-        current = self.model_info()
+        if self.model_info() != {"provider": info.provider, "model": info.model, "dimension": int(dimension)}:
+            self._write_model_file(info, dimension)
+
+    def _write_model_file(self, info: ModelInfo, dimension: int) -> None:
         wanted = {"provider": info.provider, "model": info.model, "dimension": int(dimension)}
-        if current != wanted:
-            atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(wanted, indent=2) + "\n").encode())
-            self._index = None
+        atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(wanted, indent=2) + "\n").encode())
+        self._index = None
 
     # -- the vector index ----------------------------------------------------------------
     def vector_index(self) -> VectorIndex | None:
@@ -576,31 +578,27 @@ class EmbeddedStore:
 
         info = self.embedder.info
         state = self._meta("reindex")
-        last_seq = int(state["last_seq"]) if state and state.get("model") == info.label() else 0
+        resuming = bool(state) and state.get("model") == info.label()
+        last_seq = int(state["last_seq"]) if resuming else 0
+        dimension = state.get("dimension") if resuming else None
         total, done = len(self), 0
         with self._write():
-            self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq})
+            self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq, "dimension": dimension})
         self._reindexing = True
         try:
-            dimension = self.dimension()
             while rows := self.db.execute("SELECT seq, text FROM memories WHERE seq > ? ORDER BY seq LIMIT ?",
                                           (last_seq, batch_size)).fetchall():
                 vectors = self.embedder.embed([r[1] for r in rows])
-                dimension = int(vectors.shape[1])
-                last_seq = rows[-1][0]
+                dimension, last_seq = int(vectors.shape[1]), rows[-1][0]
+                blobs = [(np.asarray(v, dtype=np.float32).tobytes(), r[0]) for v, r in zip(vectors, rows, strict=True)]
                 with self._write() as db:
-                    db.executemany("UPDATE memories SET vector = ? WHERE seq = ?",
-                                   [(np.asarray(v, dtype=np.float32).tobytes(), r[0]) for v, r in zip(vectors, rows, strict=True)])
+                    db.executemany("UPDATE memories SET vector = ? WHERE seq = ?", blobs)
                     self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq, "dimension": dimension})
                 done += len(rows)
                 if progress:
                     progress(done, total)
-            if dimension is None and state and state.get("dimension"):
-                dimension = int(state["dimension"])
             if dimension is not None:
-                self._index = None
-                atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(
-                    {"provider": info.provider, "model": info.model, "dimension": dimension}, indent=2) + "\n").encode())
+                self._write_model_file(info, int(dimension))
             with self._write():
                 self._set_meta("reindex", None)
         finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 AREAS = ("main", "fragments", "solutions")
@@ -12,7 +12,7 @@ RESERVED_METADATA_KEYS = frozenset({"id", "area", "created_at", "updated_at"})
 
 def now_iso() -> str:
     """ISO 8601 with offset, UTC, so stored timestamps sort chronologically as text."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def relevance(inner_product: float) -> float:

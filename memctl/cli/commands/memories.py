@@ -43,9 +43,11 @@ def save(
 def load(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for; '-' reads stdin, '@FILE' reads a file.")],
-    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0,
-                                                    help="Minimum relevance (1+cos)/2 [config search_threshold: 0.7].")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Most results [config search_limit: 10].")] = None,
+    threshold: Annotated[float | None, typer.Option(
+        "--threshold", "-t", min=0.0, max=1.0, help="Minimum relevance (1+cos)/2 [config search_threshold: 0.7].",
+    )] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", "-n", min=1, help="Most results [config search_limit: 10].")] = None,
     area: AreaOpt = None,
     filter: FilterOpt = None,
 ) -> None:
@@ -157,7 +159,8 @@ def list_(
     ctx: typer.Context,
     area: AreaOpt = None,
     filter: FilterOpt = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Page size [config list_page_size].")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", "-n", min=1, help="Page size [config list_page_size].")] = None,
     page: Annotated[int, typer.Option("--page", "-p", min=1, help="Page number, 1 = newest.")] = 1,
 ) -> None:
     """List memories, newest first, a page at a time."""

@@ -77,7 +77,8 @@ def export(
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="JSONL file from `memctl export` (or '-' for stdin).")],
-    on_conflict: Annotated[str, typer.Option("--on-conflict", help="An id that exists: skip, new-id or error.")] = "skip",
+    on_conflict: Annotated[str, typer.Option(
+        "--on-conflict", help="When an id exists already: skip, new-id or error.")] = "skip",
     batch_size: Annotated[int | None, typer.Option("--batch-size", min=1,
                                                    help="Records per transaction [config import_batch_size].")] = None,
 ) -> None:
