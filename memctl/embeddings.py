@@ -65,11 +65,19 @@ def packaged_model_path() -> Path:
 
 
 class LocalEmbedder:
-    """A sentence-transformers model from disk (default: the packaged all-MiniLM-L6-v2)."""
+    """A sentence-transformers model from disk (default: the packaged all-MiniLM-L6-v2).
 
-    def __init__(self, model: str = DEFAULT_LOCAL_MODEL, batch_size: int = 64) -> None:
+    backend "onnx" runs it on onnxruntime (no torch import: fast CLI start), "torch" through
+    sentence-transformers, "auto" picks onnx when onnxruntime and tokenizers are installed.
+    Both give the same vectors (checked at export), so the model identity does not change.
+    """
+
+    def __init__(self, model: str = DEFAULT_LOCAL_MODEL, batch_size: int = 64, backend: str = "auto") -> None:
+        if backend not in ("auto", "onnx", "torch"):
+            raise ConfigError(f"embedding_backend must be auto, onnx or torch, not {backend!r}")
         self.info = ModelInfo("local", model)
         self.batch_size = batch_size
+        self.backend = backend
         self._model: Any = None
 
     def _path(self) -> Path:
@@ -83,6 +91,15 @@ class LocalEmbedder:
             )
         return path
 
+    def _chosen_backend(self, path: Path) -> str:
+        if self.backend != "auto":
+            return self.backend
+        import importlib.util
+
+        onnx_ready = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers"))
+        files_ready = (path / "tokenizer.json").is_file() and (path / "model.safetensors").is_file()
+        return "onnx" if onnx_ready and files_ready else "torch"
+
     def _load(self) -> Any:
         if self._model is None:
             # Never reach for a model hub: the weights come from a package or a folder.
@@ -90,10 +107,19 @@ class LocalEmbedder:
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+            path = self._path()
             try:
-                from sentence_transformers import SentenceTransformer
+                if self._chosen_backend(path) == "onnx":
+                    from memctl.embed_onnx import OnnxMiniLM
 
-                self._model = SentenceTransformer(str(self._path()), device="cpu")
+                    self._model = OnnxMiniLM(path, batch_size=self.batch_size)
+                else:
+                    from sentence_transformers import SentenceTransformer
+
+                    self._model = _SentenceTransformerAdapter(SentenceTransformer(str(path), device="cpu"),
+                                                              self.batch_size)
             except EmbeddingError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any loader failure is reported the same way
@@ -101,12 +127,16 @@ class LocalEmbedder:
         return self._model
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        model = self._load()
-        vectors = model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return normalise(vectors)
+        return normalise(self._load().embed(texts))
+
+
+class _SentenceTransformerAdapter:
+    def __init__(self, model: Any, batch_size: int) -> None:
+        self.model, self.batch_size = model, batch_size
+
+    def embed(self, texts: list[str]) -> Any:
+        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False)
 
 
 class LiteLLMEmbedder:
@@ -266,7 +296,7 @@ def make_embedder(config: Config, cache_dir: Path | None = None) -> Embedder:
     batch = config["embedding_batch_size"]
     inner: Embedder
     if provider == "local":
-        inner = LocalEmbedder(config["embedding_model"], batch_size=batch)
+        inner = LocalEmbedder(config["embedding_model"], batch_size=batch, backend=config["embedding_backend"])
     elif provider == "litellm":
         inner = LiteLLMEmbedder(config["embedding_model"], config["embedding_api_base"],
                                 config["embedding_api_key_env"], batch_size=batch)

@@ -1,0 +1,193 @@
+"""The default model without torch at run time: all-MiniLM-L6-v2 on onnxruntime + tokenizers.
+
+The ONNX file is exported once from the packaged safetensors weights (this one step needs torch)
+into the user cache, checked against sentence-transformers (cosine >= MIN_COSINE on a sample,
+so vectors stay interchangeable and stores need no reindex), and reused by every process after.
+A CLI call then pays for onnxruntime (~0.2 s), not for torch (~5 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memctl.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MIN_COSINE = 0.9999
+CHECK_TEXTS = [
+    "User prefers dark mode in every editor",
+    "The deploy target is Kubernetes",
+    "hi",
+    "数据库使用 PostgreSQL 16，端口 5432",
+    "A long paragraph about configuring the build: " + "the cache lives in a shared folder and " * 40,
+]
+
+
+def cache_root() -> Path:
+    if os.environ.get("MEMCTL_CACHE_DIR"):
+        return Path(os.environ["MEMCTL_CACHE_DIR"]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("memctl", appauthor=False))
+
+
+def _weights_digest(model_dir: Path) -> str:
+    """Identify the weights cheaply (size + mtime-free head/tail hash) so a new package version re-exports."""
+    weights = model_dir / "model.safetensors"
+    digest = hashlib.sha256(str(weights.stat().st_size).encode())
+    with weights.open("rb") as handle:
+        digest.update(handle.read(1 << 20))
+        handle.seek(max(0, weights.stat().st_size - (1 << 20)))
+        digest.update(handle.read())
+    return digest.hexdigest()[:16]
+
+
+def onnx_path(model_dir: Path) -> Path:
+    return cache_root() / "onnx" / f"all-MiniLM-L6-v2-{_weights_digest(model_dir)}.onnx"
+
+
+class OnnxMiniLM:
+    """Mean-pooled, normalised BERT embeddings from an ONNX export of a sentence-transformers folder."""
+
+    def __init__(self, model_dir: Path, batch_size: int = 64, max_seq_length: int | None = None) -> None:
+        self.model_dir = model_dir
+        self.batch_size = batch_size
+        self.max_seq_length = max_seq_length or _max_seq_length(model_dir)
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def _load(self) -> None:
+        if self._session is not None:
+            return
+        path = onnx_path(self.model_dir)
+        if not path.is_file():
+            export_verified(self.model_dir, path)
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        tokenizer.enable_truncation(self.max_seq_length)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        self._load()
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        # Sorting by length keeps padding (wasted work) small inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        rows: dict[int, np.ndarray] = {}
+        for start in range(0, len(order), self.batch_size):
+            chosen = order[start : start + self.batch_size]
+            for i, vector in zip(chosen, self._embed_batch([texts[i] for i in chosen]), strict=True):
+                rows[i] = vector
+        if texts:
+            out = np.stack([rows[i] for i in range(len(texts))])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        encoded = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                          "token_type_ids": np.zeros_like(ids)})[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def _max_seq_length(model_dir: Path) -> int:
+    try:
+        return int(json.loads((model_dir / "sentence_bert_config.json").read_text())["max_seq_length"])
+    except (OSError, ValueError, KeyError):
+        return 256
+
+
+def export_verified(model_dir: Path, path: Path) -> None:
+    """Export under a lock (concurrent first runs export once), verify, then publish atomically."""
+    import filelock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(path) + ".lock", timeout=600):
+        if path.is_file():
+            return
+        sys.stderr.write("memctl: preparing the fast embedding model (one time, ~15 s)...\n")
+        fd, tmp_name = tempfile.mkstemp(prefix=".export.", suffix=".onnx", dir=path.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            _export(model_dir, tmp)
+            cosine = _verify(model_dir, tmp)
+            if cosine < MIN_COSINE:
+                raise EmbeddingError(f"ONNX export disagrees with sentence-transformers (cosine {cosine:.6f})",
+                                     hint="set embedding_backend: torch")
+            os.replace(tmp, path)
+            (path.with_suffix(".json")).write_text(json.dumps({"min_cosine": cosine, "texts": len(CHECK_TEXTS)}))
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def _export(model_dir: Path, dest: Path) -> None:
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise EmbeddingError("exporting the ONNX model needs torch and transformers",
+                             hint="install memctl with its dependencies, or set embedding_backend: torch") from exc
+
+    class _LastHidden(torch.nn.Module):
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    model = AutoModel.from_pretrained(str(model_dir)).eval()
+    sample = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64)
+    mask = (sample != 0).to(torch.int64)
+    axes = {0: "batch", 1: "sequence"}
+    import warnings
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            _LastHidden(model), (sample, mask, torch.zeros_like(sample)), str(dest),
+            input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["last_hidden_state"],
+            dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                          "last_hidden_state": axes},
+            opset_version=17, dynamo=False,
+        )
+
+
+def _verify(model_dir: Path, candidate: Path) -> float:
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(model_dir), device="cpu").encode(CHECK_TEXTS, normalize_embeddings=True)
+    probe = OnnxMiniLM(model_dir, batch_size=2)
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    probe._session = ort.InferenceSession(str(candidate), providers=["CPUExecutionProvider"])
+    probe._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    probe._tokenizer.enable_truncation(probe.max_seq_length)
+    probe._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    ours = probe.embed(CHECK_TEXTS)
+    return float(np.min(np.sum(reference * ours, axis=1)))
