@@ -186,3 +186,19 @@ def test_subdir_names(home: Path):
     with memctl.open_store(home, "projects/alpha", embedder=FakeEmbedder()) as store:
         store.add(["project fact"])
     assert (home / "projects" / "alpha" / "memories.sqlite").is_file()
+
+
+def test_transaction_is_all_or_nothing(store):
+    [old] = store.add(["old chunk of a file"])
+    vectors = store.embedder.embed(["new chunk one", "new chunk two"])
+    with pytest.raises(RuntimeError), store.transaction():
+        store.delete([old])
+        store.insert_records([{"text": "new chunk one"}, {"text": "new chunk two"}], vectors, store.embedder.info)
+        raise RuntimeError("reader failed half way")
+    assert [m.text for m, _ in store.iter_all()] == ["old chunk of a file"]
+    with store.transaction():
+        store.delete([old])
+        ids = store.insert_records([{"text": "new chunk one"}, {"text": "new chunk two"}], vectors,
+                                   store.embedder.info)
+    assert [m.id for m, _ in store.iter_all()] == ids
+    assert store.search("new chunk two", threshold=0.0)[0].id == ids[1]

@@ -86,6 +86,7 @@ class EmbeddedStore:
         self._index: VectorIndex | None = None
         self._lock: Any = None
         self._reindexing = False
+        self._depth = 0
         folder.mkdir(parents=True, exist_ok=True)
         self.db = self._connect()
         apply_migrations(self.db)
@@ -139,16 +140,39 @@ class EmbeddedStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """Exclusive across processes (file lock) and atomic (one IMMEDIATE transaction)."""
+        """Exclusive across processes (file lock) and atomic (one IMMEDIATE transaction).
+
+        Nested uses join the outer transaction, so `with store.transaction():` makes several
+        operations (delete old chunks + insert new ones, a consolidation) commit or vanish together.
+        """
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.db
+            finally:
+                self._depth -= 1
+            return
         with self._locked():
             self.db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
             try:
                 yield self.db
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth = 0
             self._maybe_checkpoint()
+
+    @contextmanager
+    def transaction(self) -> Iterator[EmbeddedStore]:
+        """Group writes into one atomic transaction under the write lock.
+
+        Embed before entering (embedding inside holds the lock while the model runs).
+        """
+        with self._write():
+            yield self
 
     def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
                  new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
