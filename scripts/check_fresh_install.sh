@@ -72,6 +72,7 @@ log "test command:    $TEST_CMD${*:+ $*}"
 STEP="copy sources ($SRC_MODE)"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/memctl-fresh.XXXXXX")"
 mkdir -p "$TMP/src"
+git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1 || fail "$REPO is not a git checkout"
 case "$SRC_MODE" in
     head)
         git -C "$REPO" archive HEAD | tar -x -C "$TMP/src"
