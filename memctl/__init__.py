@@ -4,44 +4,67 @@
     with memctl.open_store(subdir="default") as store:
         ids = store.add(["User prefers dark mode"], area="main")
         hits = store.search("editor theme", limit=5)
+
+Names are imported on first use (PEP 562), so `memctl --help` and light commands do not pay
+for the store, numpy or faiss.
 """
 
-from memctl.config import Config, load_config
-from memctl.errors import (
-    ConfigError,
-    EmbeddingError,
-    FilterError,
-    InputFormatError,
-    LockTimeoutError,
-    MemctlError,
-    ModelMismatchError,
-    NotFoundError,
-    StoreError,
-    UsageError,
-)
-from memctl.store import AREAS, DeleteResult, EmbeddedStore, HistoryEntry, Hit, Memory, open_store
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AREAS",
-    "Config",
-    "ConfigError",
-    "DeleteResult",
-    "EmbeddedStore",
-    "EmbeddingError",
-    "FilterError",
-    "HistoryEntry",
-    "Hit",
-    "InputFormatError",
-    "LockTimeoutError",
-    "MemctlError",
-    "Memory",
-    "ModelMismatchError",
-    "NotFoundError",
-    "StoreError",
-    "UsageError",
-    "__version__",
-    "load_config",
-    "open_store",
-]
+_EXPORTS = {
+    "Config": "memctl.config",
+    "load_config": "memctl.config",
+    "ConfigError": "memctl.errors",
+    "EmbeddingError": "memctl.errors",
+    "FilterError": "memctl.errors",
+    "InputFormatError": "memctl.errors",
+    "LockTimeoutError": "memctl.errors",
+    "MemctlError": "memctl.errors",
+    "ModelMismatchError": "memctl.errors",
+    "NotFoundError": "memctl.errors",
+    "StoreError": "memctl.errors",
+    "UsageError": "memctl.errors",
+    "AREAS": "memctl.store",
+    "DeleteResult": "memctl.store",
+    "EmbeddedStore": "memctl.store",
+    "HistoryEntry": "memctl.store",
+    "Hit": "memctl.store",
+    "Memory": "memctl.store",
+    "open_store": "memctl.store",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'memctl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from memctl.config import Config, load_config
+    from memctl.errors import (
+        ConfigError,
+        EmbeddingError,
+        FilterError,
+        InputFormatError,
+        LockTimeoutError,
+        MemctlError,
+        ModelMismatchError,
+        NotFoundError,
+        StoreError,
+        UsageError,
+    )
+    from memctl.store import AREAS, DeleteResult, EmbeddedStore, HistoryEntry, Hit, Memory, open_store

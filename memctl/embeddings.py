@@ -234,7 +234,7 @@ class CachedEmbedder:
         if self._db is None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+                db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS cache(hash TEXT PRIMARY KEY, vector BLOB NOT NULL)")
                 self._db = db

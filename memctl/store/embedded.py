@@ -539,8 +539,24 @@ class EmbeddedStore:
         query = self._check_text(query)
         if len(self) == 0:
             return []
-        vector = self.embed([query])[0]
+        vector = self._embed_query(query)
         return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+
+    def _embed_query(self, query: str) -> np.ndarray:
+        """Embed the query while the vector index loads: a cold CLI call pays for the slower of the two."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.check_model()
+        embedder = self.embedder
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(embedder.embed, [query])
+            self.vector_index()
+            vector = future.result()[0]
+        dim = self.dimension()
+        if dim is not None and vector.shape[0] != dim:
+            raise ModelMismatchError(f"embedding dimension {vector.shape[0]} differs from the store's {dim}",
+                                     hint="run `memctl reindex`")
+        return vector
 
     def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
                       area: str | None = None, filter: str | Filter | None = None) -> list[Hit]:
@@ -561,7 +577,7 @@ class EmbeddedStore:
         query = self._check_text(query)
         if len(self) == 0:
             return []
-        vector = self.embed([query])[0]
+        vector = self._embed_query(query)
         k = 64
         while True:
             hits = self.search_vector(vector, limit=k, threshold=threshold, area=area, filter=flt)
