@@ -202,3 +202,23 @@ def test_transaction_is_all_or_nothing(store):
                                    store.embedder.info)
     assert [m.id for m, _ in store.iter_all()] == ids
     assert store.search("new chunk two", threshold=0.0)[0].id == ids[1]
+
+
+def test_approximate_index_past_the_size_threshold(home: Path):
+    overrides = {"index_type": "auto", "index_ivf_min_size": 3000, "index_checkpoint_every": 100_000}
+    emb = FakeEmbedder()
+    texts = [f"record {i} topic {i % 50} colour {i % 11}" for i in range(4000)]
+    with memctl.open_store(home, embedder=emb, overrides=overrides) as store:
+        ids = store.add(texts[:2000], area="main")
+        assert not store.vector_index().is_approximate
+        ids += store.add(texts[2000:], area="solutions")
+        store.rebuild_index()
+        assert store.vector_index().is_approximate
+        hit = store.search("record 1234 topic 34 colour 2", threshold=0.0, limit=1)[0]
+        assert hit.text == texts[1234]
+        exact_area = store.search("topic 7", area="solutions", limit=5000, threshold=0.0)
+        assert len(exact_area) == 2000  # filtered searches stay exact under the approximate index
+        store.delete(ids[:10])
+        assert all(h.id not in ids[:10] for h in store.search("record 1 topic 1", limit=50, threshold=0.0))
+    with memctl.open_store(home, embedder=emb, overrides=overrides) as store:  # reloaded from disk
+        assert store.vector_index().is_approximate and store.vector_index().index.ntotal == 3990

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
-from memctl.errors import LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, UsageError
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, UsageError
 from memctl.filters import Filter, compile_filter
 from memctl.store.records import (
     AREAS,
@@ -25,7 +25,7 @@ from memctl.store.records import (
     relevance,
 )
 from memctl.store.schema import apply_migrations
-from memctl.store.vector_index import VectorIndex, atomic_write_bytes
+from memctl.store.vector_index import IndexOptions, VectorIndex, atomic_write_bytes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,6 +37,8 @@ EMBEDDING_FILE = "embedding.json"
 LOCK_FILE = ".write.lock"
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
+# With an approximate index, filtered searches over at most this many candidates are done exactly.
+EXACT_FILTERED_MAX = 200_000
 
 
 def new_id() -> str:
@@ -241,12 +243,18 @@ class EmbeddedStore:
         self._index = None
 
     # -- the vector index ----------------------------------------------------------------
+    def _index_options(self) -> IndexOptions:
+        kind = self.config["index_type"]
+        if kind not in ("auto", "flat", "ivf"):
+            raise ConfigError(f"index_type must be auto, flat or ivf, not {kind!r}")
+        return IndexOptions(kind, int(self.config["index_ivf_min_size"]), int(self.config["index_nprobe"]))
+
     def vector_index(self) -> VectorIndex | None:
         dim = self.dimension()
         if dim is None:
             return None
         if self._index is None or self._index.dimension != dim:
-            self._index = VectorIndex(self.folder, dim)
+            self._index = VectorIndex(self.folder, dim, self._index_options())
         self._index.sync(self.db)
         if self._index.rebuilt:
             self._persist_rebuilt_index()
@@ -269,7 +277,7 @@ class EmbeddedStore:
         dim = self.dimension()
         if dim is None or self._reindexing:
             return
-        index = self._index if self._index is not None else VectorIndex(self.folder, dim)
+        index = self._index if self._index is not None else VectorIndex(self.folder, dim, self._index_options())
         if index.pending(self.db) >= int(self.config["index_checkpoint_every"]) or not index.path.exists():
             self._index = index
             index.checkpoint(self.db)
@@ -281,7 +289,7 @@ class EmbeddedStore:
         if dim is None:
             return 0
         with self._locked():
-            self._index = VectorIndex(self.folder, dim)
+            self._index = VectorIndex(self.folder, dim, self._index_options())
             self.db.execute("BEGIN")
             try:
                 self._index._rebuild(self.db)
@@ -566,9 +574,32 @@ class EmbeddedStore:
         only = self._candidates(area, self.compile(filter))
         if only is not None and len(only) == 0:
             return []
-        pairs = [(seq, relevance(ip)) for seq, ip in index.search(vector, limit, only)]
+        if only is not None and index.is_approximate and len(only) <= EXACT_FILTERED_MAX:
+            raw = self._exact_search(vector, limit, only)  # a filter must not lose matches to IVF probing
+        else:
+            raw = index.search(vector, limit, only)
+        pairs = [(seq, relevance(ip)) for seq, ip in raw]
         pairs = [(seq, score) for seq, score in pairs if score >= threshold]
         return self._hits(pairs)
+
+    def _exact_search(self, vector: np.ndarray, k: int, only: np.ndarray) -> list[tuple[int, float]]:
+        import numpy as np
+
+        from memctl.store.vector_index import vectors_from_blobs
+
+        seqs: list[int] = []
+        blobs: list[bytes] = []
+        for start in range(0, len(only), 900):
+            chunk = [int(x) for x in only[start : start + 900]]
+            for seq, blob in self.db.execute(
+                    f"SELECT seq, vector FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk):
+                seqs.append(seq)
+                blobs.append(blob)
+        if not seqs:
+            return []
+        scores = vectors_from_blobs(blobs, len(vector)) @ vector.astype(np.float32)
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [(seqs[i], float(scores[i])) for i in top]
 
     def search_all_above(self, query: str, threshold: float, area: str | None = None,
                          filter: str | Filter | None = None) -> list[Hit]:

@@ -11,9 +11,11 @@ never an empty index, never a re-embedding.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,12 +69,26 @@ def vectors_from_blobs(blobs: list[bytes], dimension: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dimension)
 
 
-class VectorIndex:
-    """An IndexIDMap2 over IndexFlatIP whose ids are `memories.seq`."""
+@dataclass(frozen=True)
+class IndexOptions:
+    """`flat` is exact; `ivf` (IndexIVFFlat) is approximate and fast at millions of vectors;
+    `auto` is flat below `ivf_min_size` vectors and ivf from there on."""
 
-    def __init__(self, folder: Path, dimension: int) -> None:
+    kind: str = "auto"
+    ivf_min_size: int = 200_000
+    nprobe: int = 32
+
+    def wants_ivf(self, count: int) -> bool:
+        return self.kind == "ivf" or (self.kind == "auto" and count >= self.ivf_min_size)
+
+
+class VectorIndex:
+    """A FAISS index whose ids are `memories.seq`: IndexIDMap2(IndexFlatIP), or IndexIVFFlat when large."""
+
+    def __init__(self, folder: Path, dimension: int, options: IndexOptions | None = None) -> None:
         self.folder = folder
         self.dimension = dimension
+        self.options = options or IndexOptions()
         self.index: Any = None
         self.applied_jseq = 0
         self.rebuilt = False  # True when the last sync had to rebuild from stored vectors
@@ -156,7 +172,8 @@ class VectorIndex:
     def _rebuild(self, db: sqlite3.Connection) -> None:
         import numpy as np
 
-        self.index = self._empty()
+        count = _count(db)
+        self.index = self._empty(db, count)
         self.applied_jseq = int(db.execute("SELECT COALESCE(MAX(jseq), 0) FROM index_journal").fetchone()[0])
         cursor = db.execute("SELECT seq, vector FROM memories ORDER BY seq")
         while batch := cursor.fetchmany(20000):
@@ -164,10 +181,32 @@ class VectorIndex:
             self.index.add_with_ids(vectors_from_blobs([r[1] for r in batch], self.dimension), seqs)
         self.rebuilt = True
 
-    def _empty(self) -> Any:
+    def _empty(self, db: sqlite3.Connection, count: int) -> Any:
         import faiss
 
-        return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
+        if not self.options.wants_ivf(count) or count < 1000:
+            return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
+        # ~4 sqrt(n) lists, trained on up to 64 vectors per list: a balance of build time and recall.
+        nlist = max(16, int(4 * math.sqrt(count)))
+        quantizer = faiss.IndexFlatIP(self.dimension)
+        index = faiss.IndexIVFFlat(quantizer, self.dimension, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.train(self._training_sample(db, min(count, 64 * nlist)))
+        index.nprobe = self.options.nprobe
+        return index
+
+    def _training_sample(self, db: sqlite3.Connection, size: int) -> np.ndarray:
+        rows = db.execute("SELECT vector FROM memories ORDER BY random() LIMIT ?", (size,)).fetchall()
+        return vectors_from_blobs([r[0] for r in rows], self.dimension)
+
+    @property
+    def is_approximate(self) -> bool:
+        return self.index is not None and not hasattr(self.index, "id_map")
+
+    def needs_retype(self) -> bool:
+        """True when the configured index type no longer fits the store size (checked at checkpoints)."""
+        if self.index is None:
+            return False
+        return self.options.wants_ivf(self.index.ntotal) != self.is_approximate and self.index.ntotal >= 1000
 
     # -- persisting ----------------------------------------------------------------------
     def pending(self, db: sqlite3.Connection) -> int:
@@ -180,6 +219,12 @@ class VectorIndex:
         import faiss
 
         self.sync(db)
+        if self.needs_retype():
+            db.execute("BEGIN")
+            try:
+                self._rebuild(db)
+            finally:
+                db.execute("COMMIT")
         fd, tmp_name = tempfile.mkstemp(prefix=".index.faiss.", dir=self.folder)
         os.close(fd)
         tmp = Path(tmp_name)
@@ -224,9 +269,11 @@ class VectorIndex:
         k = min(k, self.index.ntotal if only is None else len(only))
         if k <= 0:
             return []
-        params = None
-        if only is not None:
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(only, dtype=np.int64)))
+        selector = None if only is None else faiss.IDSelectorBatch(np.asarray(only, dtype=np.int64))
+        if self.is_approximate:
+            params = faiss.SearchParametersIVF(sel=selector, nprobe=self.options.nprobe) if selector else None
+        else:
+            params = faiss.SearchParameters(sel=selector) if selector else None
         scores, ids = self.index.search(query.reshape(1, -1).astype(np.float32), k, params=params)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
