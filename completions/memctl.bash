@@ -6,7 +6,7 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex) ;;
+        memctl) _memctl_words=(save load forget delete show list update history import-knowledge subdirs export import reindex) ;;
         *) _memctl_words=() ;;
     esac
 }
@@ -23,6 +23,7 @@ _memctl_options() {
         'memctl list') _memctl_words=(-a --area -f --filter -n --limit -p --page -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --json -q --quiet --version) ;;
+        'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl export') _memctl_words=(-o --output --vectors -a --area -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl import') _memctl_words=(--on-conflict --batch-size -h --help --root -s --subdir --json -q --quiet --version) ;;
@@ -70,13 +71,13 @@ _memctl_values() {
         'memctl update|--unset') :; return ;;
         'memctl update|-a'|'memctl update|--area') _memctl_add main fragments solutions; return ;;
         'memctl history|-n'|'memctl history|--limit') :; return ;;
-        'memctl export|-o'|'memctl export|--output') _memctl_files path; return ;;
+        'memctl export|-o'|'memctl export|--output') :; return ;;
         'memctl export|-a'|'memctl export|--area') _memctl_add main fragments solutions; return ;;
         'memctl import|--on-conflict') :; return ;;
         'memctl import|--batch-size') :; return ;;
     esac
     case "$2" in
-        --root) _memctl_files path ;;
+        --root) : ;;
         -s|--subdir) : ;;
     esac
 }
@@ -91,6 +92,7 @@ _memctl_positional() {
         'memctl show|0') : ;;
         'memctl update|0') : ;;
         'memctl history|0') : ;;
+        'memctl import-knowledge|'*) : ;;
         'memctl import|0') : ;;
         *) return 1 ;;
     esac

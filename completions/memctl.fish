@@ -4,15 +4,11 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex
+            printf '%s\n' save load forget delete show list update history import-knowledge subdirs export import reindex
     end
 end
 
 function __memctl_takes_value --description 'Succeed when the option (argv[2]) needs a value'
-    switch $argv[2]
-        case '--root' '-s' '--subdir'
-            return 0
-    end
     switch $argv[1]'|'$argv[2]
         case 'memctl save|-a' 'memctl save|--area' 'memctl save|-m' 'memctl save|--meta'
             return 0
@@ -29,6 +25,10 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
         case 'memctl export|-o' 'memctl export|--output' 'memctl export|-a' 'memctl export|--area'
             return 0
         case 'memctl import|--on-conflict' 'memctl import|--batch-size'
+            return 0
+    end
+    switch $argv[2]
+        case '--root' '-s' '--subdir'
             return 0
     end
     return 1
@@ -69,7 +69,7 @@ end
 complete -c memctl -f
 
 # Global options (accepted before or after the command name).
-complete -c memctl -l root -r -F -d 'Folder holding the stores [env MEMCTL_HOME; default: the platform data dir].'
+complete -c memctl -l root -x -d 'Folder holding the stores [env MEMCTL_HOME; default: the platform data dir].'
 complete -c memctl -s s -l subdir -x -d 'Sub-store: an agent or \'projects/<name>\'.'
 complete -c memctl -l json -d 'Print one JSON document (see README).'
 complete -c memctl -s q -l quiet -d 'Only essential output; no diagnostics.'
@@ -85,6 +85,7 @@ complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its 
 complete -c memctl -n '__memctl_at memctl' -a list -d 'List memories, newest first, a page at a time.'
 complete -c memctl -n '__memctl_at memctl' -a update -d 'Change a memory\'s text and/or metadata; its history keeps the old version.'
 complete -c memctl -n '__memctl_at memctl' -a history -d 'Every recorded change (add, update, delete, import ...), newest first.'
+complete -c memctl -n '__memctl_at memctl' -a import-knowledge -d 'Import knowledge folders as chunks: only new and changed files are read and embedded.'
 complete -c memctl -n '__memctl_at memctl' -a subdirs -d 'List the stores (sub-stores) under the root, with their sizes.'
 complete -c memctl -n '__memctl_at memctl' -a export -d 'Write the store as JSONL: a header line, then one memory per line.'
 complete -c memctl -n '__memctl_at memctl' -a import -d 'Import memories from JSONL (ids, timestamps, metadata kept; vectors reused when the model matches).'
@@ -131,10 +132,13 @@ complete -c memctl -n '__memctl_at memctl update' -s a -l area -x -a 'main fragm
 # memctl history
 complete -c memctl -n '__memctl_at memctl history' -s n -l limit -x -d 'Most entries, newest first.'
 
+# memctl import-knowledge
+complete -c memctl -n '__memctl_at memctl import-knowledge' -l dry-run -d 'Show what would change; change nothing.'
+
 # memctl subdirs
 
 # memctl export
-complete -c memctl -n '__memctl_at memctl export' -s o -l output -r -F -d 'File to write (default: stdout).'
+complete -c memctl -n '__memctl_at memctl export' -s o -l output -x -d 'File to write (default: stdout).'
 complete -c memctl -n '__memctl_at memctl export' -l vectors -d 'Include the stored vectors (base64 float32).'
 complete -c memctl -n '__memctl_at memctl export' -s a -l area -x -a 'main fragments solutions' -d 'Only this area.'
 

@@ -55,6 +55,13 @@ class LockTimeoutError(StoreError):
     """Another process held the store's write lock for too long."""
 
 
+class UnsafePickleError(StoreError):
+    """An Agent Zero index.pkl was refused (a class outside its known shape, truncated, or another shape).
+
+    Raised before anything from the pickle ran and before anything was written.
+    """
+
+
 class EmbeddingError(MemctlError):
     """The embedding model could not be loaded or failed to embed."""
 

@@ -56,13 +56,17 @@ def split_text(text: str, size: int, overlap: int) -> list[str]:
         return [text]
     overlap = max(0, min(overlap, size // 2))
     chunks: list[str] = []
-    current = ""
+    current, fresh = "", False  # fresh: current holds more than the overlap carried over
     for unit in _units(text, size - overlap, SEPARATORS):
-        if current.strip() and len(current) + len(unit) > size:
-            chunks.append(current.strip())
-            current = _tail(current, overlap)
+        if len(current) + len(unit) > size:
+            if fresh:
+                chunks.append(current.strip())
+                current, fresh = _tail(current, overlap), False
+            if len(current) + len(unit) > size:  # whitespace units pushed the overlap over: shorten it
+                current = current[len(current) + len(unit) - size :].lstrip()
         current += unit
-    if current.strip():
+        fresh = fresh or bool(unit.strip())
+    if fresh:
         chunks.append(current.strip())
     return chunks
 
@@ -125,34 +129,38 @@ _SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
 
 
 def markdown_sections(text: str) -> list[tuple[str | None, str]]:
-    """(heading, section text including its heading line) in document order."""
-    sections: list[tuple[str | None, list[str]]] = [(None, [])]
+    """(heading, section text including its heading line) in document order.
+
+    A heading with no text of its own (a title right above a sub-heading) travels with the next section.
+    """
+    sections: list[tuple[str | None, list[str], int]] = [(None, [], 0)]  # heading, lines, heading lines
     fence: str | None = None
     lines = _tidy(text).split("\n")
     for i, line in enumerate(lines):
         opener = _FENCE.match(line)
-        if opener and (fence is None or opener.group(1) == fence):
-            fence = opener.group(1) if fence is None else None
+        if opener and fence is None:
+            fence = opener.group(1)
+        elif opener and opener.group(1) == fence:
+            fence = None
         elif fence is None:
             atx = _ATX.match(line)
-            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            after_blank = i == 0 or not lines[i - 1].strip()
             if atx:
-                sections.append((atx.group(2) or None, []))
-            elif line.strip() and _SETEXT.match(nxt) and not _SETEXT.match(line):
-                sections.append((line.strip(), []))
+                sections.append((atx.group(2), [], 1))
+            elif (after_blank and line.strip() and i + 1 < len(lines) and _SETEXT.match(lines[i + 1])
+                  and not _SETEXT.match(line)):
+                sections.append((line.strip(), [], 2))
         sections[-1][1].append(line)
     merged: list[tuple[str | None, str]] = []
     carry = ""
-    for heading, body in sections:
-        body_text = "\n".join(body).strip()
-        if not body_text:
+    for heading, body, heading_lines in sections:
+        section = "\n".join(body).strip()
+        if not section:
             continue
-        only_heading = len([b for b in body if b.strip()]) <= 2 and heading is not None and \
-            all(b.strip() == "" or _ATX.match(b) or _SETEXT.match(b) or b.strip() == heading for b in body)
-        if only_heading:  # a heading with no text of its own travels with the next section
-            carry += body_text + "\n\n"
+        if heading is not None and not "".join(body[heading_lines:]).strip():
+            carry += section + "\n\n"
             continue
-        merged.append((heading, carry + body_text))
+        merged.append((heading, carry + section))
         carry = ""
     if carry.strip():
         merged.append((None, carry.strip()))
@@ -266,10 +274,14 @@ class _TextOfHtml(HTMLParser):
             return
         if self.in_title:
             self.title += data
-        self.parts.append(data if self.pre else re.sub(r"\s+", " ", data))
+        if not self.pre:
+            data = re.sub(r"\s+", " ", data)
+            if not self.parts or self.parts[-1].endswith("\n"):
+                data = data.lstrip()
+        self.parts.append(data)
 
     def text(self) -> str:
-        lines = (line.strip() if not self.pre else line.rstrip() for line in "".join(self.parts).split("\n"))
+        lines = (line.rstrip() for line in "".join(self.parts).split("\n"))
         return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
 
 

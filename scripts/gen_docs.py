@@ -644,16 +644,16 @@ def render_fish(app: App) -> str:
         "end",
         "",
         "function __memctl_takes_value --description 'Succeed when the option (argv[2]) needs a value'",
-        "    switch $argv[2]",
+        "    switch $argv[1]'|'$argv[2]",
     ]
-    global_valued = [n for o in app.global_options if not o.flag for n in o.names]
-    if global_valued:
-        out += [f"        case {' '.join(_fq(n) for n in global_valued)}", "            return 0"]
-    out += ["    end", "    switch $argv[1]'|'$argv[2]"]
     for command in app.commands:
         valued = [f"{command.key}|{n}" for o in command.options if not o.flag for n in o.names]
         if valued:
             out += [f"        case {' '.join(_fq(v) for v in valued)}", "            return 0"]
+    out += ["    end", "    switch $argv[2]"]
+    global_valued = [n for o in app.global_options if not o.flag for n in o.names]
+    if global_valued:
+        out += [f"        case {' '.join(_fq(n) for n in global_valued)}", "            return 0"]
     out += [
         "    end",
         "    return 1",

@@ -119,7 +119,7 @@ class EmbeddedStore:
         self.close()
 
     def __len__(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+        return int(self.db.execute("SELECT value FROM counters WHERE name = 'memories'").fetchone()[0])
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

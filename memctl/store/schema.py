@@ -72,6 +72,17 @@ CREATE INDEX links_child ON links(child_id);
 
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """),
+    ("m002_row_counter", """
+-- COUNT(*) scans the table; the index check after every change needs the count in O(1).
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT INTO counters VALUES ('memories', (SELECT COUNT(*) FROM memories));
+CREATE TRIGGER memories_count_ai AFTER INSERT ON memories BEGIN
+    UPDATE counters SET value = value + 1 WHERE name = 'memories';
+END;
+CREATE TRIGGER memories_count_ad AFTER DELETE ON memories BEGIN
+    UPDATE counters SET value = value - 1 WHERE name = 'memories';
+END;
+"""),
 ]
 
 

@@ -106,7 +106,7 @@ class VectorIndex:
         try:
             if self.index is None:
                 self._load_or_rebuild(db)
-            else:
+            elif _journal_top(db) != self.applied_jseq:  # something changed since the last sync
                 self._replay(db)
                 if self.index.ntotal != _count(db):
                     self._rebuild(db)
@@ -154,7 +154,7 @@ class VectorIndex:
         rows = db.execute(
             "SELECT DISTINCT seq FROM index_journal WHERE jseq > ?", (self.applied_jseq,)
         ).fetchall()
-        top = db.execute("SELECT COALESCE(MAX(jseq), 0) FROM index_journal").fetchone()[0]
+        top = _journal_top(db)
         if rows:
             touched = np.array([r[0] for r in rows], dtype=np.int64)
             self.index.remove_ids(touched)
@@ -174,7 +174,7 @@ class VectorIndex:
 
         count = _count(db)
         self.index = self._empty(db, count)
-        self.applied_jseq = int(db.execute("SELECT COALESCE(MAX(jseq), 0) FROM index_journal").fetchone()[0])
+        self.applied_jseq = _journal_top(db)
         cursor = db.execute("SELECT seq, vector FROM memories ORDER BY seq")
         while batch := cursor.fetchmany(20000):
             seqs = np.array([r[0] for r in batch], dtype=np.int64)
@@ -279,4 +279,11 @@ class VectorIndex:
 
 
 def _count(db: sqlite3.Connection) -> int:
-    return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    """Rows in `memories`, from the trigger-maintained counter (O(1); COUNT(*) scans the table)."""
+    return int(db.execute("SELECT value FROM counters WHERE name = 'memories'").fetchone()[0])
+
+
+def _journal_top(db: sqlite3.Connection) -> int:
+    """The newest journal position ever written (AUTOINCREMENT's counter survives pruning)."""
+    row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'index_journal'").fetchone()
+    return int(row[0]) if row else 0

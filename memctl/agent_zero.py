@@ -1,0 +1,797 @@
+"""Agent Zero memory folders: import them without trusting the pickle, export curated stores back.
+
+An Agent Zero store is one folder, `usr/memory/<subdir>/`:
+
+- `index.faiss` — a FAISS `IndexFlatIP`; row r holds the vector of the r-th document (vectors as
+  the model returned them: Agent Zero does not L2-normalise). Relevance = clamp((1 + dot) / 2).
+- `index.pkl` — LangChain's `FAISS.save_local` pickle (protocol 4). Checked with `pickletools.dis`
+  against langchain-community 0.3.19 / langchain-core 0.3 (what Agent Zero pins):
+
+      TUPLE2(
+        InMemoryDocstore: STACK_GLOBAL("langchain_community.docstore.in_memory", "InMemoryDocstore"),
+                          EMPTY_TUPLE, NEWOBJ, BUILD({"_dict": {doc_id: Document, ...}}),
+        {row: doc_id, ...}                      # FAISS row 0..n-1 -> docstore id
+      )
+      Document: STACK_GLOBAL("langchain_core.documents.base", "Document"), EMPTY_TUPLE, NEWOBJ,
+                BUILD({"__dict__": {"id": doc_id, "metadata": {...}, "page_content": text, "type": "Document"},
+                       "__pydantic_extra__": None, "__pydantic_fields_set__": {"id", "metadata", "page_content"},
+                       "__pydantic_private__": None})
+
+  `metadata["area"]` is sometimes the enum itself: STACK_GLOBAL("python.helpers.memory", "Memory.Area"),
+  ("main",), REDUCE.
+- `embedding.json` — `{"model_provider": ..., "model_name": ...}` (Agent Zero's memory helper writes
+  exactly these two keys; a mismatch with its settings makes it re-embed every document). Read
+  leniently: memctl's own `{"provider", "model"}` shape is accepted too.
+- `index.faiss.sha256` (newer Agent Zero builds) — the hex sha256 of index.faiss. When it does not
+  match, Agent Zero starts an empty index over the store.
+- `knowledge_import.json` — per knowledge file: checksum and the document ids it produced. Without it
+  Agent Zero imports its knowledge folders again (new ids, duplicate chunks).
+
+Reading goes through a restricted unpickler that resolves only the three globals above, each to
+a small stand-in that keeps plain data; any other global is refused before it is called. Writing
+emits the same opcodes by hand, so LangChain is never imported (it is a dev/bench extra only).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import secrets
+import shutil
+import struct
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memctl.embeddings import ModelInfo
+from memctl.errors import StoreError, UnsafePickleError, UsageError
+from memctl.store.records import AREAS, RESERVED_METADATA_KEYS
+from memctl.store.vector_index import file_sha256, fsync_dir
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memctl.store.embedded import EmbeddedStore
+
+INDEX_FAISS = "index.faiss"
+INDEX_PKL = "index.pkl"
+EMBEDDING_JSON = "embedding.json"
+SHA_SIDECAR = "index.faiss.sha256"
+KNOWLEDGE_IMPORT = "knowledge_import.json"
+A0_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # Agent Zero's Memory.get_timestamp(): local time, no offset
+
+DOCSTORE_GLOBAL = ("langchain_community.docstore.in_memory", "InMemoryDocstore")
+DOCUMENT_GLOBAL = ("langchain_core.documents.base", "Document")
+AREA_GLOBAL = ("python.helpers.memory", "Memory.Area")
+# The A0 metadata keys that become memctl columns (id, area, created_at/updated_at).
+A0_COLUMN_KEYS = ("id", "area", "timestamp")
+# An A0 area memctl does not have (e.g. "instruments") is kept here, and written back on export.
+A0_AREA_KEY = "a0_area"
+# The embedding providers Agent Zero names for a sentence-transformers model run locally.
+_LOCAL_PROVIDERS = {"huggingface", "sentence-transformers", "sentence_transformers", "local"}
+_MAX_DEPTH = 12
+_MAX_NODES = 20000
+
+
+# -- reading: the restricted unpickler -------------------------------------------------------------
+class _DocstoreState:
+    """Stands in for InMemoryDocstore: keeps the `_dict` of its pickled state, runs nothing."""
+
+    docs: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        self.docs = state.get("_dict") if isinstance(state, dict) else None
+
+
+class _DocumentState:
+    """Stands in for a LangChain Document: keeps its fields (pydantic v2 `__dict__`, or a plain dict)."""
+
+    fields: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, dict) and isinstance(state.get("__dict__"), dict):
+            state = state["__dict__"]
+        self.fields = state if isinstance(state, dict) else None
+
+
+def _area_value(value: Any) -> str:
+    """Stands in for `Memory.Area(value)`: the enum's value, a string."""
+    if not isinstance(value, str):
+        raise pickle.UnpicklingError(f"Memory.Area value must be a string, not {type(value).__name__}")
+    return value
+
+
+_ALLOWED: dict[tuple[str, str], Any] = {
+    DOCSTORE_GLOBAL: _DocstoreState,
+    DOCUMENT_GLOBAL: _DocumentState,
+    AREA_GLOBAL: _area_value,
+}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        allowed = _ALLOWED.get((module, name))
+        if allowed is None:
+            raise UnsafePickleError(
+                f"{INDEX_PKL} refers to {module}.{name}, which is not part of an Agent Zero memory store; "
+                "refused before anything in it ran",
+                hint="only LangChain's InMemoryDocstore/Document and Agent Zero's Memory.Area are accepted",
+            )
+        return allowed
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise UnsafePickleError(f"{INDEX_PKL} uses persistent ids, which an Agent Zero store never does")
+
+
+def load_index_pkl(data: bytes) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """(docstore dict id -> _DocumentState, row -> id) from index.pkl bytes; refuses anything else."""
+    try:
+        obj = _RestrictedUnpickler(io.BytesIO(data)).load()
+    except UnsafePickleError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            OverflowError, MemoryError, RecursionError, UnicodeDecodeError, struct.error) as exc:
+        raise UnsafePickleError(f"{INDEX_PKL} is truncated or not a pickle ({type(exc).__name__}: {exc})",
+                                hint="restore the folder from a backup; nothing was imported") from exc
+    if not (isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], _DocstoreState)
+            and isinstance(obj[0].docs, dict) and isinstance(obj[1], dict)):
+        raise UnsafePickleError(f"{INDEX_PKL} is a pickle, but not LangChain's FAISS docstore "
+                                "(InMemoryDocstore, row -> id)", hint="is this an Agent Zero memory folder?")
+    return obj[0].docs, obj[1]
+
+
+# -- reading: the folder ---------------------------------------------------------------------------
+class Notes:
+    """Notes for the report, with repeats counted instead of listed 10,000 times."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, message: str) -> None:
+        self.counts[message] += 1
+
+    def render(self) -> list[str]:
+        return [m if n == 1 else f"{m} ({n} documents)" for m, n in self.counts.items()]
+
+
+@dataclass
+class AgentZeroDocument:
+    id: str
+    text: str
+    area: str
+    created_at: str | None
+    metadata: dict[str, Any]
+    row: int | None = None
+
+
+@dataclass
+class AgentZeroFolder:
+    """What was read from an Agent Zero folder; no code from it ran."""
+
+    path: Path
+    documents: list[AgentZeroDocument]
+    total: int  # documents in the docstore, including skipped ones
+    skipped: list[dict[str, str]]
+    embedding: dict[str, Any] | None
+    vectors: np.ndarray | None  # index.faiss rows, when they can be trusted
+    notes: Notes
+
+
+def read_agent_zero(path: str | os.PathLike[str]) -> AgentZeroFolder:
+    """Read `usr/memory/<subdir>/` safely. Missing folder/files: UsageError; a refused pickle: UnsafePickleError."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise UsageError(f"Agent Zero memory folder {str(folder)!r} does not exist",
+                         hint="point PATH at usr/memory/<subdir> of the Agent Zero install")
+    missing = [name for name in (INDEX_PKL, INDEX_FAISS) if not (folder / name).is_file()]
+    if missing:
+        raise UsageError(f"{folder} has no {' or '.join(missing)}; it is not an Agent Zero memory folder",
+                         hint="point PATH at usr/memory/<subdir> (the folder holding index.faiss and index.pkl)")
+    try:
+        data = (folder / INDEX_PKL).read_bytes()
+    except OSError as exc:
+        raise StoreError(f"cannot read {folder / INDEX_PKL}: {exc}") from exc
+    docs, rows = load_index_pkl(data)
+    notes = Notes()
+    if (folder / KNOWLEDGE_IMPORT).is_file():
+        notes.add(f"{KNOWLEDGE_IMPORT} is not imported (its paths belong to the Agent Zero install); "
+                  "`export-agent-zero --force` over this folder carries it over")
+    documents, skipped = _documents(docs, rows, notes)
+    return AgentZeroFolder(path=folder, documents=documents, total=len(docs), skipped=skipped,
+                           embedding=_read_embedding(folder, notes), vectors=_read_vectors(folder, len(rows), notes),
+                           notes=notes)
+
+
+def _documents(docs: dict[Any, Any], rows: dict[Any, Any], notes: Notes) -> tuple[list[AgentZeroDocument],
+                                                                                   list[dict[str, str]]]:
+    row_of: dict[str, int] = {}
+    for row, doc_id in sorted(((r, i) for r, i in rows.items() if isinstance(r, int)), key=lambda p: p[0]):
+        if not isinstance(doc_id, str) or doc_id not in docs:
+            notes.add(f"index row {row} points at no document; ignored")
+        elif doc_id in row_of:
+            notes.add(f"document {doc_id!r} has more than one index row; the first is used")
+        else:
+            row_of[doc_id] = row
+    documents: list[AgentZeroDocument] = []
+    skipped: list[dict[str, str]] = []
+    for key, doc in docs.items():
+        doc_id = key if isinstance(key, str) else repr(key)
+        reason = _why_unusable(key, doc)
+        if reason:
+            skipped.append({"id": doc_id, "reason": reason})
+            continue
+        documents.append(_document(doc_id, doc.fields, row_of.get(doc_id), notes))
+    without_row = sum(1 for d in documents if d.row is None)
+    if without_row:
+        notes.add(f"{without_row} documents have no row in {INDEX_FAISS}; they are re-embedded")
+    return documents, skipped
+
+
+def _why_unusable(key: Any, doc: Any) -> str | None:
+    if not isinstance(key, str) or not key:
+        return "docstore id is not a string"
+    if not isinstance(doc, _DocumentState) or doc.fields is None:
+        return "not a Document"
+    text = doc.fields.get("page_content")
+    if not isinstance(text, str) or not text.strip():
+        return "empty text"
+    return None
+
+
+def _document(doc_id: str, fields: dict[str, Any], row: int | None, notes: Notes) -> AgentZeroDocument:
+    raw = fields.get("metadata")
+    if not isinstance(raw, dict):
+        notes.add("a document without a metadata dict was imported with empty metadata")
+        raw = {}
+    meta_id = raw.get("id")
+    if meta_id is not None and meta_id != doc_id:
+        notes.add(f"metadata id {meta_id!r} differs from docstore id {doc_id!r}; the docstore id is kept")
+    area = raw.get("area")
+    metadata: dict[str, Any] = {}
+    if area in AREAS:
+        pass
+    elif area in (None, ""):
+        area = "main"
+    else:
+        notes.add(f"area {area!r} is not a memctl area: imported as main, kept as metadata {A0_AREA_KEY}")
+        metadata[A0_AREA_KEY] = area if isinstance(area, str) else repr(area)
+        area = "main"
+    created_at = a0_time_to_iso(raw.get("timestamp"))
+    if raw.get("timestamp") is not None and created_at is None:
+        notes.add(f"unreadable timestamp {raw.get('timestamp')!r}: import time used")
+    for key, value in raw.items():
+        name = key if isinstance(key, str) else str(key)
+        if name in A0_COLUMN_KEYS:
+            continue
+        if name in RESERVED_METADATA_KEYS:
+            notes.add(f"metadata key {name!r} is reserved in memctl: kept as 'a0_{name}'")
+            name = f"a0_{name}"
+        try:
+            metadata[name] = _plain(value, [0])
+        except ValueError as exc:
+            notes.add(f"metadata key {name!r} dropped: {exc}")
+    return AgentZeroDocument(id=doc_id, text=fields["page_content"], area=str(area), created_at=created_at,
+                             metadata=metadata, row=row)
+
+
+def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
+    """JSON-ready data (tuples and sets become lists); anything else is refused."""
+    budget[0] += 1
+    if depth > _MAX_DEPTH or budget[0] > _MAX_NODES:
+        raise ValueError("value nested too deeply or too large")
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str | int | float | bool) and k is not None:
+                raise ValueError(f"{type(k).__name__} dict key")
+            out[k if isinstance(k, str) else json.dumps(k)] = _plain(v, budget, depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain(v, budget, depth + 1) for v in value]
+    if isinstance(value, set | frozenset):
+        items = [_plain(v, budget, depth + 1) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    raise ValueError(f"{type(value).__name__} value is not plain data")
+
+
+def a0_time_to_iso(value: Any) -> str | None:
+    """Agent Zero's timestamp as memctl's ISO 8601 (UTC); naive times are the local time of this machine."""
+    try:
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                moment = datetime.strptime(text, A0_TIME_FORMAT)
+            except ValueError:
+                moment = datetime.fromisoformat(text)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            moment = datetime.fromtimestamp(value, UTC)
+        else:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # the local offset in force at that date (DST-aware)
+        return moment.astimezone(UTC).isoformat(timespec="milliseconds")
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def iso_to_a0_time(value: str) -> str:
+    """memctl's ISO timestamp as Agent Zero writes it: local time, `%Y-%m-%d %H:%M:%S`."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        moment = datetime.now(UTC)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().strftime(A0_TIME_FORMAT)
+
+
+def _read_embedding(folder: Path, notes: Notes) -> dict[str, Any] | None:
+    path = folder / EMBEDDING_JSON
+    if not path.is_file():
+        notes.add(f"no {EMBEDDING_JSON}: the embedding model is unknown, texts are re-embedded")
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        notes.add(f"{EMBEDDING_JSON} is unreadable ({exc}): texts are re-embedded")
+        return None
+    if not isinstance(data, dict):
+        notes.add(f"{EMBEDDING_JSON} is not a JSON object: texts are re-embedded")
+        return None
+    return data
+
+
+def _read_vectors(folder: Path, rows: int, notes: Notes) -> np.ndarray | None:
+    """index.faiss as an (n, d) array, or None when its vectors cannot be trusted."""
+    import faiss
+    import numpy as np
+
+    path = folder / INDEX_FAISS
+    sidecar = folder / SHA_SIDECAR
+    if sidecar.is_file():
+        try:
+            expected = sidecar.read_text(encoding="ascii").split()[0].lower()
+        except (OSError, UnicodeDecodeError, IndexError):
+            expected = ""
+        if expected != file_sha256(path):
+            notes.add(f"{INDEX_FAISS} does not match {SHA_SIDECAR} (Agent Zero would start an empty index): "
+                      "its vectors are not trusted, texts are re-embedded")
+            return None
+    try:
+        index = faiss.read_index(str(path))
+        vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, index.d), np.float32)
+    except RuntimeError as exc:
+        notes.add(f"{INDEX_FAISS} is unreadable ({str(exc).splitlines()[0]}): texts are re-embedded")
+        return None
+    if index.ntotal != rows:
+        notes.add(f"{INDEX_FAISS} holds {index.ntotal} vectors for {rows} rows: texts are re-embedded")
+        return None
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def model_matches(embedding: dict[str, Any] | None, info: ModelInfo) -> bool:
+    """Does Agent Zero's embedding.json name the configured model? (lenient about the provider's spelling)"""
+    if not embedding:
+        return False
+    provider = str(embedding.get("model_provider") or embedding.get("provider") or "").strip().lower()
+    name = str(embedding.get("model_name") or embedding.get("model") or "").strip()
+    if not name:
+        return False
+    if (provider, name) == (info.provider, info.model):
+        return True
+    if info.provider == "local":
+        return provider in _LOCAL_PROVIDERS and name.removeprefix("huggingface/") == info.model
+    if info.provider == "litellm":
+        return info.model in (name, f"{provider}/{name}")
+    return False
+
+
+def a0_embedding(model: dict[str, Any]) -> dict[str, str]:
+    """memctl's embedding.json as Agent Zero's (`model_provider`, `model_name`)."""
+    provider, name = str(model.get("provider") or ""), str(model.get("model") or "")
+    if provider == "local":
+        return {"model_provider": "huggingface", "model_name": name}
+    if provider == "litellm":
+        head, sep, tail = name.partition("/")
+        return {"model_provider": head, "model_name": tail} if sep else {"model_provider": "openai", "model_name": name}
+    return {"model_provider": provider, "model_name": name}
+
+
+# -- importing ---------------------------------------------------------------------------------------
+@dataclass
+class AgentZeroImportReport:
+    source: str
+    documents: int = 0
+    imported: int = 0
+    reused_vectors: int = 0
+    reembedded: int = 0
+    batches: int = 0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "documents": self.documents, "imported": self.imported,
+                "reused_vectors": self.reused_vectors, "reembedded": self.reembedded, "batches": self.batches,
+                "skipped": self.skipped, "notes": self.notes}
+
+
+def import_agent_zero(store: EmbeddedStore, source: AgentZeroFolder, *, batch_size: int = 500,
+                      progress: Callable[[int, int], None] | None = None) -> AgentZeroImportReport:
+    """Insert the documents (ids, texts, areas, timestamps, metadata kept); ids the store has are skipped.
+
+    Stored vectors are reused (normalised) when embedding.json names the configured model and the
+    index can be trusted; otherwise the texts are embedded with the configured model.
+    """
+    from memctl.store.embedded import iter_chunks
+
+    info = store.embedder.info
+    store.check_model(info)
+    report = AgentZeroImportReport(source=str(source.path), documents=source.total, skipped=list(source.skipped))
+    vectors = _reusable_vectors(store, source, info)
+    done = 0
+    for batch in iter_chunks(source.documents, batch_size):
+        matrix = _batch_vectors(store, batch, vectors, report)
+        records = [{"id": d.id, "text": d.text, "area": d.area, "created_at": d.created_at,
+                    "updated_at": d.created_at, "metadata": d.metadata} for d in batch]
+        ids = store.insert_records(records, matrix, info, actor="import-agent-zero", op="import", on_conflict="skip")
+        inserted = set(ids)
+        report.skipped += [{"id": d.id, "reason": "id exists in the store"} for d in batch if d.id not in inserted]
+        report.imported += len(ids)
+        report.ids += ids
+        report.batches += 1
+        done += len(batch)
+        if progress:
+            progress(done, len(source.documents))
+    report.notes = source.notes.render()
+    return report
+
+
+def _reusable_vectors(store: EmbeddedStore, source: AgentZeroFolder, info: ModelInfo) -> np.ndarray | None:
+    if source.vectors is None or not any(d.row is not None for d in source.documents):
+        return None
+    if not model_matches(source.embedding, info):
+        if source.embedding:
+            named = f"{source.embedding.get('model_provider')}/{source.embedding.get('model_name')}"
+            source.notes.add(f"{EMBEDDING_JSON} names {named}, the configured model is {info.label()}: "
+                             "texts are re-embedded")
+        return None
+    dim = store.dimension()
+    if dim is not None and len(store) and source.vectors.shape[1] != dim:
+        source.notes.add(f"stored vectors have dimension {source.vectors.shape[1]}, the store {dim}: "
+                         "texts are re-embedded")
+        return None
+    return source.vectors
+
+
+def _batch_vectors(store: EmbeddedStore, batch: list[AgentZeroDocument], vectors: np.ndarray | None,
+                   report: AgentZeroImportReport) -> np.ndarray:
+    import numpy as np
+
+    rows: list[np.ndarray | None] = []
+    for doc in batch:
+        usable = vectors is not None and doc.row is not None and 0 <= doc.row < len(vectors)
+        vector = vectors[doc.row] if usable else None  # type: ignore[index]
+        norm = float(np.linalg.norm(vector)) if vector is not None else 0.0
+        rows.append(vector / norm if norm > 0 and np.isfinite(norm) else None)
+    todo = [i for i, row in enumerate(rows) if row is None]
+    report.reused_vectors += len(batch) - len(todo)
+    report.reembedded += len(todo)
+    if todo:
+        fresh = store.embed([batch[i].text for i in todo])
+        for i, vector in zip(todo, fresh, strict=True):
+            rows[i] = vector
+    return np.ascontiguousarray(np.stack(rows), dtype=np.float32)  # type: ignore[arg-type]
+
+
+# -- exporting: the pickle, written by hand ---------------------------------------------------------
+class _PickleWriter:
+    """Protocol-4 opcodes for plain data plus the two LangChain classes (no framing: it is optional)."""
+
+    def __init__(self) -> None:
+        self.out = io.BytesIO()
+        self.memo: dict[Any, int] = {}
+        self.write(pickle.PROTO + bytes([4]))
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data)
+
+    def _memoize(self, key: Any) -> None:
+        self.memo[key] = len(self.memo)
+        self.write(pickle.MEMOIZE)
+
+    def _get(self, key: Any) -> bool:
+        index = self.memo.get(key)
+        if index is None:
+            return False
+        self.write(pickle.BINGET + bytes([index]) if index < 256 else pickle.LONG_BINGET + struct.pack("<I", index))
+        return True
+
+    def global_(self, module: str, name: str) -> None:
+        if self._get(("global", module, name)):
+            return
+        self.value(module)
+        self.value(name)
+        self.write(pickle.STACK_GLOBAL)
+        self._memoize(("global", module, name))
+
+    def value(self, obj: Any) -> None:
+        if obj is None:
+            self.write(pickle.NONE)
+        elif obj is True or obj is False:
+            self.write(pickle.NEWTRUE if obj else pickle.NEWFALSE)
+        elif isinstance(obj, int):
+            self._int(obj)
+        elif isinstance(obj, float):
+            self.write(pickle.BINFLOAT + struct.pack(">d", obj))
+        elif isinstance(obj, str):
+            self._str(obj)
+        elif isinstance(obj, dict):
+            self.write(pickle.EMPTY_DICT)
+            self._batched(list(obj.items()), pickle.SETITEMS, pair=True)
+        elif isinstance(obj, list | tuple):
+            self.write(pickle.EMPTY_LIST)
+            self._batched(list(obj), pickle.APPENDS)
+        elif isinstance(obj, set | frozenset):
+            self.write(pickle.EMPTY_SET)
+            self._batched(sorted(obj), pickle.ADDITEMS)
+        else:
+            raise TypeError(f"cannot write {type(obj).__name__} into an Agent Zero index.pkl")
+
+    def _int(self, number: int) -> None:
+        if 0 <= number < 256:
+            self.write(pickle.BININT1 + bytes([number]))
+        elif 0 <= number < 65536:
+            self.write(pickle.BININT2 + struct.pack("<H", number))
+        elif -(2**31) <= number < 2**31:
+            self.write(pickle.BININT + struct.pack("<i", number))
+        else:
+            encoded = number.to_bytes((number.bit_length() + 8) // 8, "little", signed=True)
+            head = pickle.LONG1 + bytes([len(encoded)]) if len(encoded) < 256 else \
+                pickle.LONG4 + struct.pack("<i", len(encoded))
+            self.write(head + encoded)
+
+    def _str(self, text: str) -> None:
+        if self._get(("str", text)):
+            return
+        encoded = text.encode("utf-8", "surrogatepass")
+        if len(encoded) < 256:
+            self.write(pickle.SHORT_BINUNICODE + bytes([len(encoded)]) + encoded)
+        elif len(encoded) < 2**32:
+            self.write(pickle.BINUNICODE + struct.pack("<I", len(encoded)) + encoded)
+        else:
+            self.write(pickle.BINUNICODE8 + struct.pack("<Q", len(encoded)) + encoded)
+        self._memoize(("str", text))
+
+    def _batched(self, items: list[Any], opcode: bytes, pair: bool = False) -> None:
+        for start in range(0, len(items), 1000):  # pickle's own batch size
+            self.write(pickle.MARK)
+            for item in items[start : start + 1000]:
+                if pair:
+                    self.value(item[0])
+                    self.value(item[1])
+                else:
+                    self.value(item)
+            self.write(opcode)
+
+    def document(self, doc_id: str, text: str, metadata: dict[str, Any]) -> None:
+        fields = {"id": doc_id, "metadata": metadata, "page_content": text, "type": "Document"}
+        self.global_(*DOCUMENT_GLOBAL)
+        self.write(pickle.EMPTY_TUPLE + pickle.NEWOBJ)
+        self.write(pickle.EMPTY_DICT + pickle.MARK)
+        self.value("__dict__")
+        self.value(fields)
+        self.value("__pydantic_extra__")
+        self.value(None)
+        self.value("__pydantic_fields_set__")
+        self.value({"id", "metadata", "page_content"})
+        self.value("__pydantic_private__")
+        self.value(None)
+        self.write(pickle.SETITEMS + pickle.BUILD)
+
+    def getvalue(self) -> bytes:
+        return self.out.getvalue() + pickle.STOP
+
+
+def dump_index_pkl(documents: Iterable[tuple[str, str, dict[str, Any]]]) -> bytes:
+    """index.pkl for (id, text, A0 metadata) in row order, exactly the shape FAISS.save_local writes."""
+    writer = _PickleWriter()
+    ids: list[str] = []
+    writer.global_(*DOCSTORE_GLOBAL)
+    writer.write(pickle.EMPTY_TUPLE + pickle.NEWOBJ)
+    writer.write(pickle.EMPTY_DICT + pickle.MARK)
+    writer.value("_dict")
+    writer.write(pickle.EMPTY_DICT)
+    batch = 0
+    writer.write(pickle.MARK)
+    for doc_id, text, metadata in documents:
+        if batch == 1000:
+            writer.write(pickle.SETITEMS + pickle.MARK)
+            batch = 0
+        writer.value(doc_id)
+        writer.document(doc_id, text, metadata)
+        ids.append(doc_id)
+        batch += 1
+    writer.write(pickle.SETITEMS)  # the _dict items
+    writer.write(pickle.SETITEMS + pickle.BUILD)  # {"_dict": ...} into the docstore
+    writer.value(dict(enumerate(ids)))
+    writer.write(pickle.TUPLE2)
+    return writer.getvalue()
+
+
+# -- exporting: the folder ---------------------------------------------------------------------------
+@dataclass
+class AgentZeroExportReport:
+    path: str
+    count: int
+    dimension: int
+    embedding: dict[str, str]
+    replaced: bool
+    knowledge_import: bool
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "count": self.count, "dimension": self.dimension, "embedding": self.embedding,
+                "replaced": self.replaced, "knowledge_import": self.knowledge_import, "notes": self.notes}
+
+
+def check_destination(dest: Path, force: bool) -> None:
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{dest} exists and is not a folder")
+    if (dest / "memories.sqlite").exists():
+        raise UsageError(f"{dest} is a memctl store, not an Agent Zero memory folder; refusing to replace it")
+    if dest.is_dir() and any(dest.iterdir()) and not force:
+        raise UsageError(f"{dest} is not empty", hint="pass --force to replace it (stop Agent Zero first)")
+
+
+def a0_metadata(memory_id: str, area: str, created_at: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The metadata Agent Zero expects: id, area, timestamp first, then memctl's own keys."""
+    rest = dict(metadata)
+    original_area = rest.pop(A0_AREA_KEY, None)
+    if isinstance(original_area, str) and original_area and area == "main":
+        area = original_area  # e.g. "instruments", which memctl holds as main
+    return {"id": memory_id, "area": area, "timestamp": iso_to_a0_time(created_at), **rest}
+
+
+def export_agent_zero(store: EmbeddedStore, dest: str | os.PathLike[str], *, force: bool = False,
+                      progress: Callable[[int, int], None] | None = None) -> AgentZeroExportReport:
+    """Write the store as an Agent Zero memory folder: built beside DEST, then renamed into place."""
+    import numpy as np
+
+    target = Path(dest).expanduser()
+    check_destination(target, force)
+    model, dimension, total = store.model_info(), store.dimension(), len(store)
+    if not model or not dimension or not total:
+        raise UsageError(f"store {store.folder.name!r} is empty; there is nothing to export")
+    ids: list[str] = []
+    docs: list[tuple[str, str, dict[str, Any]]] = []
+    rows: list[np.ndarray] = []
+    for memory, blob in store.iter_all(with_vectors=True):
+        rows.append(np.frombuffer(blob or b"", dtype=np.float32))
+        ids.append(memory.id)
+        docs.append((memory.id, memory.text, a0_metadata(memory.id, memory.area, memory.created_at, memory.metadata)))
+        if progress and len(ids) % 1000 == 0:
+            progress(len(ids), total)
+    try:
+        matrix = np.ascontiguousarray(np.stack(rows), dtype=np.float32)
+    except ValueError as exc:
+        raise StoreError(f"stored vectors of store {store.folder.name!r} are inconsistent: {exc}",
+                         hint="run `memctl reindex`") from exc
+    total = len(ids)
+    embedding = a0_embedding(model)
+    notes = Notes()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    knowledge = _carried_knowledge_import(target, set(ids), notes)
+    if knowledge is None and any(meta.get("knowledge_source") for _, _, meta in docs):
+        notes.add(f"no {KNOWLEDGE_IMPORT} to carry over: Agent Zero will import its knowledge folders again "
+                  "on start (duplicating the knowledge chunks exported here)")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        _write_folder(tmp, matrix, dump_index_pkl(docs), embedding, knowledge)
+        replaced = _swap_in(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if progress:
+        progress(total, total)
+    return AgentZeroExportReport(path=str(target), count=total, dimension=dimension, embedding=embedding,
+                                 replaced=replaced, knowledge_import=knowledge is not None, notes=notes.render())
+
+
+def _carried_knowledge_import(dest: Path, ids: set[str], notes: Notes) -> dict[str, Any] | None:
+    """The knowledge_import.json of the folder being replaced, its ids limited to what is exported."""
+    path = dest / KNOWLEDGE_IMPORT
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        notes.add(f"{KNOWLEDGE_IMPORT} in {dest} is unreadable ({exc}); not carried over")
+        return None
+    if not isinstance(data, dict):
+        return None
+    for entry in data.values():
+        if isinstance(entry, dict) and isinstance(entry.get("ids"), list):
+            entry["ids"] = [i for i in entry["ids"] if i in ids]
+    return data
+
+
+def _write_folder(folder: Path, matrix: np.ndarray, pkl: bytes, embedding: dict[str, str],
+                  knowledge: dict[str, Any] | None) -> None:
+    import faiss
+
+    index = faiss.IndexFlatIP(matrix.shape[1])
+    index.add(matrix)
+    faiss.write_index(index, str(folder / INDEX_FAISS))
+    _fsync_file(folder / INDEX_FAISS)
+    _write_file(folder / INDEX_PKL, pkl)
+    _write_file(folder / EMBEDDING_JSON, json.dumps(embedding).encode("utf-8"))
+    if knowledge is not None:
+        _write_file(folder / KNOWLEDGE_IMPORT, json.dumps(knowledge).encode("utf-8"))
+    # The bare hex digest: what Agent Zero's check compares (whitespace-separated readers work too).
+    _write_file(folder / SHA_SIDECAR, file_sha256(folder / INDEX_FAISS).encode("ascii"))
+    fsync_dir(folder)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with path.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_file(path: Path) -> None:
+    with path.open("rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def _swap_in(tmp: Path, dest: Path) -> bool:
+    """Rename the finished folder into place. A non-empty DEST is renamed aside first (and back if the
+    second rename fails), then removed: at every instant DEST is the old folder, the new one, or briefly
+    absent with the old one beside it."""
+    old: Path | None = None
+    try:
+        if dest.exists() and any(dest.iterdir()):
+            old = dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}"
+            os.rename(dest, old)
+        try:
+            os.replace(tmp, dest)  # onto nothing or onto an empty folder: one atomic rename
+        except BaseException:
+            if old is not None:
+                os.rename(old, dest)
+            raise
+        fsync_dir(dest.parent)
+    except OSError as exc:
+        raise StoreError(f"cannot move the exported folder into {dest}: {exc}",
+                         hint="export to a new folder beside it, then move the files yourself") from exc
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return old is not None
+
+
+__all__ = [
+    "AgentZeroDocument",
+    "AgentZeroExportReport",
+    "AgentZeroFolder",
+    "AgentZeroImportReport",
+    "a0_embedding",
+    "a0_time_to_iso",
+    "dump_index_pkl",
+    "export_agent_zero",
+    "import_agent_zero",
+    "iso_to_a0_time",
+    "load_index_pkl",
+    "model_matches",
+    "read_agent_zero",
+]
