@@ -6,7 +6,7 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history import-knowledge subdirs export import reindex) ;;
+        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge) ;;
         *) _memctl_words=() ;;
     esac
 }
@@ -23,11 +23,13 @@ _memctl_options() {
         'memctl list') _memctl_words=(-a --area -f --filter -n --limit -p --page -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl export') _memctl_words=(-o --output --vectors -a --area -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl import') _memctl_words=(--on-conflict --batch-size -h --help --root -s --subdir --json -q --quiet --version) ;;
         'memctl reindex') _memctl_words=(--index-only -h --help --root -s --subdir --json -q --quiet --version) ;;
+        'memctl import-agent-zero') _memctl_words=(-h --help --root -s --subdir --json -q --quiet --version) ;;
+        'memctl export-agent-zero') _memctl_words=(--force -h --help --root -s --subdir --json -q --quiet --version) ;;
+        'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --json -q --quiet --version) ;;
         *) _memctl_words=() ;;
     esac
 }
@@ -92,8 +94,10 @@ _memctl_positional() {
         'memctl show|0') : ;;
         'memctl update|0') : ;;
         'memctl history|0') : ;;
-        'memctl import-knowledge|'*) : ;;
         'memctl import|0') : ;;
+        'memctl import-agent-zero|0') : ;;
+        'memctl export-agent-zero|0') : ;;
+        'memctl import-knowledge|'*) : ;;
         *) return 1 ;;
     esac
 }

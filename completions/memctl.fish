@@ -4,7 +4,7 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history import-knowledge subdirs export import reindex
+            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge
     end
 end
 
@@ -85,11 +85,13 @@ complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its 
 complete -c memctl -n '__memctl_at memctl' -a list -d 'List memories, newest first, a page at a time.'
 complete -c memctl -n '__memctl_at memctl' -a update -d 'Change a memory\'s text and/or metadata; its history keeps the old version.'
 complete -c memctl -n '__memctl_at memctl' -a history -d 'Every recorded change (add, update, delete, import ...), newest first.'
-complete -c memctl -n '__memctl_at memctl' -a import-knowledge -d 'Import knowledge folders as chunks: only new and changed files are read and embedded.'
 complete -c memctl -n '__memctl_at memctl' -a subdirs -d 'List the stores (sub-stores) under the root, with their sizes.'
 complete -c memctl -n '__memctl_at memctl' -a export -d 'Write the store as JSONL: a header line, then one memory per line.'
 complete -c memctl -n '__memctl_at memctl' -a import -d 'Import memories from JSONL (ids, timestamps, metadata kept; vectors reused when the model matches).'
 complete -c memctl -n '__memctl_at memctl' -a reindex -d 'Re-embed every memory with the configured model (after a model change) and rebuild the index.'
+complete -c memctl -n '__memctl_at memctl' -a import-agent-zero -d 'Import an Agent Zero memory folder (its pickle read safely) into --subdir; existing ids are skipped.'
+complete -c memctl -n '__memctl_at memctl' -a export-agent-zero -d 'Write the store as an Agent Zero memory folder (index.faiss, index.pkl, embedding.json, sha256).'
+complete -c memctl -n '__memctl_at memctl' -a import-knowledge -d 'Import knowledge folders as chunks: only new and changed files are read and embedded.'
 
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
@@ -132,9 +134,6 @@ complete -c memctl -n '__memctl_at memctl update' -s a -l area -x -a 'main fragm
 # memctl history
 complete -c memctl -n '__memctl_at memctl history' -s n -l limit -x -d 'Most entries, newest first.'
 
-# memctl import-knowledge
-complete -c memctl -n '__memctl_at memctl import-knowledge' -l dry-run -d 'Show what would change; change nothing.'
-
 # memctl subdirs
 
 # memctl export
@@ -148,3 +147,11 @@ complete -c memctl -n '__memctl_at memctl import' -l batch-size -x -d 'Records p
 
 # memctl reindex
 complete -c memctl -n '__memctl_at memctl reindex' -l index-only -d 'Rebuild the vector index from stored vectors; no re-embedding.'
+
+# memctl import-agent-zero
+
+# memctl export-agent-zero
+complete -c memctl -n '__memctl_at memctl export-agent-zero' -l force -d 'Replace a non-empty DEST (its knowledge_import.json is kept). Stop Agent Zero first.'
+
+# memctl import-knowledge
+complete -c memctl -n '__memctl_at memctl import-knowledge' -l dry-run -d 'Show what would change; change nothing.'

@@ -41,7 +41,6 @@ import pickle
 import secrets
 import shutil
 import struct
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -441,17 +440,22 @@ def import_agent_zero(store: EmbeddedStore, source: AgentZeroFolder, *, batch_si
     report = AgentZeroImportReport(source=str(source.path), documents=source.total, skipped=list(source.skipped))
     vectors = _reusable_vectors(store, source, info)
     done = 0
-    for batch in iter_chunks(source.documents, batch_size):
-        matrix = _batch_vectors(store, batch, vectors, report)
-        records = [{"id": d.id, "text": d.text, "area": d.area, "created_at": d.created_at,
-                    "updated_at": d.created_at, "metadata": d.metadata} for d in batch]
-        ids = store.insert_records(records, matrix, info, actor="import-agent-zero", op="import", on_conflict="skip")
-        inserted = set(ids)
-        report.skipped += [{"id": d.id, "reason": "id exists in the store"} for d in batch if d.id not in inserted]
-        report.imported += len(ids)
-        report.ids += ids
-        report.batches += 1
-        done += len(batch)
+    for chunk in iter_chunks(source.documents, batch_size):
+        existing = {m.id for m in store.get([d.id for d in chunk])}  # not embedded for nothing
+        batch = [d for d in chunk if d.id not in existing]
+        inserted: set[str] = set()
+        if batch:
+            matrix = _batch_vectors(store, batch, vectors, report)
+            records = [{"id": d.id, "text": d.text, "area": d.area, "created_at": d.created_at,
+                        "updated_at": d.created_at, "metadata": d.metadata} for d in batch]
+            ids = store.insert_records(records, matrix, info, actor="import-agent-zero", op="import",
+                                       on_conflict="skip")  # "skip" also covers a writer racing us
+            inserted = set(ids)
+            report.imported += len(ids)
+            report.ids += ids
+            report.batches += 1
+        report.skipped += [{"id": d.id, "reason": "id exists in the store"} for d in chunk if d.id not in inserted]
+        done += len(chunk)
         if progress:
             progress(done, len(source.documents))
     report.notes = source.notes.render()
@@ -696,8 +700,11 @@ def export_agent_zero(store: EmbeddedStore, dest: str | os.PathLike[str], *, for
     if knowledge is None and any(meta.get("knowledge_source") for _, _, meta in docs):
         notes.add(f"no {KNOWLEDGE_IMPORT} to carry over: Agent Zero will import its knowledge folders again "
                   "on start (duplicating the knowledge chunks exported here)")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    tmp = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
+    tmp.mkdir()  # honours the umask (mkdtemp would make it 0700: unreadable for a differently-run Agent Zero)
     try:
+        if target.is_dir():
+            shutil.copymode(target, tmp)
         _write_folder(tmp, matrix, dump_index_pkl(docs), embedding, knowledge)
         replaced = _swap_in(tmp, target)
     except BaseException:

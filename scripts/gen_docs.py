@@ -133,19 +133,25 @@ def _value_kind(param: Any) -> tuple[tuple[str, ...], str | None, str]:
             path = descriptor.path_type
         type_name = annotation.__name__ if isinstance(annotation, type) else str(annotation)
         return choices, path, type_name
-    click_type = getattr(param, "type", None)
-    type_class = type(click_type).__name__
+    click_type = getattr(param, "type", None)  # click.ParamType (also Typer's subclasses such as TyperPath)
+    type_classes = {cls.__name__ for cls in type(click_type).__mro__}
     choices = tuple(_choice_text(c) for c in getattr(click_type, "choices", None) or ())
     path = None
-    if type_class == "File":
+    if "File" in type_classes:
         path = "file"
-    elif type_class == "Path":
+    elif "Path" in type_classes:
         file_okay, dir_okay = getattr(click_type, "file_okay", True), getattr(click_type, "dir_okay", True)
         path = "dir" if dir_okay and not file_okay else "file" if file_okay and not dir_okay else "path"
-    return choices, path, str(getattr(click_type, "name", "text"))
+    return choices, path, str(getattr(click_type, "name", "text")).removesuffix(" range")
 
 
-TYPE_METAVARS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN", "text": "TEXT"}
+TYPE_METAVARS = {"str": "TEXT", "text": "TEXT", "string": "TEXT", "int": "INTEGER", "float": "FLOAT",
+                 "bool": "BOOLEAN", "boolean": "BOOLEAN", "filename": "FILE", "directory": "DIR"}
+
+
+def _is_unset(value: Any) -> bool:
+    """click >= 8.3 marks 'no default' with a sentinel instead of None."""
+    return value is None or type(value).__name__ in {"Sentinel", "_Missing"} or repr(value).endswith("UNSET")
 
 
 def _metavar(param: Any, choices: tuple[str, ...], path: str | None, type_name: str) -> str:
@@ -179,7 +185,7 @@ def _option_notes(param: Any, choices: tuple[str, ...], flag: bool) -> tuple[str
     default = getattr(param, "default", None)
     if isinstance(show_default, str):
         notes.append(f"default: {show_default}")
-    elif show_default is not False and not callable(default) and default is not None and default != ():
+    elif show_default is not False and not callable(default) and not _is_unset(default) and default != ():
         if isinstance(default, list | tuple):
             default = " ".join(_choice_text(d) for d in default) if default else None
         elif flag and isinstance(default, bool):
@@ -216,7 +222,7 @@ def _argument(param: Any) -> Argument:
     choices, path, _ = _value_kind(param)
     required = bool(param.required)
     metavar = str(param.metavar or param.name.upper())
-    if param.nargs == -1:
+    if param.nargs == -1 and not metavar.endswith("..."):
         metavar += "..."
     if not required and not metavar.startswith("["):
         metavar = f"[{metavar}]"
@@ -305,7 +311,8 @@ def render_bash(app: App) -> str:
     ]
     for command in commands:
         if command.is_group:
-            out.append(f"        {_sh(command.key)}) _memctl_words=({_sh_words([c.name for c in command.subcommands])}) ;;")
+            names = _sh_words([c.name for c in command.subcommands])
+            out.append(f"        {_sh(command.key)}) _memctl_words=({names}) ;;")
     out += [
         "        *) _memctl_words=() ;;",
         "    esac",
@@ -352,7 +359,8 @@ def render_bash(app: App) -> str:
     out += ["    esac", '    case "$2" in']
     for option in app.global_options:
         if not option.flag:
-            out.append(f"        {'|'.join(_sh(n) for n in option.names)}) {_bash_action(option.choices, option.path)} ;;")
+            pattern = "|".join(_sh(n) for n in option.names)
+            out.append(f"        {pattern}) {_bash_action(option.choices, option.path)} ;;")
     out += [
         "    esac",
         "}",
@@ -703,7 +711,8 @@ def render_fish(app: App) -> str:
         if command.is_group:
             out += ["", f"# Subcommands of {command.key}."]
             for sub in command.subcommands:
-                out.append(f"complete -c memctl -n {_fcondition(command)} -a {_fword(sub.name)} -d {_fq(sub.short_help)}")
+                out.append(f"complete -c memctl -n {_fcondition(command)} -a {_fword(sub.name)}"
+                           f" -d {_fq(sub.short_help)}")
         if command is app.root:
             continue
         out += ["", f"# {command.key}"]
@@ -732,7 +741,7 @@ def render_fish(app: App) -> str:
 def _roff(text: str) -> str:
     """Escape running text for roff: backslashes, option dashes, `code` in bold, non-ASCII as \\[uXXXX]."""
     text = text.replace("\\", "\\e")
-    text = re.sub(r"(?<![A-Za-z0-9])-", r"\\-", text)
+    text = re.sub(r"(?<![\w-])-[\w-]*", lambda m: m.group().replace("-", "\\-"), text)  # -x, --opt-name, '-'
     text = re.sub(r"`([^`]+)`", r"\\fB\1\\fR", text)
     return "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in text)
 
@@ -760,6 +769,12 @@ def _bold(text: str) -> str:
     return f"\\fB{_roff(text)}\\fR"
 
 
+def _bold_literal(name: str) -> str:
+    """An option or command name in bold, every dash a minus sign (so that it can be copied and searched)."""
+    escaped = re.sub(r"\\?-", lambda _: "\\-", _roff(name))
+    return f"\\fB{escaped}\\fR"
+
+
 def _italic(text: str) -> str:
     return f"\\fI{_roff(text)}\\fR"
 
@@ -767,24 +782,28 @@ def _italic(text: str) -> str:
 def _option_items(options: list[Option]) -> list[str]:
     out = []
     for option in options:
-        head = ", ".join(_bold(n) for n in option.names)
+        head = ", ".join(_bold_literal(n) for n in option.names)
         if not option.flag:
-            head += " " + _italic(option.metavar)
+            head += " " + _metavar_roff(option.metavar)
         body = option.help + (f" [{'; '.join(option.notes)}]" if option.notes else "")
         out += [".TP", head, _line(_roff(_one_line(body)))]
     return out
 
 
 def _synopsis(command: Command) -> str:
-    parts = [_bold(command.key)]
+    parts = [_bold_literal(command.key)]
     if command.options:
         parts.append("[\\fIOPTIONS\\fR]")
     if command.is_group:
         parts.append("\\fICOMMAND\\fR ...")
-    for argument in command.arguments:
-        metavar = argument.metavar
-        parts.append(f"[{_italic(metavar[1:-1])}]" if metavar.startswith("[") else _italic(metavar))
+    parts += [_metavar_roff(argument.metavar) for argument in command.arguments]
     return " ".join(parts)
+
+
+def _metavar_roff(metavar: str) -> str:
+    """A metavar in italics, with its brackets and ellipsis in roman: [\fIDIR\fR]..."""
+    return "".join(part if re.fullmatch(r"[\[\]{}|.]+", part) else _italic(part)
+                   for part in re.split(r"([\[\]{}|]|\.\.\.)", metavar) if part)
 
 
 EXIT_TEXTS = {
@@ -815,6 +834,8 @@ def render_man(app: App) -> str:
     out = [
         f'.\\" Man page for {PROG}. {GENERATED}',
         f'.TH {PROG.upper()} 1 "version {app.version}" "{PROG} {app.version}" "User Commands"',
+        ".nh",
+        ".ad l",
         ".SH NAME",
         f"{PROG} \\- {_roff(name_line[:1].lower() + name_line[1:])}",
         ".SH SYNOPSIS",
@@ -825,28 +846,29 @@ def render_man(app: App) -> str:
         "Commands:",
     ]
     for command in app.commands:
-        out += [".TP", _bold(" ".join(command.path[1:])), _line(_roff(command.short_help))]
+        out += [".TP", _bold_literal(" ".join(command.path[1:])), _line(_roff(command.short_help))]
     out += [".SH GLOBAL OPTIONS"]
     if app.callback_doc:
         out += _roff_lines(app.callback_doc)
     out += _option_items(app.global_options)
     out += [".SH COMMANDS"]
     for command in app.commands:
-        out += [f".SS {' '.join(command.path[1:])}", _synopsis(command), ".PP", *_roff_lines(command.help)]
+        title = re.sub(r"\\?-", lambda _: "\\-", _roff(" ".join(command.path[1:])))
+        out += [f'.SS "{title}"', _synopsis(command), ".PP", *_roff_lines(command.help)]
         if command.arguments:
             out += [".PP", "Arguments:"]
             for argument in command.arguments:
-                notes = []
+                notes = ["required" if argument.required else "optional"]
                 if argument.choices:
                     notes.append("values: " + ", ".join(argument.choices))
                 if argument.nargs == -1:
                     notes.append("one or more" if argument.required else "any number")
-                body = argument.help + (f" [{'; '.join(notes)}]" if notes else "")
-                out += [".TP", _italic(argument.metavar), _line(_roff(body or argument.name))]
+                body = f"{argument.help} [{'; '.join(notes)}]".strip()
+                out += [".TP", _metavar_roff(argument.metavar), _line(_roff(body))]
         if command.options:
             out += [".PP", "Options:", *_option_items(command.options)]
         if command.subcommands:
-            out += [".PP", "Commands: " + ", ".join(_bold(s.name) for s in command.subcommands) + "."]
+            out += [".PP", "Commands: " + ", ".join(_bold_literal(s.name) for s in command.subcommands) + "."]
     out += [".SH EXIT STATUS"]
     for constant, text in EXIT_TEXTS.items():
         out += [".TP", _bold(str(getattr(errors, constant))), _roff(text)]

@@ -92,7 +92,7 @@ def state(ctx: typer.Context) -> State:
 
 def register() -> None:
     """Import the command modules (each adds its commands to `app`)."""
-    from memctl.cli.commands import knowledge, memories, stores  # noqa: F401
+    from memctl.cli.commands import agent_zero, knowledge, memories, stores  # noqa: F401
 
 
 register()
