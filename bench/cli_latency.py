@@ -12,6 +12,7 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -62,7 +63,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=10_000)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-p1-"))
-    build(home, args.size)
+    # Build in a child: a child forked from a big parent reports the parent's RSS as its own peak.
+    subprocess.run([python(), "-c", f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); "
+                    f"from bench.cli_latency import build; from pathlib import Path; build(Path({str(home)!r}), "
+                    f"{args.size})"], check=True)
     env = {"MEMCTL_HOME": str(home)}
     queries = [f"what does {s} use, question {i}" for i, s in enumerate(SUBJECTS * 3)][: args.runs]
     run_child([python(), "-m", "memctl", "load", "warm-up query", "--json"], env)  # page cache, ONNX export
