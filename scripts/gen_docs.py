@@ -121,7 +121,7 @@ def _choice_text(choice: Any) -> str:
 def _value_kind(param: Any) -> tuple[tuple[str, ...], str | None, str]:
     """(choices, path kind, type name) of a parameter, for Typer's own and click's parameter types."""
     descriptor = getattr(param, "type_descriptor", None)
-    if descriptor is not None:  # Typer >= 0.2x: no click type object, a type descriptor instead
+    if descriptor is not None:  # newer Typer releases: a type descriptor instead of a click type object
         annotation = descriptor.annotation
         if get_origin(annotation) is list and get_args(annotation):
             annotation = get_args(annotation)[0]
@@ -137,9 +137,9 @@ def _value_kind(param: Any) -> tuple[tuple[str, ...], str | None, str]:
     type_classes = {cls.__name__ for cls in type(click_type).__mro__}
     choices = tuple(_choice_text(c) for c in getattr(click_type, "choices", None) or ())
     path = None
-    if "File" in type_classes:
+    if any(name.endswith("File") for name in type_classes):
         path = "file"
-    elif "Path" in type_classes:
+    elif any(name.endswith("Path") for name in type_classes) or hasattr(click_type, "dir_okay"):
         file_okay, dir_okay = getattr(click_type, "file_okay", True), getattr(click_type, "dir_okay", True)
         path = "dir" if dir_okay and not file_okay else "file" if file_okay and not dir_okay else "path"
     return choices, path, str(getattr(click_type, "name", "text")).removesuffix(" range")
@@ -252,7 +252,8 @@ def _walk(command: Any, path: tuple[str, ...], parent: Any) -> Command:
             arguments.append(_argument(param))
         else:
             options.append(_option(param))
-    node = Command(path, inspect.cleandoc(command.help or ""), _short_help(command), options, arguments)
+    help_text = inspect.cleandoc((command.help or "").split("\f")[0])  # click hides what follows \f
+    node = Command(path, help_text, _short_help(command), options, arguments)
     if hasattr(command, "list_commands"):
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
@@ -261,15 +262,18 @@ def _walk(command: Any, path: tuple[str, ...], parent: Any) -> Command:
     return node
 
 
-def load_app() -> App:
+def load_app(app: Any = None) -> App:
+    """Read the command tree of a Typer app (default: memctl's own)."""
     import typer
 
     from memctl import __version__
-    from memctl.cli.app import app
 
+    if app is None:
+        from memctl.cli.app import app
     root = _walk(typer.main.get_command(app), (PROG,), None)
     callback = getattr(getattr(app, "registered_callback", None), "callback", None)
-    return App(root=root, version=__version__, callback_doc=inspect.getdoc(callback) or "" if callback else "")
+    callback_doc = (inspect.getdoc(callback) or "") if callback is not None else ""
+    return App(root=root, version=__version__, callback_doc=callback_doc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,7 +550,7 @@ def render_zsh(app: App) -> str:
                 "  typeset -A opt_args",
                 "  _arguments -s -S -C : \\",
                 *[f"    {s} \\" for s in specs],
-                f"    {_zq(f': :{fn}_commands')} \\",
+                f"    {_zq(f': :_{fn}_commands')} \\",
                 f"    {_zq('*:: :->command')} && ret=0",
                 "  if [[ $state == command ]]; then",
                 f"    curcontext=${{curcontext%:*:*}}:{'-'.join(command.path)}-$words[1]:",
@@ -560,7 +564,7 @@ def render_zsh(app: App) -> str:
                 "  return ret",
                 "}",
                 "",
-                f"{fn}_commands() {{",
+                f"_{fn}_commands() {{",
                 "  local -a commands",
                 "  commands=(",
                 *[f"    {_zcommand_entry(sub)}" for sub in command.subcommands],
