@@ -23,7 +23,7 @@ def test_save_prints_id_and_load_finds_it(cli):
     loaded = cli("load", "User prefers dark mode in every editor", "--json")
     assert loaded.code == 0
     doc = loaded.json
-    assert set(doc) == {"subdir", "query", "threshold", "limit", "count", "results"}
+    assert set(doc) == {"subdir", "query", "mode", "threshold", "limit", "count", "results"}
     assert doc["count"] == 1 and doc["results"][0]["id"] == result.out.strip()
     assert set(doc["results"][0]) == MEMORY_KEYS | {"score"}
 

@@ -37,6 +37,9 @@ EMBEDDING_FILE = "embedding.json"
 LOCK_FILE = ".write.lock"
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
+SEARCH_MODES = ("hybrid", "dense", "keyword")
+# A query token found in at most this share of memories (and at least 3) counts as rare.
+RARE_TOKEN_SHARE = 0.002
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
 
@@ -539,8 +542,17 @@ class EmbeddedStore:
         return np.array([seq for seq, _ in self._rows(area, flt)], dtype=np.int64)
 
     def search(self, query: str, limit: int = 10, threshold: float = 0.7, area: str | None = None,
-               filter: str | Filter | None = None) -> list[Hit]:
-        """Best matches by relevance (desc) at or above threshold."""
+               filter: str | Filter | None = None, mode: str = "hybrid") -> list[Hit]:
+        """Best matches at or above threshold.
+
+        mode "dense": vector similarity, ordered by relevance. "keyword": FTS5 BM25 order.
+        "hybrid" (default): both lists fused by reciprocal rank. In every mode `score` is the
+        relevance (1 + cosine) / 2 and a result needs score >= threshold — except a keyword match
+        on a rare query token (a name, number or identifier found in few memories), which dense
+        similarity often misses and which is kept whatever its score.
+        """
+        if mode not in SEARCH_MODES:
+            raise UsageError(f"search mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
         flt = self.compile(filter)
         if area is not None:
             check_area(area)
@@ -548,7 +560,51 @@ class EmbeddedStore:
         if len(self) == 0:
             return []
         vector = self._embed_query(query)
-        return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+        if mode == "dense":
+            return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+        return self._search_fused(query, vector, limit, threshold, area, flt, use_dense=mode == "hybrid")
+
+    def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
+                      flt: Filter | None, *, use_dense: bool) -> list[Hit]:
+        from memctl.store.keyword import count_tokens, keyword_search, query_tokens, rare_tokens
+
+        only = self._candidates(area, flt)
+        if only is not None and len(only) == 0:
+            return []
+        depth = max(limit * 3, int(self.config["hybrid_candidates"]))
+        dense = self._dense_pairs(vector, depth, only) if use_dense else []
+        keyword = keyword_search(self.db, query, depth, area if flt is None else None,
+                                 only if flt is not None else None)
+        scores = {seq: relevance(ip) for seq, ip in dense}
+        scores.update(self._relevance_of([seq for seq, _ in keyword if seq not in scores], vector))
+        k0 = float(self.config["hybrid_rrf_k"])
+        fused: dict[int, float] = {}
+        for weight, ranked in ((float(self.config["hybrid_dense_weight"]), dense),
+                               (float(self.config["hybrid_keyword_weight"]), keyword)):
+            for rank, (seq, _) in enumerate(ranked):
+                fused[seq] = fused.get(seq, 0.0) + weight / (k0 + rank + 1)
+        total = len(self)
+        rare = rare_tokens(self.db, query_tokens(query), total, max(3, int(total * RARE_TOKEN_SHARE)))
+        from_keyword = {seq for seq, _ in keyword}
+        hits = self._seq_hits([(seq, scores.get(seq, 0.0)) for seq in fused])
+        # A memory holding a rare query token (an order number, a surname) is what the user asked for:
+        # it ranks first and passes the threshold whatever its vector similarity.
+        rare_hits = {seq: count_tokens(h.text, rare) if seq in from_keyword else 0 for seq, h in hits}
+        hits.sort(key=lambda pair: (-rare_hits[pair[0]], -fused[pair[0]], -pair[1].score))
+        return [h for seq, h in hits if h.score >= threshold or rare_hits[seq]][:limit]
+
+    def _dense_pairs(self, vector: np.ndarray, k: int, only: np.ndarray | None) -> list[tuple[int, float]]:
+        index = self.vector_index()
+        if index is None:
+            return []
+        if only is not None and index.is_approximate and len(only) <= EXACT_FILTERED_MAX:
+            return self._exact_search(vector, k, only)  # a filter must not lose matches to IVF probing
+        return index.search(vector, k, only)
+
+    def _relevance_of(self, seqs: list[int], vector: np.ndarray) -> dict[int, float]:
+        import numpy as np
+
+        return {seq: relevance(ip) for seq, ip in self._exact_search(vector, len(seqs), np.array(seqs))} if seqs else {}
 
     def _embed_query(self, query: str) -> np.ndarray:
         """Embed the query while the vector index loads: a cold CLI call pays for the slower of the two."""
@@ -568,19 +624,12 @@ class EmbeddedStore:
 
     def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
                       area: str | None = None, filter: str | Filter | None = None) -> list[Hit]:
-        index = self.vector_index()
-        if index is None:
-            return []
+        """Dense search with a query vector, ordered by relevance."""
         only = self._candidates(area, self.compile(filter))
         if only is not None and len(only) == 0:
             return []
-        if only is not None and index.is_approximate and len(only) <= EXACT_FILTERED_MAX:
-            raw = self._exact_search(vector, limit, only)  # a filter must not lose matches to IVF probing
-        else:
-            raw = index.search(vector, limit, only)
-        pairs = [(seq, relevance(ip)) for seq, ip in raw]
-        pairs = [(seq, score) for seq, score in pairs if score >= threshold]
-        return self._hits(pairs)
+        pairs = [(seq, relevance(ip)) for seq, ip in self._dense_pairs(vector, limit, only)]
+        return self._hits([(seq, score) for seq, score in pairs if score >= threshold])
 
     def _exact_search(self, vector: np.ndarray, k: int, only: np.ndarray) -> list[tuple[int, float]]:
         import numpy as np
@@ -617,16 +666,22 @@ class EmbeddedStore:
             k *= 4
 
     def _hits(self, pairs: list[tuple[int, float]]) -> list[Hit]:
+        return [hit for _, hit in self._seq_hits(pairs)]
+
+    def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
+        """(seq, Hit) for the pairs whose rows still exist, in the given order."""
         if not pairs:
             return []
-        marks = ",".join("?" * len(pairs))
-        rows = {r[0]: r for r in self.db.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({marks})", [p[0] for p in pairs])}
+        rows: dict[int, Any] = {}
+        seqs = [p[0] for p in pairs]
+        for start in range(0, len(seqs), 900):
+            chunk = seqs[start : start + 900]
+            rows.update((r[0], r) for r in self.db.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk))
         hits = []
         for seq, score in pairs:
             if seq in rows:
-                memory = _memory(rows[seq])
-                hits.append(Hit(**memory.__dict__, score=round(score, 6)))
+                hits.append((seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))))
         return hits
 
     # -- maintenance ---------------------------------------------------------------------

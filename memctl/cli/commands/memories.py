@@ -50,15 +50,19 @@ def load(
         "--limit", "-n", min=1, help="Most results [config search_limit: 10].")] = None,
     area: AreaOpt = None,
     filter: FilterOpt = None,
+    mode: Annotated[str | None, typer.Option(
+        "--mode", help="hybrid (vector + keyword), dense or keyword [config search_mode: hybrid].")] = None,
 ) -> None:
-    """Search memories by meaning. Exit 3 when nothing is above the threshold."""
+    """Search memories (hybrid vector + keyword by default). Exit 3 when nothing passes the threshold."""
     st = state(ctx)
     with st.open_store() as store:
         threshold = store.config["search_threshold"] if threshold is None else threshold
         limit = store.config["search_limit"] if limit is None else limit
-        hits = store.search(read_text(query, "query"), limit=limit, threshold=threshold, area=area, filter=filter)
-    doc = {"subdir": st.subdir, "query": query, "threshold": threshold, "limit": limit, "count": len(hits),
-           "results": [h.to_dict() for h in hits]}
+        mode = mode or store.config["search_mode"]
+        hits = store.search(read_text(query, "query"), limit=limit, threshold=threshold, area=area, filter=filter,
+                            mode=mode)
+    doc = {"subdir": st.subdir, "query": query, "mode": mode, "threshold": threshold, "limit": limit,
+           "count": len(hits), "results": [h.to_dict() for h in hits]}
     emit(st, doc, lambda c: c.print(memory_table(hits, score=True)) if hits else c.print("no memories matched"))
     if not hits:
         raise typer.Exit(EXIT_NO_MATCH)

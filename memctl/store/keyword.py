@@ -1,0 +1,76 @@
+"""Keyword side of retrieval: SQLite FTS5 (BM25) over memory texts, and rare-token detection.
+
+The FTS5 table uses the unicode61 tokenizer, so query words are split the same way (\\w+ runs,
+lower-cased); common English words are dropped so BM25 ranks on the words that carry meaning.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+STOPWORDS = frozenset("""
+a about above after again all also am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here
+hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now
+of off on once only or other our ours ourselves out over own same she should so some such than that the
+their theirs them themselves then there these they this those through to too under until up very was we
+were what when where which while who whom why will with would you your yours yourself yourselves
+tell know remember please get got us let lets like one thing things something anything
+""".split())
+
+
+def query_tokens(text: str) -> list[str]:
+    """Distinct meaningful tokens of a query, in order."""
+    seen: dict[str, None] = {}
+    for token in _TOKEN.findall(text.lower()):
+        if token not in STOPWORDS and not (len(token) == 1 and token.isascii() and token.isalpha()):
+            seen.setdefault(token, None)
+    return list(seen)
+
+
+def match_expression(tokens: Sequence[str]) -> str | None:
+    """An FTS5 MATCH string: any of the tokens (each quoted, so no FTS syntax leaks in)."""
+    quoted = ['"' + t.replace('"', '""') + '"' for t in tokens]
+    return " OR ".join(quoted) if quoted else None
+
+
+def keyword_search(db: sqlite3.Connection, query: str, k: int, area: str | None = None,
+                   only: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    """Top-k (seq, bm25 score; higher is better) among memories in `area` / `only`."""
+    expression = match_expression(query_tokens(query))
+    if expression is None or k <= 0:
+        return []
+    sql = "SELECT f.rowid, -bm25(memories_fts) AS score FROM memories_fts f"
+    args: list[object] = [expression]
+    where = ["memories_fts MATCH ?"]
+    if area is not None:
+        sql += " JOIN memories m ON m.seq = f.rowid"
+        where.append("m.area = ?")
+        args.append(area)
+    if only is not None:
+        where.append("f.rowid IN (SELECT value FROM json_each(?))")
+        args.append("[" + ",".join(str(int(s)) for s in only) + "]")
+    sql += " WHERE " + " AND ".join(where) + " ORDER BY score DESC LIMIT ?"
+    args.append(k)
+    try:
+        return [(int(seq), float(score)) for seq, score in db.execute(sql, args)]
+    except sqlite3.OperationalError:
+        return []  # an expression FTS5 cannot parse finds nothing by keyword; dense still answers
+
+
+def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], total: int, max_df: int) -> set[str]:
+    """Query tokens that occur in at most `max_df` memories (names, numbers, identifiers)."""
+    if not tokens or total == 0:
+        return set()
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab USING fts5vocab(main, memories_fts, row)")
+    marks = ",".join("?" * len(tokens))
+    counts = dict(db.execute(f"SELECT term, doc FROM temp.memories_vocab WHERE term IN ({marks})", list(tokens)))
+    return {t for t in tokens if 0 < counts.get(t, 0) <= max_df}
+
+
+def count_tokens(text: str, tokens: set[str]) -> int:
+    """How many of `tokens` occur in `text`."""
+    return len(tokens.intersection(_TOKEN.findall(text.lower()))) if tokens else 0
