@@ -21,6 +21,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 NULLABLE_TYPES: dict[str, type] = {
     "embedding_api_base": str,
     "embedding_api_key_env": str,
+    "utility_model": str,
+    "utility_api_base": str,
+    "utility_api_key_env": str,
 }
 ENV_PREFIX = "MEMCTL_"
 # Environment variables with the prefix that are not configuration keys.

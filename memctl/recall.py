@@ -1,0 +1,112 @@
+"""Recall: what an agent injects into its prompt before answering a message.
+
+Memories (areas main + fragments) and solutions are searched separately (hybrid retrieval,
+`recall_*_max_search` candidates each), optionally narrowed by the utility model
+(`post_filter`), cut to `recall_*_max_result`, and rendered with templates from `prompts/`.
+Every LLM step degrades safely: a failed query prep searches the raw message; a failed post
+filter keeps the results (or drops them with `recall_post_filter_fail_closed`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memctl.llm import LLMError, UtilityModel, load_template, numbered, render
+from memctl.store.records import Hit
+from memctl.transcripts import Message, as_text
+
+if TYPE_CHECKING:
+    from memctl.store.embedded import EmbeddedStore
+
+MAX_QUERY_CHARS = 500
+
+
+@dataclass
+class RecallResult:
+    message: str
+    query: str
+    memories: list[Hit]
+    solutions: list[Hit]
+    notes: list[str] = field(default_factory=list)  # what degraded and why
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "query": self.query, "memories": [h.to_dict() for h in self.memories],
+                "solutions": [h.to_dict() for h in self.solutions], "notes": self.notes}
+
+    @property
+    def empty(self) -> bool:
+        return not self.memories and not self.solutions
+
+
+def recall(store: EmbeddedStore, message: str, history: list[Message] | None = None, *,
+           llm: UtilityModel | None = None, query_prep: bool = False, post_filter: bool = False,
+           threshold: float | None = None) -> RecallResult:
+    config = store.config
+    notes: list[str] = []
+    query = prepare_query(llm, message, history or [], notes) if query_prep and llm else message
+    threshold = config["search_threshold"] if threshold is None else threshold
+    memories = store.search(query, limit=int(config["recall_memories_max_search"]), threshold=threshold,
+                            filter="area in ['main', 'fragments']")
+    solutions = store.search(query, limit=int(config["recall_solutions_max_search"]), threshold=threshold,
+                             area="solutions")
+    if post_filter and llm and (memories or solutions):
+        memories, solutions = filter_relevant(llm, message, memories, solutions,
+                                              bool(config["recall_post_filter_fail_closed"]), notes)
+    return RecallResult(message, query, memories[: int(config["recall_memories_max_result"])],
+                        solutions[: int(config["recall_solutions_max_result"])], notes)
+
+
+def prepare_query(llm: UtilityModel, message: str, history: list[Message], notes: list[str]) -> str:
+    """The utility model turns message + recent history into a search query; the raw message on failure."""
+    recent = as_text(history[-int(llm.config["recall_history_messages"]):]) if history else "(none)"
+    try:
+        reply = llm.ask("recall_query", message=message, history=recent)
+    except LLMError as exc:
+        notes.append(f"query prep failed, searched the raw message: {exc.message}")
+        return message
+    lines = [line.strip().strip('"').strip() for line in reply.strip().splitlines() if line.strip()]
+    query = lines[0][:MAX_QUERY_CHARS] if lines else ""
+    if not query:
+        notes.append("query prep returned nothing, searched the raw message")
+        return message
+    return query
+
+
+def filter_relevant(llm: UtilityModel, message: str, memories: list[Hit], solutions: list[Hit],
+                    fail_closed: bool, notes: list[str]) -> tuple[list[Hit], list[Hit]]:
+    """Keep the candidates whose indices the model returns; ignore indices that are not valid."""
+    candidates = memories + solutions
+    try:
+        reply = llm.ask_json("recall_filter", message=message, items=numbered([h.text for h in candidates]),
+                             last=len(candidates) - 1)
+    except LLMError as exc:
+        action = "dropped all results (fail-closed)" if fail_closed else "kept all results"
+        notes.append(f"post filter failed, {action}: {exc.message}")
+        return ([], []) if fail_closed else (memories, solutions)
+    if isinstance(reply, dict):
+        reply = next((v for v in reply.values() if isinstance(v, list)), None)
+    if not isinstance(reply, list):
+        action = "dropped all results (fail-closed)" if fail_closed else "kept all results"
+        notes.append(f"post filter reply was not a list of indices, {action}")
+        return ([], []) if fail_closed else (memories, solutions)
+    chosen = {i for i in reply if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(candidates)}
+    ignored = len(reply) - len(chosen)
+    if ignored:
+        notes.append(f"post filter: ignored {ignored} invalid index(es)")
+    keep = [i in chosen for i in range(len(candidates))]
+    return ([h for h, k in zip(memories, keep, strict=False) if k],
+            [h for h, k in zip(solutions, keep[len(memories):], strict=False) if k])
+
+
+def render_prompt(result: RecallResult) -> str:
+    """The block an agent pastes into its system prompt (templates recall_memories / recall_solutions)."""
+    parts = []
+    item = load_template("recall_item")
+    for name, hits in (("recall_memories", result.memories), ("recall_solutions", result.solutions)):
+        if not hits:
+            continue
+        items = "\n".join(render(item, text=h.text.strip(), area=h.area, id=h.id, score=f"{h.score:.2f}",
+                                 created_at=h.created_at).rstrip("\n") for h in hits)
+        parts.append(render(load_template(name), items=items).strip())
+    return "\n\n".join(parts) + ("\n" if parts else "")

@@ -1,0 +1,164 @@
+"""`recall`: the block an agent injects, its formats, and the LLM steps' failure paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memctl.llm import LLMError, UtilityModel, parse_json
+from memctl.recall import recall
+
+
+@pytest.fixture
+def filled(store):
+    store.add(["User prefers dark mode in every editor"], area="fragments")
+    store.add(["The editor of choice is Neovim with dark mode"], area="main")
+    store.add(["Deploys go to Kubernetes on Fridays"], area="fragments")
+    store.add(["Editor shows light mode after update -> set theme dark mode in settings.json"], area="solutions")
+    store.close()
+    return store
+
+
+class Scripted:
+    """A completion function that replies from a list (or raises) and records the prompts."""
+
+    def __init__(self, *replies: object) -> None:
+        self.replies = list(replies)
+        self.prompts: list[list[dict[str, str]]] = []
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        self.prompts.append(messages)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return str(reply)
+
+
+def _llm(store, *replies):
+    return UtilityModel(store.config, completion=Scripted(*replies))
+
+
+def test_prompt_format_exact(cli, filled):
+    result = cli("recall", "dark mode editor", "--threshold", "0.6")
+    assert result.code == 0, result.err
+    assert result.out == (
+        "## What you remember about this\n\n"
+        "- User prefers dark mode in every editor\n"
+        "- The editor of choice is Neovim with dark mode\n\n"
+        "## Approaches that worked before\n\n"
+        "- Editor shows light mode after update -> set theme dark mode in settings.json\n"
+    )
+
+
+def test_json_and_table_formats(cli, filled):
+    doc = cli("recall", "dark mode editor", "--threshold", "0.6", "--format", "json").json
+    assert set(doc) == {"subdir", "message", "query", "memories", "solutions", "notes"}
+    assert [m["area"] for m in doc["memories"]] == ["fragments", "main"]
+    assert [m["area"] for m in doc["solutions"]] == ["solutions"]
+    assert cli("recall", "dark mode editor", "--threshold", "0.6", "--json").json == doc
+    table = cli("recall", "dark mode editor", "--threshold", "0.6", "--format", "table").out
+    assert "memories" in table and "solutions" in table and "Neovim" in table
+
+
+def test_nothing_recalled_is_exit_3(cli, filled):
+    result = cli("recall", "quantum chromodynamics lattice", "--format", "json")
+    assert result.code == 3 and result.json["memories"] == [] and result.json["solutions"] == []
+
+
+def test_limits_cap_results(cli, store, monkeypatch):
+    store.add([f"dark mode note {i}" for i in range(20)], area="fragments")
+    store.add([f"dark mode fix {i}" for i in range(20)], area="solutions")
+    store.close()
+    doc = cli("recall", "dark mode note", "--threshold", "0", "--json").json
+    assert len(doc["memories"]) == 5 and len(doc["solutions"]) == 3
+    monkeypatch.setenv("MEMCTL_RECALL_MEMORIES_MAX_RESULT", "2")
+    assert len(cli("recall", "dark mode note", "--threshold", "0", "--json").json["memories"]) == 2
+
+
+def test_query_prep_uses_model_query_and_history(filled, home: Path):
+    import memctl
+    from memctl.transcripts import Message
+
+    with memctl.open_store(home) as store:
+        llm = _llm(store, "Kubernetes deploys Fridays\n(extra line ignored)")
+        history = [Message("user", "we talked about deploys"), Message("assistant", "yes, on Fridays")]
+        result = recall(store, "and when does that happen?", history, llm=llm, query_prep=True, threshold=0.6)
+        assert result.query == "Kubernetes deploys Fridays"
+        assert result.memories[0].text == "Deploys go to Kubernetes on Fridays"
+        sent = llm._completion.prompts[0][-1]["content"]
+        assert "we talked about deploys" in sent and "and when does that happen?" in sent
+
+
+@pytest.mark.parametrize("reply", [LLMError("timeout"), "", "   \n  "])
+def test_query_prep_failure_falls_back_to_raw_message(filled, home: Path, reply):
+    import memctl
+
+    with memctl.open_store(home) as store:
+        result = recall(store, "dark mode editor", llm=_llm(store, reply), query_prep=True, threshold=0.6)
+        assert result.query == "dark mode editor" and result.memories
+        assert any("raw message" in note for note in result.notes)
+
+
+def test_post_filter_keeps_valid_indices_only(filled, home: Path):
+    import memctl
+
+    with memctl.open_store(home) as store:
+        result = recall(store, "dark mode editor", llm=_llm(store, '```json\n[1, 2, 99, -1, "0", 1.5, true]\n```'),
+                        post_filter=True, threshold=0.6)
+        assert [h.text for h in result.memories] == ["The editor of choice is Neovim with dark mode"]
+        assert [h.area for h in result.solutions] == ["solutions"]
+        assert any("ignored 5 invalid" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+@pytest.mark.parametrize("reply", [LLMError("boom"), "I think all of them are relevant!", '{"keep": "all"}'])
+def test_post_filter_failure_keeps_or_drops(filled, home: Path, reply, fail_closed):
+    import memctl
+
+    with memctl.open_store(home, overrides={"recall_post_filter_fail_closed": fail_closed}) as store:
+        result = recall(store, "dark mode editor", llm=_llm(store, reply), post_filter=True, threshold=0.6)
+        assert result.empty is fail_closed
+        assert any("post filter" in note for note in result.notes)
+
+
+def test_llm_commands_need_a_utility_model(cli, filled):
+    result = cli("recall", "dark mode", "--query-prep", "--json")
+    assert result.code == 2 and "utility_model" in result.json["error"]["hint"]
+    assert cli("recall", "dark mode editor", "-t", "0.6").code == 0  # without the LLM steps: fine offline
+
+
+def test_cli_post_filter_through_litellm_path(cli, filled, monkeypatch):
+    monkeypatch.setenv("MEMCTL_UTILITY_MODEL", "scripted/test")
+    calls = []
+
+    def fake_litellm(self, messages):
+        calls.append(messages)
+        return "[0]"
+
+    monkeypatch.setattr(UtilityModel, "_litellm", fake_litellm)
+    doc = cli("recall", "dark mode editor", "-t", "0.6", "--post-filter", "--json").json
+    assert len(calls) == 1 and [m["text"] for m in doc["memories"]] == ["User prefers dark mode in every editor"]
+    assert doc["solutions"] == []
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 1}', {"a": 1}),
+    ("Sure! Here you go:\n```json\n{\"a\": [1, 2,],}\n```", {"a": [1, 2]}),
+    ("The answer is [0, 2] I believe", [0, 2]),
+    ("no json here", None),
+    ("", None),
+])
+def test_parse_json_tolerant(text, expected):
+    assert parse_json(text) == expected
+
+
+def test_history_file_formats(cli, filled, tmp_path: Path):
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    assert cli("recall", "dark mode editor", "-t", "0.6", "--history", history).code == 0
+    bad = tmp_path / "bad.txt"
+    bad.write_text("just some notes without speakers")
+    result = cli("recall", "dark mode editor", "--history", bad, "--json")
+    assert result.code == 2 and "bad.txt" in result.json["error"]["message"]
