@@ -42,6 +42,8 @@ SEARCH_MODES = ("hybrid", "dense", "keyword")
 RARE_TOKEN_SHARE = 0.002
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
+# Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
+TOUCH_WAIT = 1.0
 
 
 def new_id() -> str:
@@ -408,8 +410,11 @@ class EmbeddedStore:
         return [r[0] for r in rows]
 
     def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
-               op: str = "delete") -> DeleteResult:
-        """Delete ids (and, with cascade, what was derived from them) in one transaction."""
+               op: str = "delete", archive: bool = True) -> DeleteResult:
+        """Delete ids (and, with cascade, what was derived from them) in one transaction.
+
+        `archive` keeps each removed row (vector included) in the archive table for `restore`.
+        """
         ids = list(dict.fromkeys(ids))
         with self._write() as db:
             present = self._existing_ids(ids)
@@ -419,10 +424,59 @@ class EmbeddedStore:
                 self._history(memory.id, op, area=memory.area, old_text=memory.text,
                               old_metadata=memory.metadata, actor=actor)
             all_ids = targets + cascaded
+            if archive:
+                self._archive(all_ids, op, actor)
             for start in range(0, len(all_ids), 900):
                 chunk = all_ids[start : start + 900]
                 db.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)
         return DeleteResult(deleted=targets, cascaded=cascaded, missing=[i for i in ids if i not in present])
+
+    def _archive(self, ids: Sequence[str], op: str, actor: str | None) -> None:
+        """Copy rows about to be removed into `archive` (one version per id: the latest)."""
+        info = self.model_info() or {}
+        model = f"{info.get('provider')}:{info.get('model')}" if info else None
+        stamp = now_iso()
+        for start in range(0, len(ids), 900):
+            chunk = list(ids[start : start + 900])
+            self.db.execute(
+                "INSERT OR REPLACE INTO archive (id, text, area, created_at, updated_at, accessed_at, metadata,"
+                " vector, model, archived_at, op, actor) SELECT id, text, area, created_at, updated_at, accessed_at,"
+                f" metadata, vector, ?, ?, ?, ? FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                (model, stamp, op, actor or self.actor, *chunk),
+            )
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """The embedding cache folder (shared by the stores of one root), if any."""
+        return self._cache_dir
+
+    def touch(self, ids: Sequence[str], at: str | None = None) -> int:
+        """Record that `ids` were just read (accessed_at, for prune --not-accessed-for).
+
+        One UPDATE after a search, never inside it. Best effort: when another writer holds the
+        store for more than a moment, or the store is read-only, the access is simply not recorded.
+        """
+        ids = list(dict.fromkeys(ids))[:900]
+        if not ids:
+            return 0
+        sql = f"UPDATE memories SET accessed_at = ? WHERE id IN ({','.join('?' * len(ids))})"
+        args = (at or now_iso(), *ids)
+        if self._depth:
+            return self.db.execute(sql, args).rowcount
+        import filelock
+
+        if self._lock is None:
+            self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=float(self.config["lock_timeout"]))
+        try:
+            self._lock.acquire(timeout=TOUCH_WAIT)
+        except (filelock.Timeout, OSError):
+            return 0
+        try:
+            return self.db.execute(sql, args).rowcount
+        except sqlite3.OperationalError:
+            return 0
+        finally:
+            self._lock.release()
 
     def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
                replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
@@ -548,8 +602,9 @@ class EmbeddedStore:
         mode "dense": vector similarity, ordered by relevance. "keyword": FTS5 BM25 order.
         "hybrid" (default): both lists fused by reciprocal rank. In every mode `score` is the
         relevance (1 + cosine) / 2 and a result needs score >= threshold — except a keyword match
-        on a rare query token (a name, number or identifier found in few memories), which dense
-        similarity often misses and which is kept whatever its score.
+        on a rare identifier in the query (a word with a digit, or capitalised mid-sentence — an
+        order number, a port, a surname — found in few memories), which dense similarity often
+        misses: it ranks first and is kept whatever its score.
         """
         if mode not in SEARCH_MODES:
             raise UsageError(f"search mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
@@ -566,7 +621,7 @@ class EmbeddedStore:
 
     def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
                       flt: Filter | None, *, use_dense: bool) -> list[Hit]:
-        from memctl.store.keyword import count_tokens, keyword_search, query_tokens, rare_tokens
+        from memctl.store.keyword import count_tokens, identifier_tokens, keyword_search, rare_tokens
 
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
@@ -584,7 +639,7 @@ class EmbeddedStore:
             for rank, (seq, _) in enumerate(ranked):
                 fused[seq] = fused.get(seq, 0.0) + weight / (k0 + rank + 1)
         total = len(self)
-        rare = rare_tokens(self.db, query_tokens(query), total, max(3, int(total * RARE_TOKEN_SHARE)))
+        rare = rare_tokens(self.db, identifier_tokens(query), total, max(3, int(total * RARE_TOKEN_SHARE)))
         from_keyword = {seq for seq, _ in keyword}
         hits = self._seq_hits([(seq, scores.get(seq, 0.0)) for seq in fused])
         # A memory holding a rare query token (an order number, a surname) is what the user asked for:
@@ -734,6 +789,31 @@ class EmbeddedStore:
 
     def integrity_check(self) -> str:
         return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def compact(self) -> bool:
+        """Leave no trace of removed text in the files: rebuild every FTS5 index from the live rows
+        (deleted rows' terms otherwise linger in old segments), VACUUM (drops free pages), then
+        checkpoint and truncate the WAL. False when a reader kept the WAL from being truncated."""
+        with self._locked():
+            self.db.execute("PRAGMA secure_delete=ON")
+            names = [r[0] for r in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND lower(sql) LIKE 'create virtual table%fts5%'")]
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for name in names:
+                    quoted = '"' + name.replace('"', '""') + '"'
+                    try:
+                        self.db.execute(f"INSERT INTO {quoted}({quoted}) VALUES ('rebuild')")
+                    except sqlite3.OperationalError:  # contentless: merging drops deleted entries
+                        self.db.execute(f"INSERT INTO {quoted}({quoted}) VALUES ('optimize')")
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.db.execute("VACUUM")
+            busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        return not busy
 
 
 def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

@@ -71,6 +71,20 @@ def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], total: int, max_d
     return {t for t in tokens if 0 < counts.get(t, 0) <= max_df}
 
 
+def identifier_tokens(text: str) -> list[str]:
+    """Query words that name something exactly: with a digit (order numbers, ports, versions) or
+    capitalised inside the sentence (surnames, product names). Lower-cased, as FTS5 indexes them."""
+    found: dict[str, None] = {}
+    for position, match in enumerate(re.finditer(r"\w+", text)):
+        word = match.group(0)
+        lowered = word.lower()
+        if lowered in STOPWORDS or len(word) < 2:
+            continue
+        if any(c.isdigit() for c in word) or (position > 0 and word[0].isupper()) or "_" in word:
+            found.setdefault(lowered, None)
+    return list(found)
+
+
 def count_tokens(text: str, tokens: set[str]) -> int:
     """How many of `tokens` occur in `text`."""
     return len(tokens.intersection(_TOKEN.findall(text.lower()))) if tokens else 0
