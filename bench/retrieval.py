@@ -94,39 +94,53 @@ def run_eval(folder: Path, home: Path) -> list[list[object]]:
     return rows
 
 
-def run_long(home: Path, sessions: int, seed: int, variants: dict[str, dict]) -> list[list[object]]:
+def run_long(home: Path, conversations: int, seed: int, variants: dict[str, dict]) -> list[list[object]]:
+    """One store per conversation (as an agent per user would have); Recall@k summed over all."""
     import memctl
-    from bench.longconv import generate, turn_text
+    from bench.longconv import generate_set, turn_text
 
-    conversation, questions = generate(sessions=sessions, seed=seed)
+    dataset = generate_set(conversations=conversations, seed=seed)
+    n_turns = sum(len(t) for t, _ in dataset)
+    n_questions = sum(len(q) for _, q in dataset)
     rows = []
     for name, options in variants.items():
-        with memctl.open_store(home, f"long-{name}") as store:
-            texts = [turn_text(turn, **options) for turn in conversation]
-            ids = store.add(texts, area="main")
-            by_turn = dict(zip(range(len(conversation)), ids, strict=True))
-            for mode in MODES:
-                found = {1: 0, 5: 0, 10: 0}
-                for question, answer_turn in questions:
-                    got = [h.id for h in store.search(question, limit=10, threshold=0.0, mode=mode)]
-                    for k in found:
-                        found[k] += by_turn[answer_turn] in got[:k]
-                rows.append([f"long conversation, {name} ({len(conversation)} turns, {len(questions)} q)", mode,
-                             *(found[k] / len(questions) for k in (1, 5, 10)), ""])
+        found = {mode: {1: 0, 5: 0, 10: 0} for mode in MODES}
+        for number, (turns, questions) in enumerate(dataset):
+            with memctl.open_store(home, f"long-{number}-{re.sub('[^a-z]+', '-', name)}") as store:
+                texts = [turn_text(turn, previous=turns[i - 1] if i and turns[i - 1].session == turn.session
+                                   else None, **options) for i, turn in enumerate(turns)]
+                meta = [{"speaker": t.speaker, "date": f"{t.when:%d %B %Y}"} if options.get("metadata") else {}
+                        for t in turns]
+                ids = store.add(texts, area="main", metadata=meta)
+                for mode in MODES:
+                    for question, answer_turn in questions:
+                        got = [h.id for h in store.search(question, limit=10, threshold=0.0, mode=mode)]
+                        for k in found[mode]:
+                            found[mode][k] += ids[answer_turn] in got[:k]
+        for mode in MODES:
+            rows.append([f"long conv., {name}", mode, *(found[mode][k] / n_questions for k in (1, 5, 10)), ""])
+    print(f"long conversations: {conversations} x ~{n_turns // conversations} turns, {n_questions} questions",
+          file=sys.stderr)
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--eval", type=Path, default=Path(__file__).resolve().parents[2] / "shared/eval/transcripts")
-    parser.add_argument("--long-sessions", type=int, default=40)
+    parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-retrieval-"))
     rows = run_eval(args.eval, home) if args.eval.is_dir() else []
-    variants = {"plain text": {"speaker": False, "date": False},
-                "speaker + date": {"speaker": True, "date": True}}
-    rows += run_long(home, args.long_sessions, args.seed, variants)
+    variants = {
+        "turn text": {"speaker": False, "date": False, "context": False},
+        "turn + speaker/date in text": {"speaker": True, "date": True, "context": False},
+        "turn + speaker/date as keyword metadata": {"speaker": False, "date": False, "context": False,
+                                                    "metadata": True},
+        "previous + turn, speaker/date metadata": {"speaker": False, "date": False, "context": True,
+                                                   "metadata": True},
+    }
+    rows += run_long(home, args.conversations, args.seed, variants)
     print(table("Retrieval: Recall@k, all-MiniLM-L6-v2, no LLM",
                 ["set", "mode", "R@1", "R@5", "R@10", "negatives above 0.7"], rows))
 

@@ -40,6 +40,8 @@ _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
 SEARCH_MODES = ("hybrid", "dense", "keyword")
 # A query token found in at most this share of memories (and at least 3) counts as rare.
 RARE_TOKEN_SHARE = 0.002
+# A query word found in more than this share of memories is too common to rank by keyword.
+COMMON_TOKEN_SHARE = 0.1
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
 # Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
@@ -366,11 +368,11 @@ class EmbeddedStore:
                 stamp = record.get("created_at") or now_iso()
                 meta = check_metadata(record.get("metadata"))
                 db.execute(
-                    "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
+                    " keywords) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (rid, record["text"], check_area(record.get("area") or "main"), stamp,
                      record.get("updated_at") or stamp, json.dumps(meta, ensure_ascii=False),
-                     vector.astype("float32").tobytes(), content_hash(record["text"])),
+                     vector.astype("float32").tobytes(), content_hash(record["text"]), self._keywords(meta)),
                 )
                 self._history(rid, op, area=record.get("area") or "main", new_text=record["text"],
                               new_metadata=meta, actor=actor)
@@ -378,6 +380,17 @@ class EmbeddedStore:
                 for kind, parents in (links or {}).items():
                     self._link(parents, rid, kind)
         return inserted
+
+    def _keywords(self, metadata: Mapping[str, Any]) -> str:
+        """Metadata values indexed for keyword search only (config keyword_metadata_keys)."""
+        values: list[str] = []
+        for key in self.config["keyword_metadata_keys"]:
+            value = metadata.get(key)
+            if isinstance(value, list):
+                values += [str(v) for v in value if isinstance(v, str | int | float)]
+            elif isinstance(value, str | int | float) and not isinstance(value, bool):
+                values.append(str(value))
+        return " ".join(values)
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -496,8 +509,8 @@ class EmbeddedStore:
             if vector is not None:
                 db.execute("UPDATE memories SET text = ?, vector = ?, content_hash = ? WHERE id = ?",
                            (new_text, vector.astype("float32").tobytes(), content_hash(new_text), memory_id))
-            db.execute("UPDATE memories SET metadata = ?, area = ?, updated_at = ? WHERE id = ?",
-                       (json.dumps(new_meta, ensure_ascii=False), new_area, stamp, memory_id))
+            db.execute("UPDATE memories SET metadata = ?, area = ?, updated_at = ?, keywords = ? WHERE id = ?",
+                       (json.dumps(new_meta, ensure_ascii=False), new_area, stamp, self._keywords(new_meta), memory_id))
             self._history(memory_id, op, area=new_area, old_text=current.text, new_text=new_text,
                           old_metadata=current.metadata, new_metadata=new_meta, actor=actor)
         return self.get_one(memory_id)
@@ -629,7 +642,10 @@ class EmbeddedStore:
         depth = max(limit * 3, int(self.config["hybrid_candidates"]))
         dense = self._dense_pairs(vector, depth, only) if use_dense else []
         keyword = keyword_search(self.db, query, depth, area if flt is None else None,
-                                 only if flt is not None else None)
+                                 only if flt is not None else None, common_df=int(len(self) * COMMON_TOKEN_SHARE))
+        if keyword and use_dense:  # weak keyword matches (a fraction of the best BM25) only add noise
+            gate = float(self.config["hybrid_keyword_gate"]) * keyword[0][1]
+            keyword = [(seq, bm) for seq, bm in keyword if bm >= gate]
         scores = {seq: relevance(ip) for seq, ip in dense}
         scores.update(self._relevance_of([seq for seq, _ in keyword if seq not in scores], vector))
         k0 = float(self.config["hybrid_rrf_k"])
@@ -639,7 +655,7 @@ class EmbeddedStore:
             for rank, (seq, _) in enumerate(ranked):
                 fused[seq] = fused.get(seq, 0.0) + weight / (k0 + rank + 1)
         total = len(self)
-        rare = rare_tokens(self.db, identifier_tokens(query), total, max(3, int(total * RARE_TOKEN_SHARE)))
+        rare = rare_tokens(self.db, identifier_tokens(query), max(3, int(total * RARE_TOKEN_SHARE)))
         from_keyword = {seq for seq, _ in keyword}
         hits = self._seq_hits([(seq, scores.get(seq, 0.0)) for seq in fused])
         # A memory holding a rare query token (an order number, a surname) is what the user asked for:

@@ -1,7 +1,8 @@
 """Keyword side of retrieval: SQLite FTS5 (BM25) over memory texts, and rare-token detection.
 
-The FTS5 table uses the unicode61 tokenizer, so query words are split the same way (\\w+ runs,
-lower-cased); common English words are dropped so BM25 ranks on the words that carry meaning.
+The FTS5 table uses the Porter + unicode61 tokenizer (query words are split the same way, \\w+
+runs, and stemmed by FTS5 itself); common English words are dropped so BM25 ranks on the words
+that carry meaning.
 """
 
 from __future__ import annotations
@@ -37,10 +38,27 @@ def match_expression(tokens: Sequence[str]) -> str | None:
     return " OR ".join(quoted) if quoted else None
 
 
+def doc_freq(db: sqlite3.Connection, token: str) -> int:
+    """Memories containing `token` (as FTS5 tokenises and stems it)."""
+    expression = match_expression([token])
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
+                              (expression,)).fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
 def keyword_search(db: sqlite3.Connection, query: str, k: int, area: str | None = None,
-                   only: Sequence[int] | None = None) -> list[tuple[int, float]]:
-    """Top-k (seq, bm25 score; higher is better) among memories in `area` / `only`."""
-    expression = match_expression(query_tokens(query))
+                   only: Sequence[int] | None = None, common_df: int = 0) -> list[tuple[int, float]]:
+    """Top-k (seq, bm25 score; higher is better) among memories in `area` / `only`.
+
+    Words found in more than `common_df` memories (when > 50) are left out: in a chat store a
+    speaker's name is in half the turns, and BM25 would then rank the shortest such turns first.
+    """
+    tokens = query_tokens(query)
+    if common_df > 50:
+        tokens = [t for t in tokens if doc_freq(db, t) <= common_df]
+    expression = match_expression(tokens)
     if expression is None or k <= 0:
         return []
     sql = "SELECT f.rowid, -bm25(memories_fts) AS score FROM memories_fts f"
@@ -61,14 +79,9 @@ def keyword_search(db: sqlite3.Connection, query: str, k: int, area: str | None 
         return []  # an expression FTS5 cannot parse finds nothing by keyword; dense still answers
 
 
-def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], total: int, max_df: int) -> set[str]:
-    """Query tokens that occur in at most `max_df` memories (names, numbers, identifiers)."""
-    if not tokens or total == 0:
-        return set()
-    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab USING fts5vocab(main, memories_fts, row)")
-    marks = ",".join("?" * len(tokens))
-    counts = dict(db.execute(f"SELECT term, doc FROM temp.memories_vocab WHERE term IN ({marks})", list(tokens)))
-    return {t for t in tokens if 0 < counts.get(t, 0) <= max_df}
+def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], max_df: int) -> set[str]:
+    """The tokens that occur in at least one and at most `max_df` memories."""
+    return {t for t in tokens if 0 < doc_freq(db, t) <= max_df}
 
 
 def identifier_tokens(text: str) -> list[str]:

@@ -83,6 +83,58 @@ CREATE TRIGGER memories_count_ad AFTER DELETE ON memories BEGIN
     UPDATE counters SET value = value - 1 WHERE name = 'memories';
 END;
 """),
+    ("m003_lifecycle_archive_access", """
+-- When `load` last returned the memory (NULL: never); prune --not-accessed-for reads it.
+ALTER TABLE memories ADD COLUMN accessed_at TEXT;
+
+-- The last removed version of each deleted/replaced/pruned memory, vector included, so
+-- `memctl restore` needs no model. `memctl purge` removes rows for good.
+CREATE TABLE archive (
+    id TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    area TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    accessed_at TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    vector BLOB,
+    model TEXT,                       -- provider:model of the vector
+    archived_at TEXT NOT NULL,
+    op TEXT NOT NULL,                 -- delete, prune, replace, merge, ...
+    actor TEXT NOT NULL
+);
+CREATE INDEX archive_at ON archive(archived_at);
+CREATE INDEX history_at ON history(at);
+"""),
+    ("m004_fts_porter_keywords", """
+-- Keyword search v2: Porter stemming (refunds ~ refund) and a second indexed column holding
+-- selected metadata values (speaker, date, tags: config keyword_metadata_keys), which the
+-- vector side never sees.
+ALTER TABLE memories ADD COLUMN keywords TEXT NOT NULL DEFAULT '';
+DROP TRIGGER memories_ai;
+DROP TRIGGER memories_ad;
+DROP TRIGGER memories_au;
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    text, keywords, content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (new.seq);
+    INSERT INTO memories_fts(rowid, text, keywords) VALUES (new.seq, new.text, new.keywords);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (old.seq);
+    INSERT INTO memories_fts(memories_fts, rowid, text, keywords) VALUES ('delete', old.seq, old.text, old.keywords);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text, vector ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (new.seq);
+END;
+CREATE TRIGGER memories_au_fts AFTER UPDATE OF text, keywords ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text, keywords) VALUES ('delete', old.seq, old.text, old.keywords);
+    INSERT INTO memories_fts(rowid, text, keywords) VALUES (new.seq, new.text, new.keywords);
+END;
+INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
+"""),
 ]
 
 
