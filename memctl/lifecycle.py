@@ -1,18 +1,23 @@
-"""Moving stores in and out: JSONL export and import (bulk, one transaction per batch)."""
+"""A store's life: JSONL export and import, prune, archive/restore, purge, stats.
+
+Core only (no typer/rich): the CLI's lifecycle commands call one function each.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from memctl.embeddings import ModelInfo
-from memctl.errors import InputFormatError
+from memctl.errors import InputFormatError, NotFoundError, UsageError
 from memctl.store.embedded import EmbeddedStore, check_area, check_metadata, iter_chunks
-from memctl.store.records import now_iso
+from memctl.store.records import AREAS, Memory, now_iso
 
 EXPORT_FORMAT = 1
 HEADER_KEY = "memctl_export"
@@ -129,3 +134,389 @@ def import_jsonl(store: EmbeddedStore, path: Path | None, lines: list[str], *, b
         if progress:
             progress(report.imported + report.skipped, len(records))
     return report
+
+
+# -- durations ---------------------------------------------------------------------------
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([hdw])\s*", re.IGNORECASE)
+_UNIT_SECONDS = {"h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str, option: str = "duration") -> timedelta:
+    """'12h', '30d', '8w' (hours, days, weeks) -> timedelta; anything else is a usage error."""
+    match = _DURATION.fullmatch(text or "")
+    if not match:
+        raise UsageError(f"{option} {text!r} is not a duration", hint="a number and a unit h, d or w: 12h, 30d, 8w")
+    return timedelta(seconds=float(match[1]) * _UNIT_SECONDS[match[2].lower()])
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """A stored ISO 8601 timestamp (naive ones read as UTC); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
+def is_knowledge(metadata: dict[str, Any]) -> bool:
+    """Knowledge chunks carry `knowledge_source: true`; everything else came from conversations."""
+    return metadata.get("knowledge_source") in (True,)
+
+
+# -- prune -------------------------------------------------------------------------------
+PRUNE_SOURCES = ("knowledge", "conversation")
+PRUNE_BATCH = 5000  # memories removed per transaction (the lock is free between them)
+
+
+@dataclass(frozen=True)
+class PruneCriteria:
+    """What `prune` removes: memories matching every criterion given (at least one)."""
+
+    older_than: str | None = None  # created more than this long ago
+    not_accessed_for: str | None = None  # last returned by `load` (else created) this long ago
+    area: str | None = None
+    min_importance: float | None = None  # metadata `importance` below this (missing: config default)
+    source: str | None = None  # knowledge | conversation
+    filter: str | None = None
+
+    def check(self) -> None:
+        if all(v is None for v in asdict(self).values()):
+            raise UsageError("prune needs at least one criterion",
+                             hint="--older-than, --not-accessed-for, --area, --min-importance, --source or --filter")
+        if self.older_than is not None:
+            parse_duration(self.older_than, "--older-than")
+        if self.not_accessed_for is not None:
+            parse_duration(self.not_accessed_for, "--not-accessed-for")
+        if self.area is not None:
+            check_area(self.area)
+        if self.source is not None and self.source not in PRUNE_SOURCES:
+            raise UsageError(f"--source must be knowledge or conversation, not {self.source!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def select_for_prune(store: EmbeddedStore, criteria: PruneCriteria, now: datetime | None = None) -> list[Memory]:
+    """The one selection both `prune --dry-run` and a real prune use (oldest first).
+
+    A memory whose timestamps cannot be read is never selected by a time criterion.
+    """
+    criteria.check()
+    now = now or datetime.now(UTC)
+    created_before = now - parse_duration(criteria.older_than) if criteria.older_than else None
+    seen_before = now - parse_duration(criteria.not_accessed_for) if criteria.not_accessed_for else None
+    default_importance = float(store.config["prune_default_importance"])
+    flt = store.compile(criteria.filter)
+    sql = "SELECT id, text, area, created_at, updated_at, metadata, accessed_at FROM memories"
+    args: list[Any] = []
+    if criteria.area:
+        sql += " WHERE area = ?"
+        args.append(criteria.area)
+    selected: list[Memory] = []
+    for row in store.db.execute(sql + " ORDER BY seq", args):
+        memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4],
+                        metadata=json.loads(row[5]))
+        if created_before is not None and not _before(memory.created_at, created_before):
+            continue
+        if seen_before is not None and not _before(row[6] or memory.created_at, seen_before):
+            continue
+        if criteria.source is not None and is_knowledge(memory.metadata) != (criteria.source == "knowledge"):
+            continue
+        if criteria.min_importance is not None and not importance(memory.metadata, default_importance) < \
+                criteria.min_importance:
+            continue
+        if flt is not None and not flt.matches(memory.filter_names()):
+            continue
+        selected.append(memory)
+    return selected
+
+
+def _before(value: str | None, cutoff: datetime) -> bool:
+    stamp = parse_time(value)
+    return stamp is not None and stamp < cutoff
+
+
+def importance(metadata: dict[str, Any], default: float) -> float:
+    value = metadata.get("importance")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value)
+
+
+@dataclass
+class PruneReport:
+    dry_run: bool
+    purged: bool
+    criteria: PruneCriteria
+    pruned: list[Memory] = field(default_factory=list)
+    compacted: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "purged": self.purged, "criteria": self.criteria.to_dict(),
+                "count": len(self.pruned), "compacted": self.compacted, "pruned": [m.to_dict() for m in self.pruned]}
+
+
+def prune(store: EmbeddedStore, criteria: PruneCriteria, *, dry_run: bool = False, purge: bool = False,
+          now: datetime | None = None, selected: list[Memory] | None = None) -> PruneReport:
+    """Remove what `select_for_prune` selects (or the `selected` list it returned earlier).
+
+    Pruned memories are archived and restorable; with `purge` they are not archived, their
+    history keeps the operations but loses the text, and the database is compacted.
+    """
+    chosen = select_for_prune(store, criteria, now) if selected is None else selected
+    report = PruneReport(dry_run=dry_run, purged=purge and not dry_run, criteria=criteria)
+    if dry_run:
+        report.pruned = chosen
+        return report
+    for batch in iter_chunks(chosen, PRUNE_BATCH):
+        ids = [m.id for m in batch]
+        with store.transaction():
+            gone = set(store.delete(ids, cascade=False, actor="prune", op="prune", archive=not purge).deleted)
+            if purge:
+                _forget_text(store, ids)
+        report.pruned += [m for m in batch if m.id in gone]
+    if purge and report.pruned:
+        report.compacted = store.compact()
+    return report
+
+
+def _forget_text(store: EmbeddedStore, ids: list[str]) -> None:
+    """History keeps who did what and when for these ids, not what the text was; the archive drops them."""
+    marks = ",".join("?" * len(ids))
+    store.db.execute(f"UPDATE history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
+                     f" new_metadata = NULL WHERE memory_id IN ({marks})", ids)
+    store.db.execute(f"DELETE FROM archive WHERE id IN ({marks})", ids)
+
+
+# -- restore -----------------------------------------------------------------------------
+@dataclass
+class Version:
+    """A removed memory as it can be brought back."""
+
+    memory: Memory
+    source: str  # archive | history
+    vector: bytes | None = None
+    model: str | None = None
+    accessed_at: str | None = None
+
+
+def restorable(store: EmbeddedStore, memory_id: str) -> Version | None:
+    """The archived row of a removed memory, else its last removal in history (text, area, metadata)."""
+    row = store.db.execute("SELECT id, text, area, created_at, updated_at, metadata, vector, model, accessed_at"
+                           " FROM archive WHERE id = ?", (memory_id,)).fetchone()
+    if row is not None:
+        memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4],
+                        metadata=json.loads(row[5]))
+        return Version(memory, "archive", vector=row[6], model=row[7], accessed_at=row[8])
+    entries = store.history(memory_id)
+    if not entries or entries[0].old_text is None or entries[0].new_text is not None:
+        return None  # never existed, purged, or its last change was not a removal
+    last = entries[0]
+    first = entries[-1]
+    changed = next((e.at for e in entries[1:] if e.new_text is not None), first.at)
+    memory = Memory(id=memory_id, text=last.old_text, area=last.area or "main", created_at=first.at,
+                    updated_at=changed, metadata=dict(last.old_metadata or {}))
+    return Version(memory, "history")
+
+
+@dataclass
+class RestoreReport:
+    restored: list[Memory] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    reembedded: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"restored": [m.to_dict() for m in self.restored], "sources": self.sources,
+                "reembedded": self.reembedded}
+
+
+def restore(store: EmbeddedStore, ids: list[str], *, actor: str | None = None) -> RestoreReport:
+    """Bring removed memories back with their id, text, area, metadata and timestamps (all or none).
+
+    The archived vector is reused when it was made by the configured model; otherwise (or when
+    only history holds the memory) the text is re-embedded.
+    """
+    import numpy as np
+
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        raise UsageError("no id to restore")
+    _refuse_existing(store, ids)
+    versions: dict[str, Version] = {}
+    for memory_id in ids:
+        version = restorable(store, memory_id)
+        if version is None:
+            raise NotFoundError(f"no restorable version of {memory_id!r} in store {store.folder.name!r}",
+                                hint="`memctl history ID` shows what is known; purge removes versions for good")
+        versions[memory_id] = version
+    info = store.embedder.info
+    dim = store.dimension()
+    vectors: dict[str, Any] = {}
+    for memory_id, version in versions.items():
+        blob = version.vector
+        if blob and version.model == info.label() and (dim is None or len(blob) == 4 * dim):
+            vectors[memory_id] = np.frombuffer(blob, dtype=np.float32)
+    fresh = [i for i in ids if i not in vectors]
+    if fresh:
+        for memory_id, vector in zip(fresh, store.embed([versions[i].memory.text for i in fresh]), strict=True):
+            vectors[memory_id] = vector
+    records = [versions[i].memory.to_dict() for i in ids]
+    stamp = now_iso()
+    with store.transaction():
+        _refuse_existing(store, ids)  # nobody took an id while we embedded
+        store.insert_records(records, np.stack([vectors[i] for i in ids]), info, actor=actor, op="restore",
+                             on_conflict="error")
+        marks = ",".join("?" * len(ids))
+        store.db.execute(f"DELETE FROM archive WHERE id IN ({marks})", ids)
+        # A restore is a use: the memory is not pruned again tonight for not being accessed.
+        store.db.execute(f"UPDATE memories SET accessed_at = ? WHERE id IN ({marks})", (stamp, *ids))
+    return RestoreReport(restored=store.get(ids), sources={i: versions[i].source for i in ids}, reembedded=fresh)
+
+
+def _refuse_existing(store: EmbeddedStore, ids: list[str]) -> None:
+    present = [m.id for m in store.get(ids)]
+    if present:
+        raise UsageError(f"memory {present[0]!r} exists in store {store.folder.name!r}; nothing was restored",
+                         hint="restore brings back deleted, replaced or pruned memories; `memctl show ID` shows it")
+
+
+# -- purge -------------------------------------------------------------------------------
+@dataclass
+class PurgeReport:
+    dry_run: bool
+    cutoff: str | None
+    history: int = 0
+    archived: int = 0
+    cache_entries: int = 0
+    compacted: bool | None = None
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def purge(store: EmbeddedStore, *, older_than: str | None = None, everything: bool = False,
+          dry_run: bool = False, now: datetime | None = None) -> PurgeReport:
+    """Remove history entries and archived memories older than `older_than` (or all) for good.
+
+    Then the text must be gone from every file: FTS indexes rebuilt, VACUUM, WAL truncated, and the
+    embedding cache entries of the removed texts dropped (the cache holds vectors keyed by sha256,
+    never text; a hash still confirms a guessed text, and losing an entry costs one re-embedding).
+    """
+    if everything == (older_than is not None):
+        raise UsageError("purge needs exactly one of --older-than or --all")
+    cutoff = None if everything else ((now or datetime.now(UTC)) - parse_duration(older_than or "", "--older-than"))
+    bound = cutoff.isoformat(timespec="milliseconds") if cutoff else None
+    h_where, a_where = ("at < ?", "archived_at < ?") if bound else ("1", "1")
+    args = [bound] if bound else []
+    report = PurgeReport(dry_run=dry_run, cutoff=bound, bytes_before=folder_size(store.folder))
+    report.history = int(store.db.execute(f"SELECT COUNT(*) FROM history WHERE {h_where}", args).fetchone()[0])
+    report.archived = int(store.db.execute(f"SELECT COUNT(*) FROM archive WHERE {a_where}", args).fetchone()[0])
+    if dry_run:
+        report.bytes_after = report.bytes_before
+        return report
+    with store.transaction() as tx:
+        hashes = _purged_hashes(tx, h_where, a_where, args)
+        store.db.execute(f"DELETE FROM history WHERE {h_where}", args)
+        store.db.execute(f"DELETE FROM archive WHERE {a_where}", args)
+    report.compacted = store.compact()
+    report.cache_entries = scrub_cache(store.cache_dir, hashes)
+    report.bytes_after = folder_size(store.folder)
+    return report
+
+
+def _purged_hashes(store: EmbeddedStore, h_where: str, a_where: str, args: list[Any]) -> set[str]:
+    from memctl.embeddings import content_hash
+
+    hashes: set[str] = set()
+    cursor = store.db.execute(f"SELECT old_text, new_text FROM history WHERE {h_where}"
+                              f" UNION ALL SELECT text, NULL FROM archive WHERE {a_where}", [*args, *args])
+    for old, new in cursor:
+        hashes.update(content_hash(t) for t in (old, new) if t)
+    live = {r[0] for r in store.db.execute("SELECT content_hash FROM memories")}
+    return hashes - live
+
+
+def scrub_cache(cache_dir: Path | None, hashes: set[str]) -> int:
+    """Drop these content hashes from every model's embedding cache under cache_dir; return how many."""
+    import sqlite3
+
+    if not hashes or cache_dir is None or not cache_dir.is_dir():
+        return 0
+    removed = 0
+    keys = sorted(hashes)
+    for path in sorted(cache_dir.glob("*.sqlite")):
+        try:
+            db = sqlite3.connect(path, timeout=10, isolation_level=None)
+        except sqlite3.Error:
+            continue
+        try:
+            for chunk in iter_chunks(keys, 500):
+                removed += db.execute(f"DELETE FROM cache WHERE hash IN ({','.join('?' * len(chunk))})",
+                                      chunk).rowcount
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass  # a cache in use keeps its entries until the next purge; it never held text
+        finally:
+            db.close()
+    return removed
+
+
+def folder_size(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+# -- stats -------------------------------------------------------------------------------
+def store_stats(store: EmbeddedStore, subdir: str) -> dict[str, Any]:
+    """Counts per area and source, timestamps, access, archive and history sizes, model, bytes."""
+    db = store.db
+    areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
+    for area, count, knowledge in db.execute(
+            "SELECT area, COUNT(*), COALESCE(SUM(json_extract(metadata, '$.knowledge_source') IS 1), 0)"
+            " FROM memories GROUP BY area"):
+        areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
+    oldest, newest, never, last = db.execute(
+        "SELECT MIN(created_at), MAX(created_at), COALESCE(SUM(accessed_at IS NULL), 0), MAX(accessed_at)"
+        " FROM memories").fetchone()
+    knowledge = sum(a["knowledge"] for a in areas.values())
+    count = len(store)
+    return {
+        "subdir": subdir, "path": str(store.folder), "count": count, "areas": areas,
+        "knowledge": knowledge, "conversation": count - knowledge,
+        "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
+        "archived": db.execute("SELECT COUNT(*) FROM archive").fetchone()[0],
+        "history": db.execute("SELECT COUNT(*) FROM history").fetchone()[0],
+        "bytes": folder_size(store.folder), "model": store.model_info(),
+    }
+
+
+# -- every subdir at once ----------------------------------------------------------------
+def export_all(root: Path, out_dir: Path, opener: Callable[[str], EmbeddedStore], *, with_vectors: bool = False,
+               area: str | None = None) -> list[dict[str, Any]]:
+    """One JSONL file per subdir under out_dir (`projects/x` -> out_dir/projects/x.jsonl), each written atomically."""
+    import io
+
+    from memctl.paths import list_subdirs
+    from memctl.store.vector_index import atomic_write_bytes
+
+    written = []
+    for name in list_subdirs(root):
+        path = out_dir / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.StringIO()
+        with opener(name) as store:
+            count = export_jsonl(store, buffer, with_vectors=with_vectors, area=area)
+        atomic_write_bytes(path, buffer.getvalue().encode("utf-8"))
+        written.append({"subdir": name, "path": str(path), "count": count})
+    return written

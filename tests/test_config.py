@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from memctl.config import load_config
 from memctl.errors import ConfigError
+from tests.conftest import REPO
 
 
 def test_defaults_and_env_override(monkeypatch: pytest.MonkeyPatch):
@@ -54,3 +56,107 @@ def test_bad_env_value(cli, monkeypatch: pytest.MonkeyPatch):
 def test_unknown_env_key_is_an_error():
     with pytest.raises(ConfigError, match="unknown config key"):
         load_config(None, environ={"MEMCTL_SEARCH_LIMT": "3"})
+
+
+# -- every layer, key by key; and `memctl config` ------------------------------------------------
+
+
+def test_each_layer_overrides_the_one_below_for_one_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    user = tmp_path / "user.yaml"
+    user.write_text("search_limit: 11\nforget_batch_size: 12\nlist_page_size: 13\nimport_batch_size: 14\n")
+    monkeypatch.setenv("MEMCTL_CONFIG", str(user))
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "config.yaml").write_text("forget_batch_size: 22\nlist_page_size: 23\nimport_batch_size: 24\n")
+    environ = {"MEMCTL_LIST_PAGE_SIZE": "33", "MEMCTL_IMPORT_BATCH_SIZE": "34"}
+    config = load_config(store, overrides={"import_batch_size": 44}, environ=environ)
+    got = {key: (config[key], config.sources[key]) for key in
+           ("lock_timeout", "search_limit", "forget_batch_size", "list_page_size", "import_batch_size")}
+    assert got == {
+        "lock_timeout": (30, "default"),
+        "search_limit": (11, str(user)),
+        "forget_batch_size": (22, str(store / "config.yaml")),
+        "list_page_size": (33, "env"),
+        "import_batch_size": (44, "override"),
+    }
+
+
+def test_config_show_json_says_where_each_value_comes_from(cli, home: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    user = tmp_path / "no-user-config.yaml"  # the file conftest points MEMCTL_CONFIG at
+    user.write_text("search_limit: 7\n")
+    (home / "default").mkdir(parents=True)
+    (home / "default" / "config.yaml").write_text("search_threshold: 0.65\n")
+    monkeypatch.setenv("MEMCTL_FORGET_THRESHOLD", "0.9")
+    doc = cli("config", "show", "--json").json
+    assert doc["values"] == {
+        "embedding_provider": {"value": "fake", "source": "env MEMCTL_EMBEDDING_PROVIDER"},
+        "search_limit": {"value": 7, "source": str(user)},
+        "search_threshold": {"value": 0.65, "source": str(home / "default" / "config.yaml")},
+        "forget_threshold": {"value": 0.9, "source": "env MEMCTL_FORGET_THRESHOLD"},
+    }
+    assert doc["effective"] is False and doc["files"]["store"] == str(home / "default" / "config.yaml")
+    effective = cli("config", "show", "--effective", "--json").json["values"]
+    assert effective["lock_timeout"] == {"value": 30, "source": "default"}
+    assert set(effective) == set(yaml.safe_load((REPO / "default_config.yaml").read_text()))
+    other = cli("config", "show", "--json", "-s", "other").json["values"]
+    assert "search_threshold" not in other and other["search_limit"]["value"] == 7
+    assert cli("config", "get", "search_limit", "--json").json == {"subdir": "default", "key": "search_limit",
+                                                                   "value": 7, "source": str(user)}
+    assert cli("config", "show").code == 0
+
+
+def test_config_show_refuses_a_wrong_type_in_the_store_file(cli, home: Path):
+    (home / "default").mkdir(parents=True)
+    (home / "default" / "config.yaml").write_text("search_limit: 5\nlock_timeout: soon\n")
+    result = cli("config", "show", "--json")
+    assert result.code == 2
+    message = result.json["error"]["message"]
+    assert "lock_timeout" in message and str(home / "default" / "config.yaml") in message
+
+
+def test_config_set_round_trip_keeps_other_keys_and_comments(cli, home: Path, tmp_path: Path):
+    user = tmp_path / "no-user-config.yaml"
+    user.write_text("# my settings\nsearch_limit: 3  \n# the folders I import\nknowledge_dirs:\n  - ~/notes\n"
+                    "lock_timeout: 12\n")
+    doc = cli("config", "set", "search_limit", "25", "--json").json
+    assert (doc["scope"], doc["path"], doc["value"], doc["previous"]) == ("user", str(user), 25, 3)
+    cli("config", "set", "knowledge_dirs", "[~/notes, ~/docs]")
+    cli("config", "set", "search_threshold", "0.8")
+    text = user.read_text()
+    assert "# my settings" in text and "# the folders I import" in text
+    assert yaml.safe_load(text) == {"search_limit": 25, "knowledge_dirs": ["~/notes", "~/docs"],
+                                    "lock_timeout": 12, "search_threshold": 0.8}
+    assert cli("config", "get", "search_limit", "--json").json["value"] == 25
+    assert cli("config", "get", "search_threshold", "--json").json["source"] == str(user)
+
+    store_doc = cli("config", "set", "search_limit", "4", "--scope", "store", "-s", "agent1", "--json").json
+    assert store_doc["path"] == str(home / "agent1" / "config.yaml")
+    assert cli("config", "get", "search_limit", "-s", "agent1", "--json").json == {
+        "subdir": "agent1", "key": "search_limit", "value": 4, "source": str(home / "agent1" / "config.yaml")}
+    assert cli("config", "get", "search_limit", "--json").json["value"] == 25  # other stores keep the user value
+    cli("config", "set", "utility_model", "null", "--scope", "store", "-s", "agent1")
+    assert yaml.safe_load((home / "agent1" / "config.yaml").read_text()) == {"search_limit": 4,
+                                                                             "utility_model": None}
+
+
+@pytest.mark.parametrize("args, words", [
+    (["search_limit", "many"], "search_limit"),
+    (["serch_limit", "3"], "unknown config key 'serch_limit'"),
+    (["embedding_cache", "1"], "embedding_cache"),
+    (["search_limit", "3", "--scope", "system"], "--scope"),
+])
+def test_config_set_refuses_bad_values_and_changes_nothing(cli, tmp_path: Path, args: list[str], words: str):
+    user = tmp_path / "no-user-config.yaml"
+    user.write_text("search_limit: 3\n")
+    result = cli("config", "set", *args, "--json")
+    assert result.code == 2 and words in result.json["error"]["message"]
+    assert user.read_text() == "search_limit: 3\n"
+
+
+def test_config_path(cli, home: Path, tmp_path: Path):
+    doc = cli("config", "path", "--json", "-s", "projects/web").json
+    assert doc["user"] == str(tmp_path / "no-user-config.yaml")
+    assert doc["store"] == str(home / "projects" / "web" / "config.yaml")
+    assert doc["defaults"].endswith("default_config.yaml") and doc["exists"]["defaults"] is True
+    assert doc["exists"]["user"] is False

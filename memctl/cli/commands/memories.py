@@ -61,6 +61,8 @@ def load(
         mode = mode or store.config["search_mode"]
         hits = store.search(read_text(query, "query"), limit=limit, threshold=threshold, area=area, filter=filter,
                             mode=mode)
+        if hits and store.config["track_access"]:
+            store.touch([h.id for h in hits])  # after the search, one UPDATE (for prune --not-accessed-for)
     doc = {"subdir": st.subdir, "query": query, "mode": mode, "threshold": threshold, "limit": limit,
            "count": len(hits), "results": [h.to_dict() for h in hits]}
     emit(st, doc, lambda c: c.print(memory_table(hits, score=True)) if hits else c.print("no memories matched"))
@@ -206,7 +208,7 @@ def history(
     memory_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="One memory's changes.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Most entries, newest first.")] = 50,
 ) -> None:
-    """Every recorded change (add, update, delete, import ...), newest first."""
+    """Every recorded change (add, update, merge, replace, delete, prune, restore, import), newest first."""
     st = state(ctx)
     with st.open_store() as store:
         entries = store.history(memory_id, limit=limit)

@@ -10,7 +10,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.render import emit, info, progress
-from memctl.errors import EXIT_PARTIAL, UsageError
+from memctl.errors import StoreError, UsageError
 
 
 @app.command()
@@ -50,12 +50,16 @@ def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
     vectors: Annotated[bool, typer.Option("--vectors", help="Include the stored vectors (base64 float32).")] = False,
     area: Annotated[str | None, typer.Option("--area", "-a", help="Only this area.")] = None,
+    all_subdirs: Annotated[bool, typer.Option("--all-subdirs", help="Every store under the root: -o names a folder "
+                                              "that gets one SUBDIR.jsonl per store.")] = False,
 ) -> None:
     """Write the store as JSONL: a header line, then one memory per line."""
     from memctl.lifecycle import export_jsonl
     from memctl.store.vector_index import atomic_write_bytes
 
     st = state(ctx)
+    if all_subdirs:
+        return _export_all(ctx, output, vectors, area)
     with st.open_store() as store:
         bar = progress(st, len(store), "export")
         if output is None or str(output) == "-":
@@ -71,6 +75,21 @@ def export(
         atomic_write_bytes(output, buffer.getvalue().encode("utf-8"))
     emit(st, {"subdir": st.subdir, "path": str(output), "count": count, "vectors": vectors},
          lambda c: c.print(f"exported {count} memories to {output}"))
+
+
+def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: str | None) -> None:
+    from memctl.cli.state import State
+    from memctl.lifecycle import export_all
+    from memctl.paths import resolve_root
+
+    st = state(ctx)
+    if output is None or str(output) == "-":
+        raise UsageError("--all-subdirs needs -o DIR", hint="e.g. memctl export --all-subdirs -o exports/")
+    root = resolve_root(st.root)
+    written = export_all(root, output, lambda name: State(st.root, name, overrides=st.overrides).open_store(),
+                         with_vectors=vectors, area=area)
+    emit(st, {"root": str(root), "path": str(output), "vectors": vectors, "subdirs": written},
+         lambda c: c.print(f"exported {len(written)} stores to {output}"))
 
 
 @app.command("import")
@@ -133,7 +152,10 @@ def reindex(
                 bar.close()
             count = len(store)
         model = store.model_info()
+        index = store.vector_index()  # verify: one vector per memory, nothing more, nothing less
+        indexed, stored = (int(index.index.ntotal) if index else 0), len(store)
+    if indexed != stored or count != stored:
+        raise StoreError(f"after reindexing, the vector index holds {indexed} vectors for {stored} memories",
+                         hint="run `memctl reindex` again; if it persists, export the store and import it afresh")
     doc = {"subdir": st.subdir, "index_only": index_only, "reembedded": reembedded, "count": count, "model": model}
     emit(st, doc, lambda c: c.print(f"index holds {count} vectors; re-embedded {reembedded}"))
-    if count != doc["count"]:
-        raise typer.Exit(EXIT_PARTIAL)

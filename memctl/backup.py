@@ -1,0 +1,270 @@
+"""Consistent store backups while writers keep writing, and restoring them by an atomic folder swap.
+
+The database is copied with SQLite's online backup API in one step: one read snapshot, so the copy
+holds exactly the transactions committed before it (WAL readers never block writers, and writers
+never wait for a backup). The vector index is derived: `index.faiss` is copied *before* the
+snapshot and kept only if its checkpoint is recorded in the snapshot (opening then replays the
+journal after it); otherwise it is left out and the restored store rebuilds it from the stored
+vectors — never a re-embedding. `embedding.json` is copied *after* the snapshot: it is written
+before the first vector commits, so a snapshot with vectors always has it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memctl.errors import LockTimeoutError, NotFoundError, StoreError, UsageError
+from memctl.store.embedded import DB_FILE, EMBEDDING_FILE, LOCK_FILE
+from memctl.store.records import now_iso
+from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE, file_sha256, fsync_dir
+
+MANIFEST = "backup.json"
+BACKUP_FORMAT = 1
+# Plain files of a store, copied as they are (the database and the index have their own rules).
+SIDE_FILES = (EMBEDDING_FILE, "knowledge_import.json", "behaviour.md", "config.yaml")
+
+
+@dataclass
+class BackupReport:
+    path: str
+    count: int
+    bytes: int
+    index: str  # "copied" (consistent with the snapshot) or "rebuild" (the restored store rebuilds it)
+    files: list[str] = field(default_factory=list)
+    replaced: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def backup_store(folder: Path, dest: Path, *, subdir: str = "", force: bool = False) -> BackupReport:
+    """Write a consistent snapshot of the store in `folder` to the new folder `dest` (atomically)."""
+    if not (folder / DB_FILE).is_file():
+        raise NotFoundError(f"no store at {folder}", hint="`memctl subdirs` lists the stores")
+    dest = Path(os.path.abspath(dest.expanduser()))
+    if dest == folder.resolve() or folder.resolve() in dest.parents:
+        raise UsageError(f"backup destination {dest} is inside the store", hint="choose a folder outside it")
+    _check_target(dest, force, "backup destination")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    stage = _new_folder(dest.parent, f".{dest.name}.backup-")
+    try:
+        index_sha = _copy_index(folder, stage)  # before the snapshot: see the module docstring
+        count = _snapshot(folder / DB_FILE, stage / DB_FILE)
+        files = [DB_FILE]
+        for name in SIDE_FILES:
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, stage / name)
+                files.append(name)
+        index = "rebuild"
+        if index_sha and _checkpoint_known(stage / DB_FILE, index_sha):
+            index = "copied"
+            files += [INDEX_FILE, SIDECAR_FILE]
+        else:
+            for name in (INDEX_FILE, SIDECAR_FILE):
+                (stage / name).unlink(missing_ok=True)
+        manifest = {"memctl_backup": BACKUP_FORMAT, "subdir": subdir, "source": str(folder),
+                    "created_at": now_iso(), "count": count, "index": index,
+                    "files": {name: file_sha256(stage / name) for name in files}}
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        _fsync_tree(stage)
+        replaced = _swap_in(stage, dest)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    size = sum(p.stat().st_size for p in dest.iterdir() if p.is_file())
+    return BackupReport(path=str(dest), count=count, bytes=size, index=index, files=files, replaced=replaced)
+
+
+def _check_target(dest: Path, force: bool, what: str) -> None:
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{what} {dest} is a file", hint="name a folder")
+    if dest.is_dir() and any(dest.iterdir()) and not force:
+        raise UsageError(f"{what} {dest} is not empty", hint="choose a new folder, or pass --force to replace it")
+
+
+def _copy_index(folder: Path, stage: Path) -> str | None:
+    """Copy index.faiss and its sidecar; return the sha256 when the copies belong together."""
+    for _ in range(3):  # a checkpoint renames the index before it rewrites the sidecar: retry that gap
+        try:
+            shutil.copyfile(folder / INDEX_FILE, stage / INDEX_FILE)
+            shutil.copyfile(folder / SIDECAR_FILE, stage / SIDECAR_FILE)
+            expected = (stage / SIDECAR_FILE).read_text(encoding="ascii").split()[0]
+        except (OSError, UnicodeDecodeError, IndexError):
+            return None
+        if file_sha256(stage / INDEX_FILE) == expected:
+            return expected
+    return None
+
+
+def _snapshot(source: Path, target: Path) -> int:
+    """One-step online backup (a single read snapshot); the copy is a standalone file."""
+    try:
+        src = sqlite3.connect(source, timeout=30)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {source}: {exc}") from exc
+    dst = sqlite3.connect(target)
+    try:
+        src.backup(dst)  # pages=-1: every page in one step, under one read transaction
+        dst.execute("PRAGMA journal_mode=DELETE")  # a backup is one self-contained file
+        check = dst.execute("PRAGMA integrity_check").fetchone()[0]
+        if check != "ok":
+            raise StoreError(f"the snapshot of {source} failed its integrity check: {check}")
+        return int(dst.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    except sqlite3.Error as exc:
+        raise StoreError(f"backup of {source} failed: {exc}", hint="check the store with `memctl stats`") from exc
+    finally:
+        dst.close()
+        src.close()
+
+
+def _checkpoint_known(db_path: Path, sha: str) -> bool:
+    with sqlite3.connect(db_path) as db:
+        return db.execute("SELECT 1 FROM index_checkpoints WHERE sha256 = ?", (sha,)).fetchone() is not None
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.iterdir():
+        if path.is_file():
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+    fsync_dir(folder)
+
+
+def _swap_in(stage: Path, dest: Path) -> bool:
+    """Rename the finished stage to dest; a previous dest is moved aside first and removed after."""
+    if not dest.exists():
+        os.rename(stage, dest)
+        fsync_dir(dest.parent)
+        return False
+    if not any(dest.iterdir()):
+        dest.rmdir()
+        os.rename(stage, dest)
+        fsync_dir(dest.parent)
+        return False
+    old = dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}"
+    os.rename(dest, old)
+    try:
+        os.rename(stage, dest)
+    except OSError:
+        os.rename(old, dest)
+        raise
+    fsync_dir(dest.parent)
+    shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
+# -- restore-backup ----------------------------------------------------------------------
+@dataclass
+class RestoreBackupReport:
+    source: str
+    path: str
+    count: int
+    replaced: bool
+    kept_old: str | None  # where the replaced store was moved (hidden, next to it)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verify_backup(source: Path) -> dict[str, Any]:
+    """The backup's manifest after checking every file it lists against its sha256 (none: {})."""
+    if not (source / DB_FILE).is_file():
+        raise UsageError(f"{source} is not a memctl backup (no {DB_FILE})", hint="pass a folder `memctl backup` wrote")
+    path = source / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        files = dict(manifest["files"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"backup manifest {path} is unreadable: {exc}") from exc
+    for name, sha in files.items():
+        if Path(name).name != name or not (source / name).is_file() or file_sha256(source / name) != sha:
+            raise StoreError(f"backup file {source / name} is missing or damaged (sha256 mismatch)",
+                             hint="use another backup")
+    return manifest
+
+
+def store_has_content(folder: Path) -> bool:
+    """True when the store holds memories, history or archive rows, behaviour rules or knowledge state."""
+    if any((folder / name).is_file() for name in ("behaviour.md", "knowledge_import.json")):
+        return True
+    if not (folder / DB_FILE).is_file():
+        return False
+    try:
+        with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            return any(db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
+                       for t in ("memories", "history", "archive") if t in tables)
+    except sqlite3.Error:
+        return True  # unreadable: treat as precious
+
+
+def restore_backup(source: Path, folder: Path, *, force: bool = False, lock_timeout: float = 30) -> RestoreBackupReport:
+    """Replace the store in `folder` with the backup in `source` by renaming a finished copy into place."""
+    import filelock
+
+    source = Path(os.path.abspath(source.expanduser()))
+    verify_backup(source)
+    if store_has_content(folder) and not force:
+        raise UsageError(f"store {folder} is not empty",
+                         hint="restore into another --subdir, or pass --force (the replaced store is kept "
+                              "in a hidden folder beside it)")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    stage = _new_folder(folder.parent, f".{folder.name}.restore-")
+    try:
+        count = _snapshot(source / DB_FILE, stage / DB_FILE)
+        for name in (*SIDE_FILES, INDEX_FILE, SIDECAR_FILE):
+            if (source / name).is_file():
+                shutil.copy2(source / name, stage / name)
+        _fsync_tree(stage)
+        kept_old = None
+        if folder.exists():
+            lock = filelock.FileLock(str(folder / LOCK_FILE), timeout=lock_timeout)
+            try:
+                with lock:  # no memctl writer is inside the old store while it is swapped out
+                    kept_old = _move_aside(folder)
+                    os.rename(stage, folder)
+            except filelock.Timeout as exc:
+                raise LockTimeoutError(f"another process is writing to {folder}", hint="retry later") from exc
+            except OSError:
+                if kept_old and not folder.exists():
+                    os.rename(kept_old, folder)
+                raise
+            if kept_old and not store_has_content(Path(kept_old)):
+                shutil.rmtree(kept_old, ignore_errors=True)
+                kept_old = None
+        else:
+            os.rename(stage, folder)
+        fsync_dir(folder.parent)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return RestoreBackupReport(source=str(source), path=str(folder), count=count, replaced=kept_old is not None,
+                               kept_old=kept_old)
+
+
+def _new_folder(parent: Path, prefix: str) -> Path:
+    """A fresh hidden folder beside the target (same file system, so the final rename is atomic)."""
+    for _ in range(100):
+        path = parent / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            path.mkdir()  # the umask's permissions, like a store folder memctl creates
+        except FileExistsError:
+            continue
+        return path
+    raise StoreError(f"cannot create a temporary folder in {parent}")
+
+
+def _move_aside(folder: Path) -> str:
+    stamp = now_iso().replace(":", "").replace("-", "")[:15]
+    old = folder.parent / f".{folder.name}.replaced-{stamp}-{secrets.token_hex(3)}"
+    os.rename(folder, old)
+    return str(old)

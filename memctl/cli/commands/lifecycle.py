@@ -1,0 +1,189 @@
+"""Commands for a store's life from cron and CI: prune, restore, purge, backup, restore-backup, stats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memctl.cli.app import app, state
+from memctl.cli.render import emit, info, memory_table
+from memctl.cli.state import State
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (needed when there is no terminal).")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would go; change nothing.")]
+AllSubdirsOpt = Annotated[bool, typer.Option("--all-subdirs", help="Every store under the root.")]
+
+
+def decide(ctx: typer.Context, dry_run: bool, yes: bool, question: str | None) -> bool:
+    """Scripts (no TTY) get a dry run unless --yes; a terminal is asked (when there is something to
+    change: `question`) unless --yes. Returns whether this is a dry run."""
+    st = state(ctx)
+    if dry_run or yes:
+        return dry_run
+    if not st.interactive:
+        info(st, "no terminal: dry run only; pass --yes to make the change")
+        return True
+    if question:
+        typer.confirm(question, abort=True, err=True)
+    return False
+
+
+@app.command()
+def prune(
+    ctx: typer.Context,
+    older_than: Annotated[str | None, typer.Option("--older-than", help="Created more than this long ago "
+                                                   "(12h, 30d, 8w).")] = None,
+    not_accessed_for: Annotated[str | None, typer.Option("--not-accessed-for", help="Not returned by `load` for this "
+                                                         "long (never returned: counted from creation).")] = None,
+    area: Annotated[str | None, typer.Option("--area", "-a", help="Only this area.")] = None,
+    min_importance: Annotated[float | None, typer.Option("--min-importance", help="Metadata `importance` below "
+                                                         "this (missing: config prune_default_importance).")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="knowledge (knowledge_source: true) or "
+                                               "conversation (everything else).")] = None,
+    filter: Annotated[str | None, typer.Option("--filter", "-f", help="Metadata filter expression.")] = None,
+    purge: Annotated[bool, typer.Option("--purge", help="Do not archive: gone for good (history keeps the operation, "
+                                        "not the text).")] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+) -> None:
+    """Remove memories matching every criterion given; they stay restorable (`restore`) unless --purge."""
+    from memctl.lifecycle import PruneCriteria, select_for_prune
+    from memctl.lifecycle import prune as run_prune
+
+    st = state(ctx)
+    criteria = PruneCriteria(older_than, not_accessed_for, area, min_importance, source, filter)
+    with st.open_store(actor="prune") as store:
+        chosen = select_for_prune(store, criteria)
+        question = f"Prune {len(chosen)} memories{' for good' if purge else ''}?" if chosen else None
+        dry_run = decide(ctx, dry_run, yes, question)
+        report = run_prune(store, criteria, dry_run=dry_run, purge=purge, selected=chosen)
+    title = f"{'would prune' if report.dry_run else 'pruned'} {len(report.pruned)}"
+    emit(st, {"subdir": st.subdir, **report.to_dict()}, lambda c: c.print(memory_table(report.pruned, title=title)))
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Ids of deleted, replaced or pruned memories.")],
+) -> None:
+    """Bring deleted, replaced or pruned memories back (same id, text, area, metadata, created_at)."""
+    from memctl.lifecycle import restore as run_restore
+
+    st = state(ctx)
+    with st.open_store() as store:
+        report = run_restore(store, ids)
+    emit(st, {"subdir": st.subdir, **report.to_dict()},
+         lambda c: c.print(memory_table(report.restored, title=f"restored {len(report.restored)}")))
+
+
+@app.command()
+def purge(
+    ctx: typer.Context,
+    older_than: Annotated[str | None, typer.Option("--older-than", help="History and archived memories older than "
+                                                   "this (12h, 30d, 8w).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="All history and every archived memory.")] = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+) -> None:
+    """Remove history and archived memories for good, and compact the store so no trace of their text remains."""
+    from memctl.lifecycle import purge as run_purge
+
+    st = state(ctx)
+    with st.open_store(actor="purge") as store:
+        preview = run_purge(store, older_than=older_than, everything=all_, dry_run=True)
+        question = (f"Purge {preview.history} history entries and {preview.archived} archived memories for good?"
+                    if preview.history or preview.archived else None)
+        dry_run = decide(ctx, dry_run, yes, question)
+        report = preview if dry_run else run_purge(store, older_than=older_than, everything=all_)
+
+    def human(console: Any) -> None:
+        verb = "would purge" if report.dry_run else "purged"
+        console.print(f"{verb} {report.history} history entries and {report.archived} archived memories"
+                      + ("" if report.dry_run else f"; store {report.bytes_before} -> {report.bytes_after} bytes"))
+
+    emit(st, {"subdir": st.subdir, **report.to_dict()}, human)
+
+
+@app.command()
+def backup(
+    ctx: typer.Context,
+    dest: Annotated[Path, typer.Argument(help="New folder for the backup (a store folder you can open or restore).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace DEST if it is not empty.")] = False,
+) -> None:
+    """Write a consistent snapshot of the store to DEST while other processes may keep writing."""
+    from memctl.backup import backup_store
+    from memctl.paths import resolve_root, store_dir
+
+    st = state(ctx)
+    report = backup_store(store_dir(resolve_root(st.root), st.subdir), dest, subdir=st.subdir, force=force)
+    emit(st, {"subdir": st.subdir, **report.to_dict()},
+         lambda c: c.print(f"backed up {report.count} memories to {report.path} ({report.bytes} bytes)"))
+
+
+@app.command("restore-backup")
+def restore_backup(
+    ctx: typer.Context,
+    source: Annotated[Path, typer.Argument(help="A folder written by `memctl backup`.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace a store that is not empty.")] = False,
+) -> None:
+    """Replace the store (--subdir) with a backup: checked, copied beside it, then swapped in."""
+    from memctl.backup import restore_backup as run_restore_backup
+    from memctl.config import load_config
+    from memctl.paths import resolve_root, store_dir
+
+    st = state(ctx)
+    folder = store_dir(resolve_root(st.root), st.subdir)
+    timeout = float(load_config(folder if folder.is_dir() else None, st.overrides)["lock_timeout"])
+    report = run_restore_backup(source, folder, force=force, lock_timeout=timeout)
+    if report.kept_old:
+        info(st, f"the replaced store was kept at {report.kept_old}; delete it when you no longer need it")
+    emit(st, {"subdir": st.subdir, **report.to_dict()},
+         lambda c: c.print(f"restored {report.count} memories into {report.path}"))
+
+
+@app.command()
+def stats(ctx: typer.Context, all_subdirs: AllSubdirsOpt = False) -> None:
+    """Counts per area and source, oldest/newest, never accessed, archive, size on disk, model."""
+    from memctl.lifecycle import store_stats
+    from memctl.paths import list_subdirs, resolve_root
+
+    st = state(ctx)
+    root = resolve_root(st.root)
+    rows = []
+    for name in list_subdirs(root) if all_subdirs else [st.subdir]:
+        with State(st.root, name, overrides=st.overrides).open_store() as store:
+            rows.append(store_stats(store, name))
+    emit(st, {"root": str(root), "stores": rows}, lambda c: c.print(_stats_table(rows)))
+
+
+def _stats_table(rows: list[dict[str, Any]]) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+
+    tables = []
+    for r in rows:
+        table = Table(title=r["subdir"], show_header=False, title_justify="left")
+        table.add_column("what", style="cyan", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        areas = ", ".join(f"{a} {v['count']}" for a, v in r["areas"].items())
+        model = f"{r['model']['provider']}:{r['model']['model']} ({r['model']['dimension']}-d)" if r["model"] else "-"
+        for what, value in (("memories", f"{r['count']} ({areas})"),
+                            ("knowledge / conversation", f"{r['knowledge']} / {r['conversation']}"),
+                            ("oldest / newest", f"{(r['oldest'] or '-')[:19]} / {(r['newest'] or '-')[:19]}"),
+                            ("never accessed", str(r["never_accessed"])),
+                            ("archived (restorable)", str(r["archived"])), ("history entries", str(r["history"])),
+                            ("size on disk", _size(r["bytes"])), ("model", model), ("path", r["path"])):
+            table.add_row(what, value)
+        tables.append(table)
+    return Group(*tables)
+
+
+def _size(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{count} B"
