@@ -93,8 +93,9 @@ def resolve_folders(config: Config, dirs: Sequence[str | os.PathLike[str]] | Non
         configured = config["knowledge_dirs"] or []
         if not all(isinstance(d, str) and d for d in configured):
             raise ConfigError("knowledge_dirs must be a list of folder paths")
-        source = Path(config.sources.get("knowledge_dirs", ""))
-        base = source.parent if source.is_file() else Path.cwd()
+        source = config.sources.get("knowledge_dirs", "default")
+        from_file = source not in ("default", "env", "override") and Path(source).is_file()
+        base = Path(source).parent if from_file else Path.cwd()
         paths = [base / Path(d).expanduser() for d in configured]
     if not paths:
         raise UsageError("no knowledge folder given", hint="pass DIR, or set knowledge_dirs in the config")
@@ -338,6 +339,9 @@ def import_knowledge(store: EmbeddedStore, folders: Sequence[Folder], *, dry_run
     """Bring the store's chunks of `folders` in step with their files. Never raises for one bad file:
     unreadable files are reported (status "failed") and keep their previous chunks."""
     chunking = Chunking.from_config(store.config)
+    if not hasattr(store, "db") or not hasattr(store, "folder"):  # it reads SQLite and keeps files beside it
+        raise UsageError("import-knowledge works on embedded stores only, for now",
+                         hint="import into an embedded store, then `memctl export --vectors` / `memctl import`")
     with _import_lock(store, enabled=not dry_run):
         state, paths = load_state(store, chunking)
         report = KnowledgeReport(list(folders), dry_run)
@@ -346,6 +350,8 @@ def import_knowledge(store: EmbeddedStore, folders: Sequence[Folder], *, dry_run
         if dry_run:
             _dry_run(store, plan, chunking, report)
             return report
+        if plan.todo:
+            store.check_model()  # a model change stops the run before it changes anything
         for folder in folders:
             paths[folder.name] = str(folder.path)
         writer = _StateWriter(store, state, paths)
@@ -507,8 +513,8 @@ def _apply_new_and_changed(store: EmbeddedStore, todo: list[tuple[SourceFile, En
 def _commit(store: EmbeddedStore, group: list[_Work], state: State, chunking: Chunking,
             report: KnowledgeReport) -> None:
     """Embed the group's chunks first, then swap every file's old chunks for new ones in one transaction."""
-    records = [{"text": chunk.text, "area": w.source.area, "metadata": _metadata(w, i, chunk)}
-               for w in group for i, chunk in enumerate(w.chunks)]
+    records: list[dict[str, Any]] = [{"text": chunk.text, "area": w.source.area, "metadata": _metadata(w, i, chunk)}
+                                     for w in group for i, chunk in enumerate(w.chunks)]
     vectors = _vectors(store, [r["text"] for r in records], report) if records else None
     old_ids = [mid for w in group if w.old for mid in w.old.ids]
     ids: list[str] = []
