@@ -1,0 +1,142 @@
+"""Behaviour rules: the `behaviour.md` of a sub-store, which an agent adds to its system prompt.
+
+A store without the file has the default rules (prompts/behaviour_default.md). `adjust` lets the
+utility model merge one adjustment into the current rules; the result is normalised (no code
+fences, no duplicate lines, no runs of blank lines) and written atomically. `edit` opens $EDITOR on
+a copy and writes it back the same way. A failed or unusable model reply changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memctl.errors import MemctlError, UsageError
+from memctl.llm import LLMError, UtilityModel, load_template
+from memctl.store.vector_index import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from memctl.store.embedded import EmbeddedStore
+
+FILE_NAME = "behaviour.md"
+MAX_RULES_CHARS = 20_000
+
+
+@dataclass
+class BehaviourResult:
+    path: Path
+    action: str
+    rules: str
+    changed: bool
+    default: bool  # the store has no behaviour.md: these are the default rules
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "action": self.action, "rules": self.rules, "changed": self.changed,
+                "default": self.default}
+
+
+def behaviour_path(store: EmbeddedStore) -> Path:
+    return store.folder / FILE_NAME
+
+
+def default_rules() -> str:
+    return normalise(load_template("behaviour_default"))
+
+
+def read_rules(store: EmbeddedStore) -> tuple[str, bool]:
+    """(rules, whether they are the defaults because the store has no behaviour.md)."""
+    path = behaviour_path(store)
+    if path.is_file():
+        return path.read_text(encoding="utf-8"), False
+    return default_rules(), True
+
+
+def normalise(text: str) -> str:
+    """No code fences, trailing spaces, repeated lines or runs of blank lines; one final newline."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        line = raw.rstrip()
+        if line.lstrip().startswith("```"):
+            continue
+        key = " ".join(line.split()).casefold()
+        if key:
+            if key in seen:
+                continue
+            seen.add(key)
+        elif not lines or not lines[-1]:
+            continue
+        lines.append(line)
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def show(store: EmbeddedStore) -> BehaviourResult:
+    rules, is_default = read_rules(store)
+    return BehaviourResult(behaviour_path(store), "show", rules, False, is_default)
+
+
+def _write(store: EmbeddedStore, rules: str, action: str) -> BehaviourResult:
+    path = behaviour_path(store)
+    before = path.read_text(encoding="utf-8") if path.is_file() else None
+    atomic_write_bytes(path, rules.encode("utf-8"))
+    return BehaviourResult(path, action, rules, rules != before, False)
+
+
+def adjust(store: EmbeddedStore, adjustment: str, llm: UtilityModel) -> BehaviourResult:
+    """Merge `adjustment` into the rules with the utility model; LLMError (nothing written) on failure."""
+    adjustment = adjustment.strip()
+    if not adjustment:
+        raise UsageError("the adjustment is empty",
+                         hint='say what to change, e.g. memctl behaviour adjust "Answer in German"')
+    current, _ = read_rules(store)
+    reply = llm.ask("behaviour_merge", current=current.strip(), adjustment=adjustment)
+    rules = normalise(reply)
+    if not any(line.lstrip().startswith(("-", "*", "#")) or line.strip() for line in rules.splitlines()):
+        raise LLMError("the utility model returned no rules; behaviour.md was not changed")
+    if len(rules) > MAX_RULES_CHARS:
+        raise LLMError(f"the utility model returned {len(rules)} characters of rules; behaviour.md was not changed")
+    return _write(store, rules, "adjust")
+
+
+def reset(store: EmbeddedStore) -> BehaviourResult:
+    return _write(store, default_rules(), "reset")
+
+
+def editor_command() -> list[str]:
+    """$VISUAL or $EDITOR split into an argument list (never run through a shell); vi otherwise."""
+    value = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    try:
+        command = shlex.split(value)
+    except ValueError as exc:
+        raise UsageError(f"cannot parse the editor command {value!r}: {exc}", hint="set EDITOR to e.g. 'nano'") from exc
+    if not command:
+        raise UsageError("EDITOR is empty", hint="set EDITOR to e.g. 'nano'")
+    return command
+
+
+def edit(store: EmbeddedStore) -> BehaviourResult:
+    """Open the rules in the editor on a temporary copy; normalise and write back atomically."""
+    current, _ = read_rules(store)
+    fd, name = tempfile.mkstemp(prefix="behaviour-", suffix=".md", dir=store.folder)
+    temp = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(current)
+        command = editor_command()
+        try:
+            status = subprocess.run([*command, str(temp)], check=False).returncode  # noqa: S603 - list, no shell
+        except OSError as exc:
+            raise MemctlError(f"cannot start the editor {command[0]!r}: {exc}",
+                              hint="set EDITOR to an installed editor") from exc
+        if status != 0:
+            raise MemctlError(f"the editor exited with status {status}; behaviour.md was not changed")
+        return _write(store, normalise(temp.read_text(encoding="utf-8")), "edit")
+    finally:
+        temp.unlink(missing_ok=True)

@@ -1,0 +1,163 @@
+"""The LLM curation commands: memorize, consolidate, behaviour."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memctl.cli.app import app, state
+from memctl.cli.commands.memories import AreaOpt, DryRunOpt
+from memctl.cli.inputs import read_text
+from memctl.cli.render import emit, info, progress, short
+from memctl.errors import EXIT_PARTIAL, UsageError
+
+BEHAVIOUR_ACTIONS = ("show", "adjust", "reset", "edit")
+
+
+@app.command()
+def memorize(
+    ctx: typer.Context,
+    transcripts: Annotated[list[Path] | None, typer.Argument(
+        metavar="[TRANSCRIPT]...", help="Conversation files (JSON, JSONL or 'User:/Assistant:' text).",
+        dir_okay=False)] = None,
+    batch: Annotated[str | None, typer.Option("--batch", help="A folder or glob of transcripts, memorized in "
+                                              "name order into one store (unreadable ones are reported).")] = None,
+    dry_run: DryRunOpt = False,
+    no_solutions: Annotated[bool, typer.Option("--no-solutions", help="Extract facts only, no solutions.")] = False,
+    area: Annotated[str, typer.Option("--area", "-a", help="Area for extracted facts (solutions always go to "
+                                      "'solutions').")] = "fragments",
+    recalled: Annotated[Path | None, typer.Option("--recalled", dir_okay=False, help="Memories recalled into the "
+                                                  "conversation (recall's block or JSON): restating them is an "
+                                                  "echo, not a new memory.")] = None,
+) -> None:
+    """Extract durable facts and solutions from transcripts, gate them, and consolidate them into the store.
+
+    Needs utility_model. Exit 4 when some --batch transcripts could not be read.
+    """
+    from memctl.llm import UtilityModel
+    from memctl.memorize import memorize_files, resolve_batch
+    from memctl.quality import parse_recalled
+
+    st = state(ctx)
+    paths = list(transcripts or []) + (resolve_batch(batch) if batch else [])
+    if not paths:
+        raise UsageError("give TRANSCRIPT files or --batch DIR|GLOB", hint="memctl memorize chat.json")
+    remembered = parse_recalled(read_text(f"@{recalled}", "--recalled")) if recalled else []
+    with st.open_store(actor="memorize") as store:
+        llm = UtilityModel(store.config)
+        bar = progress(st, len(paths), "memorize")
+        try:
+            report = memorize_files(store, paths, llm, area=area, solutions=not no_solutions, dry_run=dry_run,
+                                    recalled=remembered, keep_going=batch is not None, progress=bar.update)
+        finally:
+            bar.close()
+    for transcript in report.transcripts:  # people see these in the tables; scripts get them on stderr
+        for note in transcript.notes if st.json else []:
+            info(st, f"memctl: {Path(transcript.source).name}: {note}")
+        if transcript.error:
+            info(st, f"memctl: skipped {transcript.source}: {transcript.error}")
+    emit(st, {"subdir": st.subdir, **report.to_dict()}, lambda c: _render_memorize(c, report))
+    if report.failed:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _fate_label(fate: str, dry_run: bool) -> str:
+    return f"would be {fate.replace('_', ' ')}" if dry_run and fate != "gated" else fate.replace("_", " ")
+
+
+def _render_memorize(console: Any, report: Any) -> None:
+    from rich.table import Table
+
+    for transcript in report.transcripts:
+        title = ("dry run: " if report.dry_run else "") + f"{transcript.source}"
+        if transcript.error:
+            console.print(f"{title}: not read ({transcript.error})")
+            continue
+        table = Table(title=f"{title} ({transcript.messages} messages" + (", trimmed" if transcript.trimmed else "")
+                      + ")")
+        for column in ("area", "fate", "why", "ids", "text"):
+            table.add_column(column, overflow="fold")
+        for c in transcript.candidates:
+            why = c.reason + (f" ({c.notes[0]})" if c.fate == "gated" and c.notes else "")
+            ids = ", ".join(c.ids + [f"-{i}" for i in c.removed])
+            text = c.text if not c.result_text else f"{c.text} => {c.result_text}"
+            table.add_row(c.area, _fate_label(c.fate, report.dry_run), short(why, 80), ids, short(text, 140))
+        console.print(table)
+        if not transcript.candidates:
+            console.print("no candidates extracted")
+        for note in transcript.notes:
+            console.print(f"note: {note}")
+    counts = {k: v for k, v in report.summary().items() if v and k not in ("transcripts",)}
+    console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()) or "nothing extracted")
+
+
+@app.command()
+def consolidate(
+    ctx: typer.Context,
+    area: AreaOpt = None,
+    dry_run: DryRunOpt = False,
+) -> None:
+    """Consolidate similar memories already stored (near-duplicate groups first). Needs utility_model."""
+    from memctl.consolidate import consolidate_store
+    from memctl.llm import UtilityModel
+
+    st = state(ctx)
+    with st.open_store(actor="consolidate") as store:
+        llm = UtilityModel(store.config)
+        bar = progress(st, None, "consolidate")
+        try:
+            report = consolidate_store(store, llm, area=area, dry_run=dry_run, progress=bar.update)
+        finally:
+            bar.close()
+    emit(st, {"subdir": st.subdir, **report.to_dict()}, lambda c: _render_consolidate(c, report))
+
+
+def _render_consolidate(console: Any, report: Any) -> None:
+    from rich.table import Table
+
+    if not report.groups:
+        console.print("no similar memories to consolidate")
+        return
+    table = Table(title=("dry run: " if report.dry_run else "") + "consolidation")
+    for column in ("area", "fate", "why", "members", "result"):
+        table.add_column(column, overflow="fold")
+    for g in report.groups:
+        members = "\n".join(f"{m.id} {m.score:.2f} {short(m.text, 60)}" for m in g.members)
+        result = ", ".join(g.ids) + (f": {short(g.result_text, 80)}" if g.result_text else "")
+        table.add_row(g.area, _fate_label(g.fate, report.dry_run), short(g.reason, 80), members, result)
+    console.print(table)
+    console.print(", ".join(f"{k}: {v}" for k, v in report.summary().items()))
+
+
+@app.command()
+def behaviour(
+    ctx: typer.Context,
+    action: Annotated[str, typer.Argument(help="show, adjust, reset or edit.")] = "show",
+    text: Annotated[str | None, typer.Argument(help="adjust: the change to make ('-' stdin, '@FILE').")] = None,
+) -> None:
+    """The sub-store's behaviour rules (behaviour.md): show, adjust "TEXT" (utility model), reset, edit ($EDITOR)."""
+    from memctl import behaviour as rules
+
+    st = state(ctx)
+    if action not in BEHAVIOUR_ACTIONS:
+        raise UsageError(f"behaviour action must be one of {', '.join(BEHAVIOUR_ACTIONS)}, not {action!r}")
+    if (text is not None) != (action == "adjust"):
+        raise UsageError("only `behaviour adjust` takes TEXT" if text is not None else "adjust needs TEXT",
+                         hint='memctl behaviour adjust "Always answer in German"')
+    with st.open_store() as store:
+        if action == "adjust":
+            from memctl.llm import UtilityModel
+
+            result = rules.adjust(store, read_text(text or "", "adjustment"), UtilityModel(store.config))
+        elif action == "reset":
+            result = rules.reset(store)
+        elif action == "edit":
+            result = rules.edit(store)
+        else:
+            result = rules.show(store)
+    if action != "show":
+        info(st, f"memctl: {result.path} " + ("updated" if result.changed else "unchanged"))
+    emit(st, {"subdir": st.subdir, **result.to_dict()}, lambda _: sys.stdout.write(result.rules))

@@ -1,0 +1,204 @@
+"""Memorize: a finished conversation -> durable memories.
+
+1. The transcript is read (memctl.transcripts) and cut to `memorize_max_history_chars` from the
+   oldest end.
+2. The utility model extracts candidate facts (area `fragments`, or `--area`) and, unless turned
+   off, problem -> solution know-how (area `solutions`) with prompts/memorize_*.
+3. The quality gate (memctl.quality) drops transient noise, ungrounded inventions and echoes of
+   memories memctl itself recalled into the conversation; each drop names its reason.
+4. Every remaining candidate is consolidated with what is stored (memctl.consolidate).
+
+Failures never lose memories: a failed extraction stores nothing new and says so; a failed
+consolidation inserts the candidate as it is.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memctl.consolidate import Consolidator, Outcome
+from memctl.errors import InputFormatError, MemctlError, UsageError
+from memctl.llm import LLMError, UtilityModel
+from memctl.quality import Grounding, check
+from memctl.store.records import AREAS
+from memctl.transcripts import Message, as_text, parse_transcript, trim
+
+if TYPE_CHECKING:
+    from memctl.store.embedded import EmbeddedStore
+
+FATES = ("gated", "merged", "replaced", "updated", "kept_separate", "skipped", "inserted")
+TRANSCRIPT_SUFFIXES = (".json", ".jsonl", ".txt", ".md", ".log")
+MAX_CANDIDATES = 50  # per transcript and kind: more is a runaway reply, not a conversation's worth
+
+
+@dataclass
+class TranscriptReport:
+    source: str
+    messages: int = 0
+    chars: int = 0
+    trimmed: bool = False
+    candidates: list[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        found = Counter(c.fate for c in self.candidates)
+        return {fate: found.get(fate, 0) for fate in FATES}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "messages": self.messages, "chars": self.chars, "trimmed": self.trimmed,
+                "error": self.error, "notes": self.notes, "counts": self.counts(),
+                "candidates": [c.to_dict() for c in self.candidates]}
+
+
+@dataclass
+class MemorizeReport:
+    dry_run: bool
+    transcripts: list[TranscriptReport] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[TranscriptReport]:
+        return [t for t in self.transcripts if t.error]
+
+    def summary(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for report in self.transcripts:
+            total.update(report.counts())
+        return {fate: total.get(fate, 0) for fate in FATES} | {"transcripts": len(self.transcripts),
+                                                                "failed": len(self.failed)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "summary": self.summary(),
+                "transcripts": [t.to_dict() for t in self.transcripts]}
+
+
+def resolve_batch(spec: str) -> list[Path]:
+    """A folder (its transcript files) or a glob, in name order."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        files = [p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TRANSCRIPT_SUFFIXES
+                 and not p.name.startswith(".")]
+    else:
+        files = [Path(p) for p in glob.glob(str(path)) if Path(p).is_file()]
+    if not files:
+        raise UsageError(f"--batch {spec!r} matches no transcript file",
+                         hint=f"give a folder of {', '.join(TRANSCRIPT_SUFFIXES)} files or a glob like 'logs/*.json'")
+    return sorted(files, key=lambda p: (p.name, str(p)))
+
+
+def load_transcript(path: Path, max_chars: int) -> tuple[list[Message], int, bool]:
+    """(messages kept, characters kept, whether older messages were cut)."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputFormatError(f"transcript {str(path)!r} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFormatError(f"cannot read transcript {str(path)!r}: {exc}") from exc
+    messages = parse_transcript(raw, str(path))
+    kept = trim(messages, max_chars)
+    full = sum(len(m.content) for m in messages)
+    chars = sum(len(m.content) for m in kept)
+    return kept, chars, chars < full
+
+
+def extract(llm: UtilityModel, prompt: str, transcript: str, notes: list[str], label: str) -> list[str]:
+    """Candidate texts from the model; [] (and a note) when the reply is unusable."""
+    try:
+        reply = llm.ask_json(prompt, transcript=transcript)
+    except LLMError as exc:
+        notes.append(f"{label} extraction failed, nothing extracted: {exc.message}")
+        return []
+    if isinstance(reply, dict):
+        reply = next((v for v in reply.values() if isinstance(v, list)), None)
+    if not isinstance(reply, list):
+        notes.append(f"{label} extraction reply is not a list, nothing extracted")
+        return []
+    texts: list[str] = []
+    for item in reply:
+        if isinstance(item, dict):
+            item = next((item[k] for k in ("text", "fact", "memory", "content", "solution") if k in item), None)
+        if isinstance(item, str) and item.strip():
+            texts.append(" ".join(item.split()))
+    if len(texts) > MAX_CANDIDATES:
+        notes.append(f"{label} extraction returned {len(texts)} items; kept the first {MAX_CANDIDATES}")
+    return texts[:MAX_CANDIDATES]
+
+
+def memorize_messages(store: EmbeddedStore, messages: Sequence[Message], llm: UtilityModel, *,
+                      source: str = "<messages>", area: str = "fragments", solutions: bool = True,
+                      dry_run: bool = False, recalled: Sequence[str] = (), actor: str = "memorize",
+                      report: TranscriptReport | None = None) -> TranscriptReport:
+    """Extract, gate and consolidate one conversation into `store`."""
+    if area not in AREAS:
+        raise UsageError(f"unknown area {area!r}", hint=f"use one of: {', '.join(AREAS)}")
+    config = store.config
+    if report is None:
+        kept = trim(list(messages), int(config["memorize_max_history_chars"]))
+        chars = sum(len(m.content) for m in kept)
+        report = TranscriptReport(source, len(kept), chars, chars < sum(len(m.content) for m in messages))
+        messages = kept
+    if report.trimmed:
+        report.notes.append(f"history longer than memorize_max_history_chars "
+                            f"({config['memorize_max_history_chars']}): the oldest part was cut")
+    transcript = as_text(list(messages))
+    kinds = [(area, "memorize_fragments", "fact")] + ([("solutions", "memorize_solutions", "solution")]
+                                                     if solutions else [])
+    grounding = Grounding.from_messages(
+        messages, recalled, embed=store.embed, min_overlap=float(config["memorize_grounding_overlap"]),
+        similarity=float(config["memorize_grounding_similarity"]),
+        echo_similarity=float(config["memorize_echo_similarity"]))
+    consolidator = Consolidator(store, llm, actor=actor, dry_run=dry_run)
+    metadata = {"source": "memorize", "transcript": Path(source).name}
+    seen: set[tuple[str, str]] = set()
+    for target_area, prompt, label in kinds:
+        for text in extract(llm, prompt, transcript, report.notes, label):
+            key = (target_area, text.casefold())
+            if key in seen:
+                report.candidates.append(Outcome(text, target_area, "skipped", "duplicate candidate"))
+                continue
+            seen.add(key)
+            verdict = check(text, "solutions" if target_area == "solutions" else "fragments", grounding)
+            if not verdict.ok:
+                report.candidates.append(Outcome(text, target_area, "gated", verdict.reason or "",
+                                                 notes=[verdict.detail] if verdict.detail else []))
+                continue
+            report.candidates.append(consolidator.consolidate(text, target_area, metadata))
+    return report
+
+
+def memorize_files(store: EmbeddedStore, paths: Sequence[Path], llm: UtilityModel, *, area: str = "fragments",
+                   solutions: bool = True, dry_run: bool = False, recalled: Sequence[str] = (),
+                   keep_going: bool = False, progress: Callable[[int, int], None] | None = None,
+                   actor: str = "memorize") -> MemorizeReport:
+    """Memorize each transcript in order into one store.
+
+    keep_going (batch mode): a transcript that cannot be read is reported and skipped; otherwise
+    every transcript is read first and a bad one stops the run before anything is written.
+    """
+    max_chars = int(store.config["memorize_max_history_chars"])
+    loaded: list[tuple[Path, Any]] = []
+    for path in paths:
+        try:
+            loaded.append((path, load_transcript(path, max_chars)))
+        except MemctlError as exc:
+            if not keep_going:
+                raise
+            loaded.append((path, exc))
+    result = MemorizeReport(dry_run)
+    for done, (path, item) in enumerate(loaded, start=1):
+        if isinstance(item, MemctlError):
+            result.transcripts.append(TranscriptReport(str(path), error=item.message))
+        else:
+            messages, chars, trimmed = item
+            report = TranscriptReport(str(path), len(messages), chars, trimmed)
+            memorize_messages(store, messages, llm, source=str(path), area=area, solutions=solutions,
+                              dry_run=dry_run, recalled=recalled, actor=actor, report=report)
+            result.transcripts.append(report)
+        if progress:
+            progress(done, len(loaded))
+    return result

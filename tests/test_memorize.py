@@ -1,0 +1,208 @@
+"""memorize: the pipeline end to end with scripted model replies, the CLI, batches, and a series replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memctl.llm import LLMError, UtilityModel
+from tests.conftest import REPO
+from tests.scripted_llm import Router, decide_from_updates
+
+EVAL = REPO.parent / "shared" / "eval" / "transcripts"
+
+CHAT = [
+    {"role": "user", "content": "Hi, I'm Ana. Our shop runs on Django 5 with PostgreSQL, and I always want "
+                                "answers in Spanish."},
+    {"role": "tool", "content": "$ python manage.py runserver\nStarting development server at http://127.0.0.1:8000/"},
+    {"role": "user", "content": "The checkout page throws CSRF verification failed behind our nginx proxy."},
+    {"role": "assistant", "content": "Set CSRF_TRUSTED_ORIGINS to your https origin and forward X-Forwarded-Proto "
+                                     "from nginx; then SECURE_PROXY_SSL_HEADER makes Django see https."},
+    {"role": "user", "content": "That fixed the CSRF error, thanks!"},
+]
+FACTS = ["User (Ana) runs her shop on Django 5 with PostgreSQL",
+         "User wants answers in Spanish",
+         "Dev server runs at http://127.0.0.1:8000/",
+         "User's dog is called Bruno"]
+SOLUTION = ("Django 'CSRF verification failed' behind an nginx proxy -> set CSRF_TRUSTED_ORIGINS to the https "
+            "origin, forward X-Forwarded-Proto from nginx and set SECURE_PROXY_SSL_HEADER")
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> Path:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(CHAT))
+    return path
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch):
+    """Route the real UtilityModel's litellm call to a Router (what the CLI uses)."""
+    monkeypatch.setenv("MEMCTL_UTILITY_MODEL", "scripted/test")
+
+    def install(router: Router) -> Router:
+        monkeypatch.setattr(UtilityModel, "_litellm", lambda self, messages: router(messages))
+        return router
+
+    return install
+
+
+def test_memorize_gates_and_inserts(cli, chat, scripted):
+    router = scripted(Router(fragments=json.dumps(FACTS), solutions=json.dumps([SOLUTION])))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 0, result.err
+    doc = result.json
+    assert set(doc) == {"subdir", "dry_run", "summary", "transcripts"}
+    [transcript] = doc["transcripts"]
+    fates = {c["text"]: (c["fate"], c["reason"]) for c in transcript["candidates"]}
+    stored = ("inserted", "kept_separate")  # kept separate: a similar memory was shown to the model first
+    assert fates[FACTS[0]][0] == "inserted" and fates[FACTS[1]][0] in stored
+    assert fates[FACTS[2]] == ("gated", "local_coordinate")
+    assert fates[FACTS[3]] == ("gated", "ungrounded")
+    assert fates[SOLUTION][0] == "inserted"
+    assert doc["summary"]["gated"] == 2 and doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 3
+    listed = cli("list", "--json").json["items"]
+    assert {m["area"] for m in listed} == {"fragments", "solutions"} and len(listed) == 3
+    assert all(m["metadata"] == {"source": "memorize", "transcript": "chat.json"} for m in listed)
+    assert router.count("fragments") == 1 and router.count("solutions") == 1
+    table = cli("memorize", chat, "--dry-run")  # the human table
+    assert "local_coordinate" in table.out and "ungrounded" in table.out and "dry run" in table.out
+
+
+def test_dry_run_writes_nothing(cli, chat, scripted):
+    scripted(Router(fragments=json.dumps(FACTS[:2])))
+    doc = cli("memorize", chat, "--dry-run", "--no-solutions", "--json").json
+    assert doc["dry_run"] is True and doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 2
+    assert cli("list", "--json").json["total"] == 0
+
+
+def test_no_solutions_and_area(cli, chat, scripted):
+    router = scripted(Router(fragments=json.dumps(FACTS[:1])))
+    doc = cli("memorize", chat, "--no-solutions", "--area", "main", "--json").json
+    assert router.count("solutions") == 0 and doc["transcripts"][0]["candidates"][0]["area"] == "main"
+    assert cli("list", "--area", "main", "--json").json["total"] == 1
+
+
+@pytest.mark.parametrize("reply", [LLMError("utility model 'x' failed: Timeout"), "Sure! Here are some facts.",
+                                   '{"facts": "none"}'])
+def test_failed_extraction_stores_nothing_and_says_why(cli, chat, scripted, reply):
+    scripted(Router(fragments=reply, solutions=reply))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 0
+    notes = result.json["transcripts"][0]["notes"]
+    assert any("fact extraction" in n for n in notes) and any("solution extraction" in n for n in notes)
+    assert "extraction" in result.err and cli("list", "--json").json["total"] == 0
+
+
+def test_consolidation_timeout_inserts_candidate(cli, chat, scripted):
+    cli("save", "User (Ana) runs her shop on Django 5 with PostgreSQL 16", "--area", "fragments")
+    scripted(Router(fragments=json.dumps(FACTS[:1]), consolidate=LLMError("Timeout after 60 s")))
+    doc = cli("memorize", chat, "--no-solutions", "--json").json
+    [candidate] = doc["transcripts"][0]["candidates"]
+    assert candidate["fate"] == "inserted" and "Timeout" in candidate["reason"]
+    assert cli("list", "--json").json["total"] == 2
+
+
+def test_needs_a_utility_model(cli, chat):
+    result = cli("memorize", chat, "--json")
+    assert result.code == 2 and "utility_model" in result.json["error"]["hint"]
+
+
+def test_usage_errors(cli, tmp_path, scripted):
+    scripted(Router())
+    assert cli("memorize").code == 2
+    assert cli("memorize", "--batch", tmp_path / "nothing-*.json").code == 2
+    bad = tmp_path / "bad.txt"
+    bad.write_text("no speakers here at all")
+    assert cli("memorize", bad).code == 2
+
+
+def test_batch_in_name_order_one_store_partial_exit(cli, tmp_path, scripted):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for name, fact in (("b.json", "User's team uses Django 5"), ("a.json", "User's team uses PostgreSQL")):
+        (folder / name).write_text(json.dumps([{"role": "user", "content": f"FYI: {fact.split('uses ')[1]} "
+                                                                          "is what our team uses."}]))
+    (folder / "c.txt").write_text("not a transcript")
+    router = scripted(Router(fragments=['["User\'s team uses PostgreSQL"]', '["User\'s team uses Django 5"]']))
+    result = cli("memorize", "--batch", folder, "--no-solutions", "--json")
+    assert result.code == 4
+    doc = result.json
+    assert [Path(t["source"]).name for t in doc["transcripts"]] == ["a.json", "b.json", "c.txt"]
+    assert doc["transcripts"][2]["error"] and doc["summary"]["failed"] == 1
+    assert doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 2
+    assert "PostgreSQL" in router.calls[0][1]  # a.json first
+    assert cli("list", "--json").json["total"] == 2
+
+
+def test_history_is_cut_from_the_oldest_end(cli, tmp_path, scripted, monkeypatch):
+    monkeypatch.setenv("MEMCTL_MEMORIZE_MAX_HISTORY_CHARS", "60")
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps([{"role": "user", "content": "OLDEST " + "x" * 100},
+                                {"role": "user", "content": "newest: we use Django"}]))
+    router = scripted(Router())
+    doc = cli("memorize", path, "--no-solutions", "--json").json
+    assert doc["transcripts"][0]["trimmed"] is True
+    sent = router.calls[0][1]
+    assert "newest: we use Django" in sent and "OLDEST" not in sent
+
+
+def test_echo_of_recalled_memories_is_gated(cli, tmp_path, scripted):
+    block = "## What you remember about this\n\n- User prefers dark mode in every editor\n"
+    path = tmp_path / "echo.json"
+    path.write_text(json.dumps([{"role": "system", "content": block},
+                                {"role": "user", "content": "Set up my editor. I use Neovim with dark mode."}]))
+    recalled = tmp_path / "recalled.md"
+    recalled.write_text("- User's editor is Neovim\n")
+    scripted(Router(fragments=json.dumps(["User prefers dark mode in every editor", "User's editor is Neovim",
+                                          "User uses Neovim with dark mode as editor setup"])))
+    doc = cli("memorize", path, "--no-solutions", "--recalled", recalled, "--json").json
+    fates = [(c["fate"], c["reason"]) for c in doc["transcripts"][0]["candidates"]]
+    assert fates[:2] == [("gated", "echo"), ("gated", "echo")] and fates[2][0] in ("inserted", "kept_separate")
+
+
+def test_consolidate_and_behaviour_commands_need_a_model(cli):
+    assert cli("consolidate", "--json").code == 2
+    assert cli("behaviour", "adjust", "be brief", "--json").code == 2
+
+
+def test_consolidate_command(cli, scripted):
+    cli("save", "User prefers dark mode in every editor", "--area", "fragments")
+    cli("save", "User prefers dark mode in every editor app", "--area", "fragments")
+    scripted(Router(consolidate='{"action": "merge", "targets": [0], "text": "User prefers dark mode in editors"}'))
+    dry = cli("consolidate", "--dry-run", "--json").json
+    assert dry["dry_run"] and dry["summary"]["merged"] == 1 and cli("list", "--json").json["total"] == 2
+    human = cli("consolidate", "--dry-run")
+    assert "would be merged" in human.out
+    doc = cli("consolidate", "--json").json
+    assert doc["groups"][0]["fate"] == "merged"
+    assert [m["text"] for m in cli("list", "--json").json["items"]] == ["User prefers dark mode in editors"]
+
+
+@pytest.mark.skipif(not EVAL.is_dir(), reason="eval transcripts not present")
+def test_maya_payments_series_replay_keeps_only_current_values(home):
+    """t03 -> t09 -> t15 -> t21 into one store: extraction returns each transcript's expected items,
+    consolidation updates the value its `updates` name. Superseded values end up only in history."""
+    import memctl
+    from memctl.memorize import memorize_files
+
+    cases = [json.loads((EVAL / f"{tid}.json").read_text()) for tid in ("t03", "t09", "t15", "t21")]
+    updates = [u for case in cases for u in case.get("updates") or []]
+    router = Router(fragments=[json.dumps(c["expected_fragments"]) for c in cases],
+                    solutions=[json.dumps(c["expected_solutions"]) for c in cases],
+                    consolidate=decide_from_updates(updates))
+    final = cases[-1]["series_final_state"]
+    with memctl.open_store(home, overrides={"consolidation_threshold": 0.3}) as store:
+        llm = UtilityModel(store.config, completion=router)
+        report = memorize_files(store, [EVAL / f"{c['id']}.json" for c in cases], llm)
+        assert not [c.text for t in report.transcripts for c in t.candidates if c.fate == "gated"]
+        fragments = {m.text for m in store.list(area="fragments", limit=100)[0]}
+        solutions = {m.text for m in store.list(area="solutions", limit=100)[0]}
+        assert fragments == set(final["facts"])
+        assert solutions == set(final["solutions"])
+        assert not fragments & set(final["superseded"])
+        old_texts = {e.old_text for e in store.history() if e.op == "update"}
+        assert set(final["superseded"]) <= old_texts  # visible in history
+        assert report.summary()["updated"] == 4

