@@ -125,28 +125,39 @@ class VectorIndex:
         self._rebuild(db)
 
     def _load_file(self, db: sqlite3.Connection) -> tuple[Any, int] | None:
-        import faiss
+        """The index file if its hash matches the sidecar and a known checkpoint, else None (rebuild)."""
+        from concurrent.futures import ThreadPoolExecutor
 
         sidecar = self.folder / SIDECAR_FILE
         if not self.path.is_file() or not sidecar.is_file():
             return None
         try:
             expected = sidecar.read_text(encoding="ascii").split()[0]
-            actual = file_sha256(self.path)
+            before = self.path.stat()
+            known = db.execute("SELECT jseq, ntotal FROM index_checkpoints WHERE sha256 = ?", (expected,)).fetchone()
+            if known is None or before.st_size < int(known[1]) * self.dimension * 4:
+                return None  # unknown or visibly truncated: do not hand it to faiss at all
+            # Hashing and reading both release the GIL: overlapped, an open costs the slower of the two.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                digest = pool.submit(file_sha256, self.path)
+                index = self._read_index()
+                actual = digest.result()
+            after = self.path.stat()
         except (OSError, UnicodeDecodeError, IndexError):
             return None
-        if actual != expected:
-            return None
-        row = db.execute("SELECT jseq FROM index_checkpoints WHERE sha256 = ?", (actual,)).fetchone()
-        if row is None:
-            return None
+        same_file = (before.st_ino, before.st_size, before.st_mtime_ns) == (after.st_ino, after.st_size,
+                                                                           after.st_mtime_ns)
+        if index is None or actual != expected or not same_file or index.d != self.dimension:
+            return None  # a checkpoint replaced the file mid-read, or it is damaged: rebuild
+        return index, int(known[0])
+
+    def _read_index(self) -> Any:
+        import faiss
+
         try:
-            index = faiss.read_index(str(self.path))
+            return faiss.read_index(str(self.path))
         except RuntimeError:
             return None
-        if index.d != self.dimension:
-            return None
-        return index, int(row[0])
 
     def _replay(self, db: sqlite3.Connection) -> None:
         import numpy as np
