@@ -6,7 +6,8 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge) ;;
+        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall config) ;;
+        'memctl config') _memctl_words=(show get set path) ;;
         *) _memctl_words=() ;;
     esac
 }
@@ -14,22 +15,38 @@ _memctl_subcommands() {
 # _memctl_options PATH: every option accepted at that command path.
 _memctl_options() {
     case "$1" in
-        memctl) _memctl_words=(--root -s --subdir --json -q --quiet --version -h --help) ;;
-        'memctl save') _memctl_words=(-a --area -m --meta -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl delete') _memctl_words=(--no-cascade --dry-run -y --yes -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl show') _memctl_words=(-h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl list') _memctl_words=(-a --area -f --filter -n --limit -p --page -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl export') _memctl_words=(-o --output --vectors -a --area -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl import') _memctl_words=(--on-conflict --batch-size -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl reindex') _memctl_words=(--index-only -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl import-agent-zero') _memctl_words=(-h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl export-agent-zero') _memctl_words=(--force -h --help --root -s --subdir --json -q --quiet --version) ;;
-        'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --json -q --quiet --version) ;;
+        memctl) _memctl_words=(--root -s --subdir --store --json -q --quiet --version -h --help) ;;
+        'memctl save') _memctl_words=(-a --area -m --meta -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl delete') _memctl_words=(--no-cascade --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl show') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl list') _memctl_words=(-a --area -f --filter -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl export') _memctl_words=(-o --output --vectors -a --area --all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl import') _memctl_words=(--on-conflict --batch-size -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl reindex') _memctl_words=(--index-only -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl import-agent-zero') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl export-agent-zero') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl restore') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl purge') _memctl_words=(--older-than --all --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl backup') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl restore-backup') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl stats') _memctl_words=(--all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl memorize') _memctl_words=(--batch --dry-run --no-solutions -a --area --recalled -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl consolidate') _memctl_words=(-a --area --dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl behaviour') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl migrate') _memctl_words=(--to --to-subdir -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl recall') _memctl_words=(--history --format --query-prep --post-filter -t --threshold -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl config') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl config show') _memctl_words=(--effective -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl config get') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl config set') _memctl_words=(--scope -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl config path') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         *) _memctl_words=() ;;
     esac
 }
@@ -38,16 +55,23 @@ _memctl_options() {
 _memctl_takes_value() {
     case "$1|$2" in
         'memctl save|-a'|'memctl save|--area'|'memctl save|-m'|'memctl save|--meta') return 0 ;;
-        'memctl load|-t'|'memctl load|--threshold'|'memctl load|-n'|'memctl load|--limit'|'memctl load|-a'|'memctl load|--area'|'memctl load|-f'|'memctl load|--filter') return 0 ;;
+        'memctl load|-t'|'memctl load|--threshold'|'memctl load|-n'|'memctl load|--limit'|'memctl load|-a'|'memctl load|--area'|'memctl load|-f'|'memctl load|--filter'|'memctl load|--mode') return 0 ;;
         'memctl forget|-t'|'memctl forget|--threshold'|'memctl forget|-a'|'memctl forget|--area'|'memctl forget|-f'|'memctl forget|--filter') return 0 ;;
         'memctl list|-a'|'memctl list|--area'|'memctl list|-f'|'memctl list|--filter'|'memctl list|-n'|'memctl list|--limit'|'memctl list|-p'|'memctl list|--page') return 0 ;;
         'memctl update|--text'|'memctl update|-m'|'memctl update|--meta'|'memctl update|--unset'|'memctl update|-a'|'memctl update|--area') return 0 ;;
         'memctl history|-n'|'memctl history|--limit') return 0 ;;
         'memctl export|-o'|'memctl export|--output'|'memctl export|-a'|'memctl export|--area') return 0 ;;
         'memctl import|--on-conflict'|'memctl import|--batch-size') return 0 ;;
+        'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter') return 0 ;;
+        'memctl purge|--older-than') return 0 ;;
+        'memctl memorize|--batch'|'memctl memorize|-a'|'memctl memorize|--area'|'memctl memorize|--recalled') return 0 ;;
+        'memctl consolidate|-a'|'memctl consolidate|--area') return 0 ;;
+        'memctl migrate|--to'|'memctl migrate|--to-subdir') return 0 ;;
+        'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold') return 0 ;;
+        'memctl config set|--scope') return 0 ;;
     esac
     case "$2" in
-        --root|-s|--subdir) return 0 ;;
+        --root|-s|--subdir|--store) return 0 ;;
     esac
     return 1
 }
@@ -61,6 +85,7 @@ _memctl_values() {
         'memctl load|-n'|'memctl load|--limit') :; return ;;
         'memctl load|-a'|'memctl load|--area') _memctl_add main fragments solutions; return ;;
         'memctl load|-f'|'memctl load|--filter') :; return ;;
+        'memctl load|--mode') :; return ;;
         'memctl forget|-t'|'memctl forget|--threshold') :; return ;;
         'memctl forget|-a'|'memctl forget|--area') _memctl_add main fragments solutions; return ;;
         'memctl forget|-f'|'memctl forget|--filter') :; return ;;
@@ -73,14 +98,32 @@ _memctl_values() {
         'memctl update|--unset') :; return ;;
         'memctl update|-a'|'memctl update|--area') _memctl_add main fragments solutions; return ;;
         'memctl history|-n'|'memctl history|--limit') :; return ;;
-        'memctl export|-o'|'memctl export|--output') :; return ;;
+        'memctl export|-o'|'memctl export|--output') _memctl_files path; return ;;
         'memctl export|-a'|'memctl export|--area') _memctl_add main fragments solutions; return ;;
         'memctl import|--on-conflict') :; return ;;
         'memctl import|--batch-size') :; return ;;
+        'memctl prune|--older-than') :; return ;;
+        'memctl prune|--not-accessed-for') :; return ;;
+        'memctl prune|-a'|'memctl prune|--area') _memctl_add main fragments solutions; return ;;
+        'memctl prune|--min-importance') :; return ;;
+        'memctl prune|--source') :; return ;;
+        'memctl prune|-f'|'memctl prune|--filter') :; return ;;
+        'memctl purge|--older-than') :; return ;;
+        'memctl memorize|--batch') :; return ;;
+        'memctl memorize|-a'|'memctl memorize|--area') _memctl_add main fragments solutions; return ;;
+        'memctl memorize|--recalled') _memctl_files file; return ;;
+        'memctl consolidate|-a'|'memctl consolidate|--area') _memctl_add main fragments solutions; return ;;
+        'memctl migrate|--to') :; return ;;
+        'memctl migrate|--to-subdir') :; return ;;
+        'memctl recall|--history') _memctl_files path; return ;;
+        'memctl recall|--format') :; return ;;
+        'memctl recall|-t'|'memctl recall|--threshold') :; return ;;
+        'memctl config set|--scope') :; return ;;
     esac
     case "$2" in
-        --root) : ;;
+        --root) _memctl_files path ;;
         -s|--subdir) : ;;
+        --store) : ;;
     esac
 }
 
@@ -95,9 +138,19 @@ _memctl_positional() {
         'memctl update|0') : ;;
         'memctl history|0') : ;;
         'memctl import|0') : ;;
-        'memctl import-agent-zero|0') : ;;
-        'memctl export-agent-zero|0') : ;;
-        'memctl import-knowledge|'*) : ;;
+        'memctl import-agent-zero|0') _memctl_files path ;;
+        'memctl export-agent-zero|0') _memctl_files path ;;
+        'memctl import-knowledge|'*) _memctl_files dir ;;
+        'memctl restore|'*) : ;;
+        'memctl backup|0') _memctl_files path ;;
+        'memctl restore-backup|0') _memctl_files path ;;
+        'memctl memorize|'*) _memctl_files file ;;
+        'memctl behaviour|0') : ;;
+        'memctl behaviour|1') : ;;
+        'memctl recall|0') : ;;
+        'memctl config get|0') : ;;
+        'memctl config set|0') : ;;
+        'memctl config set|1') : ;;
         *) return 1 ;;
     esac
 }

@@ -4,7 +4,9 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge
+            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall config
+        case 'memctl config'
+            printf '%s\n' show get set path
     end
 end
 
@@ -12,7 +14,7 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
     switch $argv[1]'|'$argv[2]
         case 'memctl save|-a' 'memctl save|--area' 'memctl save|-m' 'memctl save|--meta'
             return 0
-        case 'memctl load|-t' 'memctl load|--threshold' 'memctl load|-n' 'memctl load|--limit' 'memctl load|-a' 'memctl load|--area' 'memctl load|-f' 'memctl load|--filter'
+        case 'memctl load|-t' 'memctl load|--threshold' 'memctl load|-n' 'memctl load|--limit' 'memctl load|-a' 'memctl load|--area' 'memctl load|-f' 'memctl load|--filter' 'memctl load|--mode'
             return 0
         case 'memctl forget|-t' 'memctl forget|--threshold' 'memctl forget|-a' 'memctl forget|--area' 'memctl forget|-f' 'memctl forget|--filter'
             return 0
@@ -26,9 +28,23 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl import|--on-conflict' 'memctl import|--batch-size'
             return 0
+        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter'
+            return 0
+        case 'memctl purge|--older-than'
+            return 0
+        case 'memctl memorize|--batch' 'memctl memorize|-a' 'memctl memorize|--area' 'memctl memorize|--recalled'
+            return 0
+        case 'memctl consolidate|-a' 'memctl consolidate|--area'
+            return 0
+        case 'memctl migrate|--to' 'memctl migrate|--to-subdir'
+            return 0
+        case 'memctl recall|--history' 'memctl recall|--format' 'memctl recall|-t' 'memctl recall|--threshold'
+            return 0
+        case 'memctl config set|--scope'
+            return 0
     end
     switch $argv[2]
-        case '--root' '-s' '--subdir'
+        case '--root' '-s' '--subdir' '--store'
             return 0
     end
     return 1
@@ -69,8 +85,9 @@ end
 complete -c memctl -f
 
 # Global options (accepted before or after the command name).
-complete -c memctl -l root -x -d 'Folder holding the stores [env MEMCTL_HOME; default: the platform data dir].'
+complete -c memctl -l root -r -F -d 'Folder holding the stores [env MEMCTL_HOME; default: the platform data dir].'
 complete -c memctl -s s -l subdir -x -d 'Sub-store: an agent or \'projects/<name>\'.'
+complete -c memctl -l store -x -d 'postgresql://USER:PASSWORD@HOST:PORT/DB: the stores live in that database (--subdir selects one); \'embedded\': folders under the root [env MEMCTL_STORE; config store_url].'
 complete -c memctl -l json -d 'Print one JSON document (see README).'
 complete -c memctl -s q -l quiet -d 'Only essential output; no diagnostics.'
 complete -c memctl -l version -d 'Show the version and exit.'
@@ -78,13 +95,13 @@ complete -c memctl -s h -l help -d 'Show this message and exit.'
 
 # Subcommands of memctl.
 complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print its id.'
-complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories by meaning.'
+complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories (hybrid vector + keyword by default).'
 complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory similar to QUERY (in batches until none is left).'
 complete -c memctl -n '__memctl_at memctl' -a delete -d 'Delete memories by id, and what was derived from them.'
 complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its metadata.'
 complete -c memctl -n '__memctl_at memctl' -a list -d 'List memories, newest first, a page at a time.'
 complete -c memctl -n '__memctl_at memctl' -a update -d 'Change a memory\'s text and/or metadata; its history keeps the old version.'
-complete -c memctl -n '__memctl_at memctl' -a history -d 'Every recorded change (add, update, delete, import ...), newest first.'
+complete -c memctl -n '__memctl_at memctl' -a history -d 'Every recorded change (add, update, merge, replace, delete, prune, restore, import), newest first.'
 complete -c memctl -n '__memctl_at memctl' -a subdirs -d 'List the stores (sub-stores) under the root, with their sizes.'
 complete -c memctl -n '__memctl_at memctl' -a export -d 'Write the store as JSONL: a header line, then one memory per line.'
 complete -c memctl -n '__memctl_at memctl' -a import -d 'Import memories from JSONL (ids, timestamps, metadata kept; vectors reused when the model matches).'
@@ -92,6 +109,18 @@ complete -c memctl -n '__memctl_at memctl' -a reindex -d 'Re-embed every memory 
 complete -c memctl -n '__memctl_at memctl' -a import-agent-zero -d 'Import an Agent Zero memory folder (its pickle read safely) into --subdir; existing ids are skipped.'
 complete -c memctl -n '__memctl_at memctl' -a export-agent-zero -d 'Write the store as an Agent Zero memory folder (index.faiss, index.pkl, embedding.json, sha256).'
 complete -c memctl -n '__memctl_at memctl' -a import-knowledge -d 'Import knowledge folders as chunks: only new and changed files are read and embedded.'
+complete -c memctl -n '__memctl_at memctl' -a prune -d 'Remove memories matching every criterion given; they stay restorable (`restore`) unless --purge.'
+complete -c memctl -n '__memctl_at memctl' -a restore -d 'Bring deleted, replaced or pruned memories back (same id, text, area, metadata, created_at).'
+complete -c memctl -n '__memctl_at memctl' -a purge -d 'Remove history and archived memories for good, and compact the store so no trace of their text remains.'
+complete -c memctl -n '__memctl_at memctl' -a backup -d 'Write a consistent snapshot of the store to DEST while other processes may keep writing.'
+complete -c memctl -n '__memctl_at memctl' -a restore-backup -d 'Replace the store (--subdir) with a backup: checked, copied beside it, then swapped in.'
+complete -c memctl -n '__memctl_at memctl' -a stats -d 'Counts per area and source, oldest/newest, never accessed, archive, size on disk, model.'
+complete -c memctl -n '__memctl_at memctl' -a memorize -d 'Extract durable facts and solutions from transcripts, gate them, and consolidate them into the store.'
+complete -c memctl -n '__memctl_at memctl' -a consolidate -d 'Consolidate similar memories already stored (near-duplicate groups first).'
+complete -c memctl -n '__memctl_at memctl' -a behaviour -d 'The sub-store\'s behaviour rules (behaviour.md): show, adjust "TEXT" (utility model), reset, edit ($EDITOR).'
+complete -c memctl -n '__memctl_at memctl' -a migrate -d 'Copy the store (--subdir, from --store) to another backend: memories with their vectors, history, links.'
+complete -c memctl -n '__memctl_at memctl' -a recall -d 'Recall memories and solutions for MESSAGE, rendered for an agent\'s prompt.'
+complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
 
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
@@ -102,6 +131,7 @@ complete -c memctl -n '__memctl_at memctl load' -s t -l threshold -x -d 'Minimum
 complete -c memctl -n '__memctl_at memctl load' -s n -l limit -x -d 'Most results [config search_limit: 10].'
 complete -c memctl -n '__memctl_at memctl load' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl load' -s f -l filter -x -d 'Metadata filter, e.g. "\'db\' in tags".'
+complete -c memctl -n '__memctl_at memctl load' -l mode -x -d 'hybrid (vector + keyword), dense or keyword [config search_mode: hybrid].'
 
 # memctl forget
 complete -c memctl -n '__memctl_at memctl forget' -s t -l threshold -x -d 'Minimum relevance [config forget_threshold: 0.75].'
@@ -137,9 +167,10 @@ complete -c memctl -n '__memctl_at memctl history' -s n -l limit -x -d 'Most ent
 # memctl subdirs
 
 # memctl export
-complete -c memctl -n '__memctl_at memctl export' -s o -l output -x -d 'File to write (default: stdout).'
+complete -c memctl -n '__memctl_at memctl export' -s o -l output -r -F -d 'File to write (default: stdout).'
 complete -c memctl -n '__memctl_at memctl export' -l vectors -d 'Include the stored vectors (base64 float32).'
 complete -c memctl -n '__memctl_at memctl export' -s a -l area -x -a 'main fragments solutions' -d 'Only this area.'
+complete -c memctl -n '__memctl_at memctl export' -l all-subdirs -d 'Every store under the root: -o names a folder that gets one SUBDIR.jsonl per store.'
 
 # memctl import
 complete -c memctl -n '__memctl_at memctl import' -l on-conflict -x -d 'When an id exists already: skip, new-id or error.'
@@ -149,9 +180,85 @@ complete -c memctl -n '__memctl_at memctl import' -l batch-size -x -d 'Records p
 complete -c memctl -n '__memctl_at memctl reindex' -l index-only -d 'Rebuild the vector index from stored vectors; no re-embedding.'
 
 # memctl import-agent-zero
+complete -c memctl -n '__memctl_at memctl import-agent-zero' -F
 
 # memctl export-agent-zero
 complete -c memctl -n '__memctl_at memctl export-agent-zero' -l force -d 'Replace a non-empty DEST (its knowledge_import.json is kept). Stop Agent Zero first.'
+complete -c memctl -n '__memctl_at memctl export-agent-zero' -F
 
 # memctl import-knowledge
 complete -c memctl -n '__memctl_at memctl import-knowledge' -l dry-run -d 'Show what would change; change nothing.'
+complete -c memctl -n '__memctl_at memctl import-knowledge' -a '(__fish_complete_directories)'
+
+# memctl prune
+complete -c memctl -n '__memctl_at memctl prune' -l older-than -x -d 'Created more than this long ago (12h, 30d, 8w).'
+complete -c memctl -n '__memctl_at memctl prune' -l not-accessed-for -x -d 'Not returned by `load` for this long (never returned: counted from creation).'
+complete -c memctl -n '__memctl_at memctl prune' -s a -l area -x -a 'main fragments solutions' -d 'Only this area.'
+complete -c memctl -n '__memctl_at memctl prune' -l min-importance -x -d 'Metadata `importance` below this (missing: config prune_default_importance).'
+complete -c memctl -n '__memctl_at memctl prune' -l source -x -d 'knowledge (knowledge_source: true) or conversation (everything else).'
+complete -c memctl -n '__memctl_at memctl prune' -s f -l filter -x -d 'Metadata filter expression.'
+complete -c memctl -n '__memctl_at memctl prune' -l purge -d 'Do not archive: gone for good (history keeps the operation, not the text).'
+complete -c memctl -n '__memctl_at memctl prune' -l dry-run -d 'Show what would go; change nothing.'
+complete -c memctl -n '__memctl_at memctl prune' -s y -l yes -d 'Do it without asking (needed when there is no terminal).'
+
+# memctl restore
+
+# memctl purge
+complete -c memctl -n '__memctl_at memctl purge' -l older-than -x -d 'History and archived memories older than this (12h, 30d, 8w).'
+complete -c memctl -n '__memctl_at memctl purge' -l all -d 'All history and every archived memory.'
+complete -c memctl -n '__memctl_at memctl purge' -l dry-run -d 'Show what would go; change nothing.'
+complete -c memctl -n '__memctl_at memctl purge' -s y -l yes -d 'Do it without asking (needed when there is no terminal).'
+
+# memctl backup
+complete -c memctl -n '__memctl_at memctl backup' -l force -d 'Replace DEST if it is not empty.'
+complete -c memctl -n '__memctl_at memctl backup' -F
+
+# memctl restore-backup
+complete -c memctl -n '__memctl_at memctl restore-backup' -l force -d 'Replace a store that is not empty.'
+complete -c memctl -n '__memctl_at memctl restore-backup' -F
+
+# memctl stats
+complete -c memctl -n '__memctl_at memctl stats' -l all-subdirs -d 'Every store under the root.'
+
+# memctl memorize
+complete -c memctl -n '__memctl_at memctl memorize' -l batch -x -d 'A folder or glob of transcripts, memorized in name order into one store (unreadable ones are reported).'
+complete -c memctl -n '__memctl_at memctl memorize' -l dry-run -d 'Show what would change; change nothing.'
+complete -c memctl -n '__memctl_at memctl memorize' -l no-solutions -d 'Extract facts only, no solutions.'
+complete -c memctl -n '__memctl_at memctl memorize' -s a -l area -x -a 'main fragments solutions' -d 'Area for extracted facts (solutions always go to \'solutions\').'
+complete -c memctl -n '__memctl_at memctl memorize' -l recalled -r -F -d 'Memories recalled into the conversation (recall\'s block or JSON): restating them is an echo, not a new memory.'
+complete -c memctl -n '__memctl_at memctl memorize' -F
+
+# memctl consolidate
+complete -c memctl -n '__memctl_at memctl consolidate' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
+complete -c memctl -n '__memctl_at memctl consolidate' -l dry-run -d 'Show what would change; change nothing.'
+
+# memctl behaviour
+
+# memctl migrate
+complete -c memctl -n '__memctl_at memctl migrate' -l to -x -d 'postgresql://… (a database), \'embedded\' (a folder under --root) or DIR (a folder under root DIR).'
+complete -c memctl -n '__memctl_at memctl migrate' -l to-subdir -x -d 'Subdir at the destination [the same as --subdir].'
+
+# memctl recall
+complete -c memctl -n '__memctl_at memctl recall' -l history -r -F -d 'Transcript of the conversation so far (used by --query-prep).'
+complete -c memctl -n '__memctl_at memctl recall' -l format -x -d 'prompt (the block to inject), json or table.'
+complete -c memctl -n '__memctl_at memctl recall' -l query-prep -d 'Let the utility model write the search query from the message and history.'
+complete -c memctl -n '__memctl_at memctl recall' -l post-filter -d 'Let the utility model drop results that do not help with the message.'
+complete -c memctl -n '__memctl_at memctl recall' -s t -l threshold -x -d 'Minimum relevance [config search_threshold].'
+
+# Subcommands of memctl config.
+complete -c memctl -n '__memctl_at memctl config' -a show -d 'The keys set above the defaults (or, with --effective, every key) and where each value comes from.'
+complete -c memctl -n '__memctl_at memctl config' -a get -d 'Print one key\'s effective value (JSON) and, on stderr, where it comes from.'
+complete -c memctl -n '__memctl_at memctl config' -a set -d 'Set KEY to VALUE in the user or store config file (validated; other keys and comment lines kept).'
+complete -c memctl -n '__memctl_at memctl config' -a path -d 'Where the configuration files are (defaults, user file, this store\'s file).'
+
+# memctl config
+
+# memctl config show
+complete -c memctl -n '__memctl_at memctl config show' -l effective -d 'Every key, defaults included.'
+
+# memctl config get
+
+# memctl config set
+complete -c memctl -n '__memctl_at memctl config set' -l scope -x -d 'user (your config file) or store (this subdir\'s config.yaml).'
+
+# memctl config path

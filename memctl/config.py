@@ -24,6 +24,7 @@ NULLABLE_TYPES: dict[str, type] = {
     "utility_model": str,
     "utility_api_base": str,
     "utility_api_key_env": str,
+    "store_url": str,
 }
 ENV_PREFIX = "MEMCTL_"
 # Environment variables with the prefix that are not configuration keys.

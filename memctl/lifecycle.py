@@ -26,7 +26,7 @@ HEADER_KEY = "memctl_export"
 def export_lines(store: EmbeddedStore, *, with_vectors: bool = False, area: str | None = None) -> Iterator[str]:
     """The header line, then one JSON object per memory (oldest first)."""
     info = store.model_info()
-    header = {HEADER_KEY: EXPORT_FORMAT, "subdir": store.folder.name, "exported_at": now_iso(),
+    header = {HEADER_KEY: EXPORT_FORMAT, "subdir": store.name, "exported_at": now_iso(),
               "count": len(store), "vectors": with_vectors, "embedding": info if with_vectors else None}
     yield json.dumps(header, ensure_ascii=False)
     for memory, blob in store.iter_all(area=area, with_vectors=with_vectors):
@@ -209,18 +209,11 @@ def select_for_prune(store: EmbeddedStore, criteria: PruneCriteria, now: datetim
     seen_before = now - parse_duration(criteria.not_accessed_for) if criteria.not_accessed_for else None
     default_importance = float(store.config["prune_default_importance"])
     flt = store.compile(criteria.filter)
-    sql = "SELECT id, text, area, created_at, updated_at, metadata, accessed_at FROM memories"
-    args: list[Any] = []
-    if criteria.area:
-        sql += " WHERE area = ?"
-        args.append(criteria.area)
     selected: list[Memory] = []
-    for row in store.db.execute(sql + " ORDER BY seq", args):
-        memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4],
-                        metadata=json.loads(row[5]))
+    for memory, accessed_at in store.iter_with_access(area=criteria.area):
         if created_before is not None and not _before(memory.created_at, created_before):
             continue
-        if seen_before is not None and not _before(row[6] or memory.created_at, seen_before):
+        if seen_before is not None and not _before(accessed_at or memory.created_at, seen_before):
             continue
         if criteria.source is not None and is_knowledge(memory.metadata) != (criteria.source == "knowledge"):
             continue
@@ -284,6 +277,9 @@ def prune(store: EmbeddedStore, criteria: PruneCriteria, *, dry_run: bool = Fals
 
 def _forget_text(store: EmbeddedStore, ids: list[str]) -> None:
     """History keeps who did what and when for these ids, not what the text was; the archive drops them."""
+    if hasattr(store, "forget_text"):  # the PostgreSQL backend
+        store.forget_text(ids)
+        return
     marks = ",".join("?" * len(ids))
     store.db.execute(f"UPDATE history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
                      f" new_metadata = NULL WHERE memory_id IN ({marks})", ids)
@@ -480,6 +476,8 @@ def folder_size(folder: Path) -> int:
 # -- stats -------------------------------------------------------------------------------
 def store_stats(store: EmbeddedStore, subdir: str) -> dict[str, Any]:
     """Counts per area and source, timestamps, access, archive and history sizes, model, bytes."""
+    if hasattr(store, "stats"):  # the PostgreSQL backend: path is its URL (no password), bytes its rows' size
+        return {**store.stats(), "subdir": subdir}
     db = store.db
     areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
     for area, count, knowledge in db.execute(

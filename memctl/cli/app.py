@@ -12,7 +12,10 @@ from memctl.cli.state import State
 
 # Global options accepted before or after the command name (`memctl load q --json`).
 FLAGS = {"--json", "--quiet", "-q"}
-VALUED = {"--root", "--subdir", "-s"}
+VALUED = {"--root", "--subdir", "-s", "--store"}
+# Commands whose core needs the embedded store's folder or SQLite file; on PostgreSQL they exit 2.
+EMBEDDED_ONLY = {"import-agent-zero", "export-agent-zero", "import-knowledge", "restore", "purge", "backup",
+                 "restore-backup", "behaviour"}
 
 
 class GlobalOptionsGroup(TyperGroup):
@@ -74,15 +77,25 @@ def main_options(
                                               "default: the platform data dir].", show_default=False)] = None,
     subdir: Annotated[str, typer.Option("--subdir", "-s", envvar="MEMCTL_SUBDIR",
                                         help="Sub-store: an agent or 'projects/<name>'.")] = "default",
+    store: Annotated[str | None, typer.Option("--store", help="postgresql://USER:PASSWORD@HOST:PORT/DB: the stores "
+                                              "live in that database (--subdir selects one); 'embedded': folders "
+                                              "under the root [env MEMCTL_STORE; config store_url].",
+                                              show_default=False)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON document (see README).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only essential output; no diagnostics.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")] = False,
 ) -> None:
     """Global options may also follow the command name."""
+    from memctl.errors import UsageError
     from memctl.paths import validate_subdir
 
-    ctx.obj = State(root=str(root) if root else None, subdir=validate_subdir(subdir), json=json_output, quiet=quiet)
+    ctx.obj = State(root=str(root) if root else None, subdir=validate_subdir(subdir), json=json_output, quiet=quiet,
+                    store=store)
+    if ctx.invoked_subcommand in EMBEDDED_ONLY and ctx.obj.store_url():
+        raise UsageError(f"`memctl {ctx.invoked_subcommand}` works on the embedded store only, not on PostgreSQL",
+                         hint="run it with --store embedded on a folder store; `memctl migrate` copies a store "
+                              "between the two")
 
 
 def state(ctx: typer.Context) -> State:
@@ -92,7 +105,17 @@ def state(ctx: typer.Context) -> State:
 
 def register() -> None:
     """Import the command modules (each adds its commands to `app`)."""
-    from memctl.cli.commands import agent_zero, knowledge, memories, stores  # noqa: F401
+    from memctl.cli.commands import (  # noqa: F401
+        agent_zero,
+        config,
+        knowledge,
+        lifecycle,
+        memories,
+        memorize,
+        migrate,
+        recall,
+        stores,
+    )
 
 
 register()

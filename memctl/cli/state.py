@@ -16,11 +16,27 @@ class State:
     json: bool = False
     quiet: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
+    store: str | None = None  # --store: a postgresql:// URL or "embedded" (None: MEMCTL_STORE, config store_url)
 
     def open_store(self, actor: str = "cli") -> Any:
         from memctl.store import open_store
 
-        return open_store(self.root, self.subdir, overrides=self.overrides, actor=actor)
+        return open_store(self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store)
+
+    def store_url(self) -> str | None:
+        """The PostgreSQL URL the store lives at, or None for the embedded store."""
+        from memctl.store import resolve_store_url
+
+        return resolve_store_url(self.store, self.overrides)
+
+    def subdir_names(self) -> list[str]:
+        """Every store: folders under the root, or the subdirs of the PostgreSQL database."""
+        if self.store_url() is None:
+            from memctl.paths import list_subdirs, resolve_root
+
+            return list_subdirs(resolve_root(self.root))
+        with self.open_store() as store:
+            return [name for name, _ in store.subdirs()]
 
     @property
     def interactive(self) -> bool:

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
-import string
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, UsageError
-from memctl.filters import Filter, compile_filter
+from memctl.embeddings import Embedder, ModelInfo, content_hash
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, UsageError
+from memctl.filters import Filter
+from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
+    COMMON_TOKEN_SHARE,
+    RARE_TOKEN_SHARE,
+    SEARCH_MODES,
+    StoreBase,
+    check_area,
+    check_metadata,
+    iter_chunks,
+    new_id,
+)
+from memctl.store.base import json_or_none as _json_or_none
 from memctl.store.records import (
-    AREAS,
-    RESERVED_METADATA_KEYS,
     DeleteResult,
     HistoryEntry,
     Hit,
@@ -35,43 +42,11 @@ if TYPE_CHECKING:
 DB_FILE = "memories.sqlite"
 EMBEDDING_FILE = "embedding.json"
 LOCK_FILE = ".write.lock"
-_ID_ALPHABET = string.ascii_lowercase + string.digits
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
-SEARCH_MODES = ("hybrid", "dense", "keyword")
-# A query token found in at most this share of memories (and at least 3) counts as rare.
-RARE_TOKEN_SHARE = 0.002
-# A query word found in more than this share of memories is too common to rank by keyword.
-COMMON_TOKEN_SHARE = 0.1
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
 # Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
 TOUCH_WAIT = 1.0
-
-
-def new_id() -> str:
-    """10 random characters of [a-z0-9] (~51 bits; `secrets.choice` per character was 45 µs an id)."""
-    return "".join(_ID_ALPHABET[b % 36] for b in secrets.token_bytes(10))
-
-
-def check_area(area: str) -> str:
-    if area not in AREAS:
-        raise UsageError(f"unknown area {area!r}", hint=f"use one of: {', '.join(AREAS)}")
-    return area
-
-
-def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping):
-        raise UsageError("metadata must be a JSON object (key: value)")
-    bad = RESERVED_METADATA_KEYS & set(metadata)
-    if bad:
-        raise UsageError(f"metadata keys {sorted(bad)} are reserved", hint="they are columns of the memory itself")
-    try:
-        json.dumps(metadata)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"metadata is not JSON-serialisable: {exc}") from exc
-    return dict(metadata)
 
 
 def _memory(row: Sequence[Any]) -> Memory:
@@ -79,11 +54,7 @@ def _memory(row: Sequence[Any]) -> Memory:
                   metadata=json.loads(row[6]))
 
 
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
-
-
-class EmbeddedStore:
+class EmbeddedStore(StoreBase):
     """A memory store in one folder. Writers lock; readers see committed snapshots (WAL)."""
 
     def __init__(self, folder: Path, config: Config, embedder: Embedder | None = None,
@@ -115,16 +86,13 @@ class EmbeddedStore:
                              hint="restore it from a backup or export") from exc
         return db
 
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
     def close(self) -> None:
-        if isinstance(self._embedder, CachedEmbedder):
-            self._embedder.close()
+        self._close_embedder()
         self.db.close()
-
-    def __enter__(self) -> EmbeddedStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __len__(self) -> int:
         return int(self.db.execute("SELECT value FROM counters WHERE name = 'memories'").fetchone()[0])
@@ -195,13 +163,6 @@ class EmbeddedStore:
         )
 
     # -- embeddings ----------------------------------------------------------------------
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            cache = self._cache_dir if self.config["embedding_cache"] else None
-            self._embedder = make_embedder(self.config, cache)
-        return self._embedder
-
     def model_info(self) -> dict[str, Any] | None:
         path = self.folder / EMBEDDING_FILE
         if not path.is_file():
@@ -211,10 +172,6 @@ class EmbeddedStore:
         except (OSError, ValueError) as exc:
             raise StoreError(f"{path} is unreadable: {exc}", hint="run `memctl reindex` to rewrite it") from exc
         return data if isinstance(data, dict) else None
-
-    def dimension(self) -> int | None:
-        info = self.model_info()
-        return int(info["dimension"]) if info and info.get("dimension") else None
 
     def check_model(self, info: ModelInfo | None = None) -> None:
         """Refuse to mix vectors of different models in one store."""
@@ -231,15 +188,6 @@ class EmbeddedStore:
                 f"{stored.get('provider')}:{stored.get('model')}, but the configured model is {info.label()}",
                 hint="run `memctl reindex` to re-embed it with the configured model, or change embedding_model back",
             )
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.check_model()
-        vectors = self.embedder.embed(texts)
-        dim = self.dimension()
-        if dim is not None and len(self) and vectors.shape[1] != dim:
-            raise ModelMismatchError(f"embedding dimension {vectors.shape[1]} differs from the store's {dim}",
-                                     hint="run `memctl reindex`")
-        return vectors
 
     def _record_model(self, info: ModelInfo, dimension: int) -> None:
         if self.model_info() != {"provider": info.provider, "model": info.model, "dimension": int(dimension)}:
@@ -329,12 +277,6 @@ class EmbeddedStore:
         ]
         return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
 
-    @staticmethod
-    def _check_text(text: Any) -> str:
-        if not isinstance(text, str) or not text.strip():
-            raise UsageError("memory text is empty", hint="pass the text to store")
-        return text
-
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
                        links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
@@ -386,17 +328,6 @@ class EmbeddedStore:
                 for rid in inserted:
                     self._link(parents, rid, kind)
         return inserted
-
-    def _keywords(self, metadata: Mapping[str, Any]) -> str:
-        """Metadata values indexed for keyword search only (config keyword_metadata_keys)."""
-        values: list[str] = []
-        for key in self.config["keyword_metadata_keys"]:
-            value = metadata.get(key)
-            if isinstance(value, list):
-                values += [str(v) for v in value if isinstance(v, str | int | float)]
-            elif isinstance(value, str | int | float) and not isinstance(value, bool):
-                values.append(str(value))
-        return " ".join(values)
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -463,11 +394,6 @@ class EmbeddedStore:
                 f" metadata, vector, ?, ?, ?, ? FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
                 (model, stamp, op, actor or self.actor, *chunk),
             )
-
-    @property
-    def cache_dir(self) -> Path | None:
-        """The embedding cache folder (shared by the stores of one root), if any."""
-        return self._cache_dir
 
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
         """Record that `ids` were just read (accessed_at, for prune --not-accessed-for).
@@ -536,13 +462,6 @@ class EmbeddedStore:
                 found[row[1]] = _memory(row)
         return [found[i] for i in ids if i in found]
 
-    def get_one(self, memory_id: str) -> Memory:
-        got = self.get([memory_id])
-        if not got:
-            raise NotFoundError(f"no memory with id {memory_id!r} in store {self.folder.name!r}",
-                                hint="`memctl list` shows the ids")
-        return got[0]
-
     def find_exact(self, text: str, area: str | None = None) -> list[Memory]:
         sql = f"SELECT {_COLUMNS} FROM memories WHERE content_hash = ? AND text = ?"
         args: list[Any] = [content_hash(text), text]
@@ -561,11 +480,6 @@ class EmbeddedStore:
             memory = _memory(row)
             if flt is None or flt.matches(memory.filter_names()):
                 yield row[0], memory
-
-    def compile(self, filter: str | Filter | None) -> Filter | None:
-        if filter is None or isinstance(filter, Filter):
-            return filter
-        return compile_filter(filter, max_length=int(self.config["filter_max_length"]))
 
     def list(self, *, area: str | None = None, filter: str | Filter | None = None,
              limit: int = 20, offset: int = 0) -> tuple[list[Memory], int]:
@@ -589,6 +503,29 @@ class EmbeddedStore:
         while batch := cursor.fetchmany(1000):
             for row in batch:
                 yield _memory(row), (row[7] if with_vectors else None)
+
+    def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
+        """Every memory (oldest first) with when `load` last returned it (None: never)."""
+        sql = f"SELECT {_COLUMNS}, accessed_at FROM memories"
+        args = [check_area(area)] if area else []
+        cursor = self.db.execute(sql + (" WHERE area = ?" if area else "") + " ORDER BY seq", args)
+        while batch := cursor.fetchmany(1000):
+            for row in batch:
+                yield _memory(row), row[7]
+
+    def links(self) -> list[tuple[str, str, str, str]]:
+        """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
+        return [tuple(r) for r in self.db.execute(
+            "SELECT parent_id, child_id, kind, created_at FROM links ORDER BY created_at, parent_id, child_id")]
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Copy history entries (oldest first) as they are: op, actor and time kept (`memctl migrate`)."""
+        with self._write() as db:
+            db.executemany(
+                "INSERT INTO history (memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(e.memory_id, e.op, e.actor, e.at, e.area, e.old_text, e.new_text, _json_or_none(e.old_metadata),
+                  _json_or_none(e.new_metadata)) for e in entries])
 
     def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
         sql = "SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata FROM history"
@@ -617,61 +554,16 @@ class EmbeddedStore:
             return np.array([r[0] for r in rows], dtype=np.int64)
         return np.array([seq for seq, _ in self._rows(area, flt)], dtype=np.int64)
 
-    def search(self, query: str, limit: int = 10, threshold: float = 0.7, area: str | None = None,
-               filter: str | Filter | None = None, mode: str = "hybrid") -> list[Hit]:
-        """Best matches at or above threshold.
+    def _keyword_pairs(self, query: str, k: int, area: str | None, only: Any,
+                       common_df: int) -> list[tuple[int, float]]:
+        from memctl.store.keyword import keyword_search
 
-        mode "dense": vector similarity, ordered by relevance. "keyword": FTS5 BM25 order.
-        "hybrid" (default): both lists fused by reciprocal rank. In every mode `score` is the
-        relevance (1 + cosine) / 2 and a result needs score >= threshold — except a keyword match
-        on a rare identifier in the query (a word with a digit, or capitalised mid-sentence — an
-        order number, a port, a surname — found in few memories), which dense similarity often
-        misses: it ranks first and is kept whatever its score.
-        """
-        if mode not in SEARCH_MODES:
-            raise UsageError(f"search mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
-        flt = self.compile(filter)
-        if area is not None:
-            check_area(area)
-        query = self._check_text(query)
-        if len(self) == 0:
-            return []
-        vector = self._embed_query(query)
-        if mode == "dense":
-            return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
-        return self._search_fused(query, vector, limit, threshold, area, flt, use_dense=mode == "hybrid")
+        return keyword_search(self.db, query, k, area, only, common_df=common_df)
 
-    def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
-                      flt: Filter | None, *, use_dense: bool) -> list[Hit]:
-        from memctl.store.keyword import count_tokens, identifier_tokens, keyword_search, rare_tokens
+    def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
+        from memctl.store.keyword import rare_tokens
 
-        only = self._candidates(area, flt)
-        if only is not None and len(only) == 0:
-            return []
-        depth = max(limit * 3, int(self.config["hybrid_candidates"]))
-        dense = self._dense_pairs(vector, depth, only) if use_dense else []
-        keyword = keyword_search(self.db, query, depth, area if flt is None else None,
-                                 only if flt is not None else None, common_df=int(len(self) * COMMON_TOKEN_SHARE))
-        if keyword and use_dense:  # weak keyword matches (a fraction of the best BM25) only add noise
-            gate = float(self.config["hybrid_keyword_gate"]) * keyword[0][1]
-            keyword = [(seq, bm) for seq, bm in keyword if bm >= gate]
-        scores = {seq: relevance(ip) for seq, ip in dense}
-        scores.update(self._relevance_of([seq for seq, _ in keyword if seq not in scores], vector))
-        k0 = float(self.config["hybrid_rrf_k"])
-        fused: dict[int, float] = {}
-        for weight, ranked in ((float(self.config["hybrid_dense_weight"]), dense),
-                               (float(self.config["hybrid_keyword_weight"]), keyword)):
-            for rank, (seq, _) in enumerate(ranked):
-                fused[seq] = fused.get(seq, 0.0) + weight / (k0 + rank + 1)
-        total = len(self)
-        rare = rare_tokens(self.db, identifier_tokens(query), max(3, int(total * RARE_TOKEN_SHARE)))
-        from_keyword = {seq for seq, _ in keyword}
-        hits = self._seq_hits([(seq, scores.get(seq, 0.0)) for seq in fused])
-        # A memory holding a rare query token (an order number, a surname) is what the user asked for:
-        # it ranks first and passes the threshold whatever its vector similarity.
-        rare_hits = {seq: count_tokens(h.text, rare) if seq in from_keyword else 0 for seq, h in hits}
-        hits.sort(key=lambda pair: (-rare_hits[pair[0]], -fused[pair[0]], -pair[1].score))
-        return [h for seq, h in hits if h.score >= threshold or rare_hits[seq]][:limit]
+        return rare_tokens(self.db, tokens, max_df)
 
     def _dense_pairs(self, vector: np.ndarray, k: int, only: np.ndarray | None) -> list[tuple[int, float]]:
         index = self.vector_index()
@@ -702,15 +594,6 @@ class EmbeddedStore:
                                      hint="run `memctl reindex`")
         return vector
 
-    def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
-                      area: str | None = None, filter: str | Filter | None = None) -> list[Hit]:
-        """Dense search with a query vector, ordered by relevance."""
-        only = self._candidates(area, self.compile(filter))
-        if only is not None and len(only) == 0:
-            return []
-        pairs = [(seq, relevance(ip)) for seq, ip in self._dense_pairs(vector, limit, only)]
-        return self._hits([(seq, score) for seq, score in pairs if score >= threshold])
-
     def _exact_search(self, vector: np.ndarray, k: int, only: np.ndarray) -> list[tuple[int, float]]:
         import numpy as np
 
@@ -729,24 +612,6 @@ class EmbeddedStore:
         scores = vectors_from_blobs(blobs, len(vector)) @ vector.astype(np.float32)
         top = np.argsort(-scores, kind="stable")[:k]
         return [(seqs[i], float(scores[i])) for i in top]
-
-    def search_all_above(self, query: str, threshold: float, area: str | None = None,
-                         filter: str | Filter | None = None) -> list[Hit]:
-        """Every memory at or above threshold, however many (no silent cap)."""
-        flt = self.compile(filter)
-        query = self._check_text(query)
-        if len(self) == 0:
-            return []
-        vector = self._embed_query(query)
-        k = 64
-        while True:
-            hits = self.search_vector(vector, limit=k, threshold=threshold, area=area, filter=flt)
-            if len(hits) < k or k >= len(self):
-                return hits
-            k *= 4
-
-    def _hits(self, pairs: list[tuple[int, float]]) -> list[Hit]:
-        return [hit for _, hit in self._seq_hits(pairs)]
 
     def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
         """(seq, Hit) for the pairs whose rows still exist, in the given order."""
@@ -840,13 +705,3 @@ class EmbeddedStore:
             busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         return not busy
 
-
-def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk

@@ -147,13 +147,13 @@ def restore_backup(
 def stats(ctx: typer.Context, all_subdirs: AllSubdirsOpt = False) -> None:
     """Counts per area and source, oldest/newest, never accessed, archive, size on disk, model."""
     from memctl.lifecycle import store_stats
-    from memctl.paths import list_subdirs, resolve_root
+    from memctl.paths import resolve_root
 
     st = state(ctx)
     root = resolve_root(st.root)
     rows = []
-    for name in list_subdirs(root) if all_subdirs else [st.subdir]:
-        with State(st.root, name, overrides=st.overrides).open_store() as store:
+    for name in st.subdir_names() if all_subdirs else [st.subdir]:
+        with State(st.root, name, overrides=st.overrides, store=st.store).open_store() as store:
             rows.append(store_stats(store, name))
     emit(st, {"root": str(root), "stores": rows}, lambda c: c.print(_stats_table(rows)))
 

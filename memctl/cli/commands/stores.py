@@ -10,6 +10,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.render import emit, info, progress
+from memctl.cli.state import State
 from memctl.errors import StoreError, UsageError
 
 
@@ -21,6 +22,8 @@ def subdirs(ctx: typer.Context) -> None:
     from memctl.paths import list_subdirs, resolve_root
 
     st = state(ctx)
+    if st.store_url() is not None:
+        return _subdirs_postgres(st)
     root = resolve_root(st.root)
     rows = []
     for name in list_subdirs(root):
@@ -42,6 +45,15 @@ def subdirs(ctx: typer.Context) -> None:
         console.print(table)  # type: ignore[attr-defined]
 
     emit(st, {"root": str(root), "subdirs": rows}, human)
+
+
+def _subdirs_postgres(st: State) -> None:
+    """The stores of a PostgreSQL database: `root` and `path` name it (no password) instead of folders."""
+    with st.open_store() as store:
+        where = store.location.rsplit("#", 1)[0]
+        rows = [{"name": name, "count": count, "path": f"{where}#{name}"} for name, count in store.subdirs()]
+    emit(st, {"root": where, "subdirs": rows},
+         lambda c: c.print("\n".join(f"{r['name']}\t{r['count']}" for r in rows) or f"no stores in {where}"))
 
 
 @app.command()
@@ -85,6 +97,9 @@ def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: st
     st = state(ctx)
     if output is None or str(output) == "-":
         raise UsageError("--all-subdirs needs -o DIR", hint="e.g. memctl export --all-subdirs -o exports/")
+    if st.store_url() is not None:
+        raise UsageError("export --all-subdirs exports the folder stores under the root, not PostgreSQL",
+                         hint="export each subdir (`memctl subdirs` lists them) with `memctl -s NAME export -o FILE`")
     root = resolve_root(st.root)
     written = export_all(root, output, lambda name: State(st.root, name, overrides=st.overrides).open_store(),
                          with_vectors=vectors, area=area)

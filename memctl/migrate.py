@@ -1,0 +1,98 @@
+"""`memctl migrate`: copy a store between backends (embedded folder <-> PostgreSQL), vectors and history kept.
+
+Core only (no typer/rich). The copy is one transaction on the destination: it lands whole or not
+at all. Ids, texts, areas, metadata, timestamps and vectors are copied as they are (nothing is
+re-embedded), then the source's history (op, actor and time kept) and provenance links; each
+copied memory also gets a `migrate` history entry. Archived memories and access times stay behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from memctl.embeddings import ModelInfo
+from memctl.errors import NotFoundError, StoreError, UsageError
+from memctl.store.base import iter_chunks
+
+BATCH = 2000
+
+
+@dataclass
+class MigrateReport:
+    count: int = 0
+    history: int = 0
+    links: int = 0
+    model: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def destination(to: str, root: str | None) -> tuple[str, str | None]:
+    """`--to` as (store argument of open_store, root): a PostgreSQL URL, 'embedded' (--root), or a root DIR."""
+    from memctl.store.postgres import is_postgres_url
+
+    if is_postgres_url(to):
+        return to, root
+    if to == "embedded":
+        return "embedded", root
+    if "://" in to or not to.strip():
+        raise UsageError(f"--to {to.split('@')[-1]!r} is neither a postgresql:// URL, 'embedded' nor a folder")
+    return "embedded", to
+
+
+def describe(store: str | None, root: str | None, subdir: str, overrides: dict[str, Any] | None = None,
+             *, must_exist: bool = False) -> str:
+    """Where a store is, for messages and the JSON document (a URL without its password, or the folder)."""
+    from memctl.paths import resolve_root, store_dir
+    from memctl.store import resolve_store_url
+    from memctl.store.postgres import redact
+
+    url = resolve_store_url(store, overrides)
+    if url is not None:
+        return f"{redact(url)}#{subdir}"
+    folder = store_dir(resolve_root(root), subdir)
+    if must_exist and not (folder / "memories.sqlite").is_file():
+        raise NotFoundError(f"there is no store at {folder}", hint="check --root and --subdir (`memctl subdirs`)")
+    return str(folder)
+
+
+def migrate_store(source: Any, dest: Any, *, progress: Callable[[int, int], None] | None = None) -> MigrateReport:
+    """Copy every memory (with its vector), the history and the links of `source` into the empty `dest`."""
+    import numpy as np
+
+    held = len(dest)
+    if held:
+        raise UsageError(f"the destination store {dest.name!r} already holds {held} memories; nothing was copied",
+                         hint="migrate into a new subdir (--to-subdir NAME), or empty the destination first")
+    stored = source.model_info()
+    total = len(source)
+    if total and not stored:
+        raise StoreError(f"store {source.name!r} has memories but no recorded embedding model",
+                         hint="run `memctl reindex` on it first")
+    info = ModelInfo(stored["provider"], stored["model"]) if stored else None
+    dimension = int(stored["dimension"]) if stored else 0
+    report = MigrateReport(model=stored)
+    history = list(reversed(source.history()))  # oldest first, as they happened
+    links = source.links()
+    with dest.transaction():
+        dest.append_history(history)
+        report.history = len(history)
+        for batch in iter_chunks(source.iter_all(with_vectors=True), BATCH):
+            vectors = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in batch])
+            if vectors.shape[1] != dimension:
+                raise StoreError(f"a stored vector of {batch[0][0].id!r} has {vectors.shape[1]} dimensions, "
+                                 f"the store says {dimension}", hint="run `memctl reindex` on the source first")
+            dest.insert_records([memory.to_dict() for memory, _ in batch], vectors, info, actor="migrate",
+                                op="migrate", on_conflict="error")
+            report.count += len(batch)
+            if progress:
+                progress(report.count, total)
+        for parent, child, kind, _ in links:
+            dest.link([parent], child, kind)
+        report.links = len(links)
+    if report.count:
+        dest.rebuild_index()  # embedded: write index.faiss now; PostgreSQL: make sure the HNSW index exists
+    return report

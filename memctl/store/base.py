@@ -1,0 +1,298 @@
+"""What every store backend shares: validation, ids, the search pipeline and hybrid fusion.
+
+A backend (EmbeddedStore, PostgresStore) supplies the primitives — candidate rows allowed by an
+area/filter, dense and keyword rankings over them, rows for keys — and inherits the rest, so
+both answer a search the same way: filters before the top-k cut, reciprocal-rank fusion, the
+keyword gate, the rare-token rule and `score` = relevance. Rows are addressed by an integer key
+(`seq`) that is unique within the backend.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, make_embedder
+from memctl.errors import ModelMismatchError, NotFoundError, UsageError
+from memctl.filters import Filter, compile_filter
+from memctl.store.records import AREAS, RESERVED_METADATA_KEYS, Hit, Memory, relevance
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memctl.config import Config
+
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+SEARCH_MODES = ("hybrid", "dense", "keyword")
+# A query token found in at most this share of memories (and at least 3) counts as rare.
+RARE_TOKEN_SHARE = 0.002
+# A query word found in more than this share of memories is too common to rank by keyword.
+COMMON_TOKEN_SHARE = 0.1
+
+
+def new_id() -> str:
+    """10 random characters of [a-z0-9] (~51 bits; `secrets.choice` per character was 45 µs an id)."""
+    return "".join(_ID_ALPHABET[b % 36] for b in secrets.token_bytes(10))
+
+
+def check_area(area: str) -> str:
+    if area not in AREAS:
+        raise UsageError(f"unknown area {area!r}", hint=f"use one of: {', '.join(AREAS)}")
+    return area
+
+
+def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise UsageError("metadata must be a JSON object (key: value)")
+    bad = RESERVED_METADATA_KEYS & set(metadata)
+    if bad:
+        raise UsageError(f"metadata keys {sorted(bad)} are reserved", hint="they are columns of the memory itself")
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"metadata is not JSON-serialisable: {exc}") from exc
+    return dict(metadata)
+
+
+def json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def keywords_of(config: Config, metadata: Mapping[str, Any]) -> str:
+    """Metadata values indexed for keyword search only (config keyword_metadata_keys)."""
+    values: list[str] = []
+    for key in config["keyword_metadata_keys"]:
+        value = metadata.get(key)
+        if isinstance(value, list):
+            values += [str(v) for v in value if isinstance(v, str | int | float)]
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
+            values.append(str(value))
+    return " ".join(values)
+
+
+def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def rrf_fuse(rankings: Sequence[tuple[float, Sequence[tuple[int, float]]]], k0: float) -> dict[int, float]:
+    """Reciprocal rank fusion: key -> sum over rankings of weight / (k0 + rank), rank from 1."""
+    fused: dict[int, float] = {}
+    for weight, ranked in rankings:
+        for rank, (key, _) in enumerate(ranked):
+            fused[key] = fused.get(key, 0.0) + weight / (k0 + rank + 1)
+    return fused
+
+
+def gate_keyword(keyword: list[tuple[int, float]], gate: float) -> list[tuple[int, float]]:
+    """Keyword matches weaker than `gate` × the best one only add noise to a fusion."""
+    if not keyword:
+        return keyword
+    bound = gate * keyword[0][1]
+    return [(key, score) for key, score in keyword if score >= bound]
+
+
+class StoreBase:
+    """The backend-neutral half of a store. Subclasses set config, actor, _embedder, _cache_dir."""
+
+    config: Config
+    actor: str
+    _embedder: Embedder | None
+    _cache_dir: Path | None
+
+    # -- to be provided by a backend ----------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The store's name in messages (its subdir)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _is_empty(self) -> bool:
+        return len(self) == 0
+
+    def model_info(self) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def check_model(self, info: ModelInfo | None = None) -> None:
+        raise NotImplementedError
+
+    def get(self, ids: Sequence[str]) -> list[Memory]:
+        raise NotImplementedError
+
+    def _embed_query(self, query: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def _candidates(self, area: str | None, flt: Filter | None) -> Collection[int] | None:
+        """Keys allowed by area/filter (None = all). Applied before the top-k cut."""
+        raise NotImplementedError
+
+    def _dense_pairs(self, vector: np.ndarray, k: int, only: Collection[int] | None) -> list[tuple[int, float]]:
+        """Top-k (key, inner product) among `only` (None: all), best first."""
+        raise NotImplementedError
+
+    def _relevance_of(self, keys: list[int], vector: np.ndarray) -> dict[int, float]:
+        raise NotImplementedError
+
+    def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
+                       common_df: int) -> list[tuple[int, float]]:
+        """Top-k (key, keyword score; higher is better) among memories in `area` / `only`."""
+        raise NotImplementedError
+
+    def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
+        raise NotImplementedError
+
+    def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
+        """(key, Hit) for the pairs whose rows still exist, in the given order."""
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _close_embedder(self) -> None:
+        if isinstance(self._embedder, CachedEmbedder):
+            self._embedder.close()
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            cache = self._cache_dir if self.config["embedding_cache"] else None
+            self._embedder = make_embedder(self.config, cache)
+        return self._embedder
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """The embedding cache folder (shared by the stores of one root), if any."""
+        return self._cache_dir
+
+    def dimension(self) -> int | None:
+        info = self.model_info()
+        return int(info["dimension"]) if info and info.get("dimension") else None
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.check_model()
+        vectors = self.embedder.embed(texts)
+        dim = self.dimension()
+        if dim is not None and not self._is_empty() and vectors.shape[1] != dim:
+            raise ModelMismatchError(f"embedding dimension {vectors.shape[1]} differs from the store's {dim}",
+                                     hint="run `memctl reindex`")
+        return vectors
+
+    @staticmethod
+    def _check_text(text: Any) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("memory text is empty", hint="pass the text to store")
+        return text
+
+    def _keywords(self, metadata: Mapping[str, Any]) -> str:
+        return keywords_of(self.config, metadata)
+
+    def compile(self, filter: str | Filter | None) -> Filter | None:
+        if filter is None or isinstance(filter, Filter):
+            return filter
+        return compile_filter(filter, max_length=int(self.config["filter_max_length"]))
+
+    def get_one(self, memory_id: str) -> Memory:
+        got = self.get([memory_id])
+        if not got:
+            raise NotFoundError(f"no memory with id {memory_id!r} in store {self.name!r}",
+                                hint="`memctl list` shows the ids")
+        return got[0]
+
+    def search(self, query: str, limit: int = 10, threshold: float = 0.7, area: str | None = None,
+               filter: str | Filter | None = None, mode: str = "hybrid") -> list[Hit]:
+        """Best matches at or above threshold.
+
+        mode "dense": vector similarity, ordered by relevance. "keyword": keyword-index order (BM25
+        embedded, ts_rank_cd on PostgreSQL). "hybrid" (default): both lists fused by reciprocal rank.
+        In every mode `score` is the relevance (1 + cosine) / 2 and a result needs score >= threshold
+        — except a keyword match on a rare identifier in the query (a word with a digit, or
+        capitalised mid-sentence — an order number, a port, a surname — found in few memories),
+        which dense similarity often misses: it ranks first and is kept whatever its score.
+        """
+        if mode not in SEARCH_MODES:
+            raise UsageError(f"search mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
+        flt = self.compile(filter)
+        if area is not None:
+            check_area(area)
+        query = self._check_text(query)
+        if self._is_empty():
+            return []
+        vector = self._embed_query(query)
+        if mode == "dense":
+            return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+        return self._search_fused(query, vector, limit, threshold, area, flt, use_dense=mode == "hybrid")
+
+    def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
+                      flt: Filter | None, *, use_dense: bool) -> list[Hit]:
+        from memctl.store.keyword import count_tokens, identifier_tokens
+
+        only = self._candidates(area, flt)
+        if only is not None and len(only) == 0:
+            return []
+        total = len(self)
+        depth = max(limit * 3, int(self.config["hybrid_candidates"]))
+        dense = self._dense_pairs(vector, depth, only) if use_dense else []
+        keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
+                                      int(total * COMMON_TOKEN_SHARE))
+        if use_dense:
+            keyword = gate_keyword(keyword, float(self.config["hybrid_keyword_gate"]))
+        scores = {key: relevance(ip) for key, ip in dense}
+        scores.update(self._relevance_of([key for key, _ in keyword if key not in scores], vector))
+        fused = rrf_fuse([(float(self.config["hybrid_dense_weight"]), dense),
+                          (float(self.config["hybrid_keyword_weight"]), keyword)], float(self.config["hybrid_rrf_k"]))
+        rare = self._rare_tokens(identifier_tokens(query), max(3, int(total * RARE_TOKEN_SHARE)))
+        from_keyword = {key for key, _ in keyword}
+        hits = self._seq_hits([(key, scores.get(key, 0.0)) for key in fused])
+        # A memory holding a rare query token (an order number, a surname) is what the user asked for:
+        # it ranks first and passes the threshold whatever its vector similarity.
+        rare_hits = {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits}
+        hits.sort(key=lambda pair: (-rare_hits[pair[0]], -fused[pair[0]], -pair[1].score))
+        return [h for key, h in hits if h.score >= threshold or rare_hits[key]][:limit]
+
+    def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
+                      area: str | None = None, filter: str | Filter | None = None) -> list[Hit]:
+        """Dense search with a query vector, ordered by relevance."""
+        only = self._candidates(area, self.compile(filter))
+        if only is not None and len(only) == 0:
+            return []
+        pairs = [(key, relevance(ip)) for key, ip in self._dense_pairs(vector, limit, only)]
+        return self._hits([(key, score) for key, score in pairs if score >= threshold])
+
+    def search_all_above(self, query: str, threshold: float, area: str | None = None,
+                         filter: str | Filter | None = None) -> list[Hit]:
+        """Every memory at or above threshold, however many (no silent cap)."""
+        flt = self.compile(filter)
+        query = self._check_text(query)
+        if self._is_empty():
+            return []
+        vector = self._embed_query(query)
+        k = 64
+        while True:
+            hits = self.search_vector(vector, limit=k, threshold=threshold, area=area, filter=flt)
+            if len(hits) < k or k >= len(self):
+                return hits
+            k *= 4
+
+    def _hits(self, pairs: list[tuple[int, float]]) -> list[Hit]:
+        return [hit for _, hit in self._seq_hits(pairs)]

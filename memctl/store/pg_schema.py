@@ -1,0 +1,144 @@
+"""Named, ordered schema migrations of the PostgreSQL backend (applied on first use, each once).
+
+Every table carries `subdir`, so one database serves many stores. The first users of a new
+database may start at the same moment: migrations run in one transaction under a transaction-
+level advisory lock, so the second waits and then finds them applied.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memctl.errors import StoreError
+
+# pg_advisory_xact_lock key of memctl's schema changes (also taken to create a vector index).
+LOCK_KEY = 0x6D656D63746C  # "memctl"
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", """
+CREATE EXTENSION IF NOT EXISTS vector;
+
+-- One row per store: the model its vectors come from, and the state of an unfinished reindex.
+CREATE TABLE memctl_stores (
+    subdir TEXT PRIMARY KEY,
+    provider TEXT,
+    model TEXT,
+    dimension INTEGER,
+    reindex JSONB,
+    created_at TEXT NOT NULL
+);
+
+CREATE TABLE memctl_memories (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    subdir TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    area TEXT NOT NULL,
+    created_at TEXT NOT NULL,               -- ISO 8601 with offset, as the embedded store keeps them
+    updated_at TEXT NOT NULL,
+    accessed_at TEXT,
+    metadata JSON NOT NULL DEFAULT '{}',    -- json, not jsonb: keys keep their order
+    keywords TEXT NOT NULL DEFAULT '',      -- metadata values for keyword search (keyword_metadata_keys)
+    vector vector NOT NULL,                 -- any dimension; one HNSW index per dimension in use
+    content_hash TEXT NOT NULL,
+    -- Punctuation splits words, as in the embedded store's FTS5 (otherwise INC-46215 indexes as -46215).
+    tsv tsvector GENERATED ALWAYS AS (
+        to_tsvector('english'::regconfig, regexp_replace(text || ' ' || keywords, '[[:punct:]]', ' ', 'g'))) STORED,
+    CONSTRAINT memctl_memories_subdir_id UNIQUE (subdir, id)
+);
+CREATE INDEX memctl_memories_created ON memctl_memories (subdir, created_at, seq);
+CREATE INDEX memctl_memories_area ON memctl_memories (subdir, area);
+CREATE INDEX memctl_memories_hash ON memctl_memories (subdir, content_hash);
+CREATE INDEX memctl_memories_tsv ON memctl_memories USING gin (tsv);
+
+CREATE TABLE memctl_history (
+    hid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    subdir TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    op TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    at TEXT NOT NULL,
+    area TEXT,
+    old_text TEXT,
+    new_text TEXT,
+    old_metadata JSON,
+    new_metadata JSON
+);
+CREATE INDEX memctl_history_memory ON memctl_history (subdir, memory_id, hid);
+CREATE INDEX memctl_history_at ON memctl_history (subdir, at);
+
+-- Provenance: child_id was derived from parent_id (consolidation, ...); delete cascades through it.
+CREATE TABLE memctl_links (
+    subdir TEXT NOT NULL,
+    parent_id TEXT NOT NULL,
+    child_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (subdir, parent_id, child_id, kind)
+);
+CREATE INDEX memctl_links_child ON memctl_links (subdir, child_id);
+
+-- The last removed version of each deleted/replaced/pruned memory, vector included.
+CREATE TABLE memctl_archive (
+    subdir TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    area TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    accessed_at TEXT,
+    metadata JSON NOT NULL DEFAULT '{}',
+    vector vector,
+    model TEXT,
+    archived_at TEXT NOT NULL,
+    op TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    PRIMARY KEY (subdir, id)
+);
+CREATE INDEX memctl_archive_at ON memctl_archive (subdir, archived_at);
+"""),
+]
+
+
+def apply_pg_migrations(conn: Any) -> list[str]:
+    """Apply pending migrations in order, all in one transaction under the advisory lock."""
+    import psycopg
+
+    known = [name for name, _ in MIGRATIONS]
+    if _applied(conn) == set(known):
+        return []  # the usual case: no lock taken
+    applied: list[str] = []
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            conn.execute("CREATE TABLE IF NOT EXISTS memctl_migrations"
+                         " (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            done = _applied(conn)
+            unknown = sorted(done - set(known))
+            if unknown:
+                raise StoreError(f"the database has memctl migrations this memctl does not know: {unknown}",
+                                 hint="upgrade memctl")
+            for name, sql in MIGRATIONS:
+                if name in done:
+                    continue
+                conn.execute(sql)
+                conn.execute("INSERT INTO memctl_migrations (name) VALUES (%s)", (name,))
+                applied.append(name)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StoreError(f"cannot create memctl's tables: {str(exc).strip()}",
+                         hint="the pgvector extension must be created once by a superuser (`CREATE EXTENSION vector;` "
+                              "in this database), and memctl's user needs CREATE on its schema") from exc
+    except psycopg.errors.FeatureNotSupported as exc:
+        raise StoreError(f"cannot create memctl's tables: {str(exc).strip()}",
+                         hint="install pgvector >= 0.5 on the server (HNSW indexes)") from exc
+    except psycopg.errors.UndefinedFile as exc:
+        raise StoreError(f"the server has no pgvector extension: {str(exc).strip()}",
+                         hint="install pgvector on the server (https://github.com/pgvector/pgvector)") from exc
+    return applied
+
+
+def _applied(conn: Any) -> set[str]:
+    # In the schema memctl creates tables in (the first of search_path), not one further down the path.
+    if conn.execute("SELECT to_regclass(format('%I.memctl_migrations', current_schema()))").fetchone()[0] is None:
+        return set()
+    return {row[0] for row in conn.execute("SELECT name FROM memctl_migrations")}

@@ -1,0 +1,809 @@
+"""The PostgreSQL + pgvector backend: many agents on many machines share one database.
+
+One database (or one schema of it: `?options=-csearch_path%3Dmemctl,public`) holds every store;
+a store is the rows of one `subdir`. Vectors live in a pgvector column with an HNSW index
+(inner product) per dimension; keyword search is PostgreSQL full-text search (a generated
+tsvector column under a GIN index, ranked by ts_rank_cd) fed into the same fusion as the
+embedded store (memctl/store/base.py). Writers use ordinary transactions and row locks — no
+store-wide lock — so any number of processes can write at once; ids are unique per subdir by a
+constraint. The schema is created and migrated on first use (memctl/store/pg_schema.py).
+
+psycopg and pgvector are imported here only, so the embedded path never loads them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from memctl.embeddings import Embedder, ModelInfo, content_hash
+from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
+from memctl.filters import Filter
+from memctl.store.base import StoreBase, check_area, check_metadata, new_id
+from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory, now_iso, relevance
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memctl.config import Config
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+# Seconds to wait for the server before giving up (a URL's own connect_timeout wins).
+CONNECT_TIMEOUT = 3
+# Below this many memories in a store (or candidates after a filter), dense search is exact:
+# a sequential scan of that many vectors is fast, and exact beats any approximate index.
+EXACT_MAX = 10_000
+EXACT_FILTERED_MAX = 200_000
+# Seconds `touch` (access times after `load`) waits for a row lock before skipping.
+TOUCH_WAIT = 1.0
+HNSW_EF_SEARCH = 100
+_COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
+_TS_CONFIG = "english"
+
+
+def is_postgres_url(value: str | None) -> bool:
+    return bool(value) and str(value).startswith(URL_SCHEMES)
+
+
+def redact(url: str) -> str:
+    """The URL as it may appear in a message: no password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - a malformed URL is reported by the connect that follows
+        return url.split("@")[-1] if "@" in url else url
+    host = info.get("host") or "localhost"
+    port = info.get("port") or "5432"
+    user = f"{info['user']}@" if info.get("user") else ""
+    return f"postgresql://{user}{host}:{port}/{info.get('dbname') or ''}"
+
+
+def connect(url: str, *, lock_timeout: float | None = None) -> Any:
+    """An autocommit connection with pgvector registered and the schema migrated."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from memctl.store.pg_schema import apply_pg_migrations
+
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise UsageError(f"--store {redact(url)!r} is not a valid PostgreSQL URL: {exc}",
+                         hint="postgresql://USER:PASSWORD@HOST:PORT/DBNAME") from exc
+    extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+    try:
+        conn = psycopg.connect(url, autocommit=True, application_name="memctl", **extra)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to PostgreSQL at {redact(url)}: {_first_line(exc)}",
+                         hint="check the host, port, user and password in --store / MEMCTL_STORE / store_url, "
+                              "and that the server accepts connections from this machine") from exc
+    try:
+        apply_pg_migrations(conn)
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        if lock_timeout is not None:
+            conn.execute(f"SET lock_timeout = {int(lock_timeout * 1000)}")
+        _set_optional(conn, "hnsw.iterative_scan", "strict_order")  # filters keep k results (pgvector >= 0.8)
+        _set_optional(conn, "hnsw.ef_search", str(HNSW_EF_SEARCH))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _set_optional(conn: Any, name: str, value: str) -> None:
+    import psycopg
+
+    try:
+        conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+    except psycopg.Error:
+        pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(exc).__name__
+
+
+class PostgresStore(StoreBase):
+    """A memory store as the rows of one subdir in a PostgreSQL database."""
+
+    def __init__(self, url: str, subdir: str, config: Config, embedder: Embedder | None = None,
+                 actor: str = "api", cache_dir: Path | None = None) -> None:
+        self.url = url
+        self.subdir = subdir
+        self.config = config
+        self.actor = actor
+        self._embedder = embedder
+        self._cache_dir = cache_dir
+        self._depth = 0
+        self._indexed_dims: set[int] = set()
+        self._count_cache: int | None = None  # set for the length of one search (a count scans an index)
+        self.conn = connect(url, lock_timeout=float(config["lock_timeout"]))
+
+    # -- plumbing ------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.subdir
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages and `stats` (no password)."""
+        return f"{redact(self.url)}#{self.subdir}"
+
+    def close(self) -> None:
+        self._close_embedder()
+        self.conn.close()
+
+    def __len__(self) -> int:
+        if self._count_cache is not None:
+            return self._count_cache
+        return int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s", (self.subdir,))[0])
+
+    def _is_empty(self) -> bool:
+        return not self._one("SELECT EXISTS (SELECT 1 FROM memctl_memories WHERE subdir = %s)", (self.subdir,))[0]
+
+    def search(self, *args: Any, **kwargs: Any) -> list[Hit]:
+        """StoreBase.search, counting the store once (it needs the count three times)."""
+        self._count_cache = None
+        self._count_cache = len(self)
+        try:
+            return super().search(*args, **kwargs)
+        finally:
+            self._count_cache = None
+
+    def _execute(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
+        import psycopg
+
+        try:
+            return self.conn.execute(sql, args)
+        except psycopg.errors.LockNotAvailable as exc:
+            raise LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
+                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
+                             hint="check that the server is up; committed changes are kept") from exc
+
+    def _one(self, sql: str, args: Sequence[Any] | None = None) -> Any:
+        return self._execute(sql, args).fetchone()
+
+    def _all(self, sql: str, args: Sequence[Any] | None = None) -> list[Any]:
+        return self._execute(sql, args).fetchall()
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """One transaction (nested uses join it). Row locks only: other writers go on in parallel."""
+        import psycopg
+
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.conn
+            finally:
+                self._depth -= 1
+            return
+        self._depth = 1
+        try:
+            with self.conn.transaction():
+                yield self.conn
+        except psycopg.errors.LockNotAvailable as exc:
+            raise LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
+                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
+                             hint="nothing of this change was written; retry") from exc
+        finally:
+            self._depth = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[PostgresStore]:
+        """Group writes into one atomic transaction. Embed before entering."""
+        with self._write():
+            yield self
+
+    def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
+                 new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
+                 actor: str | None = None) -> None:
+        self._history_rows([(memory_id, op, actor or self.actor, now_iso(), area, old_text, new_text,
+                             _json(old_metadata), _json(new_metadata))])
+
+    def _history_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memctl_history (subdir, memory_id, op, actor, at, area, old_text, new_text,"
+                " old_metadata, new_metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(self.subdir, *row) for row in rows])
+
+    # -- the model -----------------------------------------------------------------------
+    def _store_row(self) -> Any:
+        return self._one("SELECT provider, model, dimension, reindex FROM memctl_stores WHERE subdir = %s",
+                         (self.subdir,))
+
+    def model_info(self) -> dict[str, Any] | None:
+        row = self._store_row()
+        if row is None or row[0] is None:
+            return None
+        return {"provider": row[0], "model": row[1], "dimension": row[2]}
+
+    def check_model(self, info: ModelInfo | None = None) -> None:
+        """Refuse to mix vectors of different models in one store."""
+        info = info or self.embedder.info
+        row = self._store_row()
+        if row is not None and row[3]:
+            raise ModelMismatchError(f"a reindex of store {self.subdir!r} was interrupted",
+                                     hint="run `memctl reindex` to finish it")
+        if row is None or row[0] is None or self._is_empty():
+            return
+        if (row[0], row[1]) != (info.provider, info.model):
+            raise ModelMismatchError(
+                f"store {self.subdir!r} was built with embedding model {row[0]}:{row[1]}, "
+                f"but the configured model is {info.label()}",
+                hint="run `memctl reindex` to re-embed it with the configured model, or change embedding_model back",
+            )
+
+    def _record_model(self, info: ModelInfo, dimension: int) -> None:
+        if self.model_info() != {"provider": info.provider, "model": info.model, "dimension": int(dimension)}:
+            self._write_model(info, dimension)
+
+    def _write_model(self, info: ModelInfo, dimension: int) -> None:
+        self._execute(
+            "INSERT INTO memctl_stores (subdir, provider, model, dimension, created_at) VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (subdir) DO UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model,"
+            " dimension = EXCLUDED.dimension",
+            (self.subdir, info.provider, info.model, int(dimension), now_iso()))
+
+    def _reindex_state(self) -> Any:
+        row = self._store_row()
+        return row[3] if row is not None else None
+
+    def _set_reindex_state(self, value: Any) -> None:
+        self._execute(
+            "INSERT INTO memctl_stores (subdir, reindex, created_at) VALUES (%s, %s, %s)"
+            " ON CONFLICT (subdir) DO UPDATE SET reindex = EXCLUDED.reindex",
+            (self.subdir, _json(value), now_iso()))
+
+    def _ensure_vector_index(self, dim: int) -> None:
+        """The HNSW index for vectors of `dim` dimensions (one partial index per dimension in use).
+
+        Created in its own transaction under an advisory lock, never inside a writer's transaction
+        (CREATE INDEX waits for writers; inside one it could wait for another waiting on us).
+        """
+        if dim in self._indexed_dims:
+            return
+        name = f"memctl_memories_hnsw_{int(dim)}"
+        if self._one("SELECT to_regclass(format('%%I.%%I', current_schema(), %s::text))", (name,))[0] is None:
+            if self.conn.info.transaction_status != 0:  # inside a transaction: leave it to the next call
+                return
+            from memctl.store.pg_schema import LOCK_KEY
+
+            with self.conn.transaction():
+                self._execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                self._execute(
+                    f"CREATE INDEX IF NOT EXISTS {name} ON memctl_memories USING hnsw"
+                    f" ((vector::vector({int(dim)})) vector_ip_ops) WHERE vector_dims(vector) = {int(dim)}")
+        self._indexed_dims.add(dim)
+
+    # -- writing -------------------------------------------------------------------------
+    def add(self, texts: Sequence[str], area: str = "main", metadata: Sequence[Mapping[str, Any] | None] | None = None,
+            *, derived_from: Mapping[str, Sequence[str]] | None = None, actor: str | None = None) -> list[str]:
+        """Embed and insert texts in one transaction; return their new ids."""
+        texts = [self._check_text(t) for t in texts]
+        check_area(area)
+        metas = [check_metadata(m) for m in (metadata or [None] * len(texts))]
+        if len(metas) != len(texts):
+            raise UsageError(f"{len(texts)} texts but {len(metas)} metadata entries")
+        if not texts:
+            return []
+        vectors = self.embed(list(texts))
+        stamp = now_iso()
+        records = [
+            {"id": None, "text": t, "area": area, "created_at": stamp, "updated_at": stamp, "metadata": m}
+            for t, m in zip(texts, metas, strict=True)
+        ]
+        return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
+
+    def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
+                       *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
+                       links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+        """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
+
+        on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
+        Returns the ids inserted (skipped records are left out).
+        """
+        import numpy as np
+        import psycopg
+
+        self.check_model(info)
+        if len(records) != len(vectors):
+            raise UsageError(f"{len(records)} records but {len(vectors)} vectors")
+        dim = int(vectors.shape[1]) if len(records) else 0
+        known_dim = self.dimension()
+        if known_dim is not None and dim and dim != known_dim and not self._is_empty():
+            raise ModelMismatchError(f"vectors of dimension {dim} cannot join a store of dimension {known_dim}",
+                                     hint="run `memctl reindex`")
+        if dim:
+            self._ensure_vector_index(dim)
+        inserted: list[str] = []
+        try:
+            with self._write():
+                if dim:
+                    self._record_model(info, dim)
+                taken = self._existing_ids([r["id"] for r in records if r.get("id")])
+                now = now_iso()
+                rows, history = [], []
+                for record, vector in zip(records, vectors, strict=True):
+                    rid = record.get("id") or new_id()
+                    if rid in taken:
+                        if on_conflict == "skip":
+                            continue
+                        if on_conflict == "error":
+                            raise UsageError(f"id {rid!r} already exists in the store",
+                                             hint="use --on-conflict skip or new-id")
+                        rid = new_id()
+                    taken.add(rid)
+                    stamp = record.get("created_at") or now
+                    meta = check_metadata(record.get("metadata"))
+                    area = check_area(record.get("area") or "main")
+                    meta_json = json.dumps(meta, ensure_ascii=False)
+                    rows.append((self.subdir, rid, record["text"], area, stamp, record.get("updated_at") or stamp,
+                                 meta_json, np.asarray(vector, dtype=np.float32), content_hash(record["text"]),
+                                 self._keywords(meta)))
+                    history.append((rid, op, actor or self.actor, now, area, None, record["text"], None, meta_json))
+                    inserted.append(rid)
+                self._insert_rows(rows)
+                self._history_rows(history)
+                for kind, parents in (links or {}).items():
+                    for rid in inserted:
+                        self._link(parents, rid, kind)
+        except psycopg.errors.UniqueViolation as exc:  # another process took an id between check and insert
+            raise UsageError("an id of this batch was just stored by another process; nothing was inserted",
+                             hint="retry (with --on-conflict skip to keep the stored ones)") from exc
+        except psycopg.errors.UntranslatableCharacter as exc:
+            raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}") from exc
+        return inserted
+
+    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        """Many rows: binary COPY (several times faster than INSERTs); a few: one INSERT each."""
+        if not rows:
+            return
+        columns = "subdir, id, text, area, created_at, updated_at, metadata, vector, content_hash, keywords"
+        with self.conn.cursor() as cur:
+            if len(rows) < 50:
+                cur.executemany(f"INSERT INTO memctl_memories ({columns}) VALUES"
+                                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+                return
+            with cur.copy(f"COPY memctl_memories ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
+                copy.set_types(["text", "text", "text", "text", "text", "text", "json", "vector", "text", "text"])
+                for row in rows:
+                    copy.write_row(row)
+
+    def _existing_ids(self, ids: Sequence[str], *, lock: bool = False) -> set[str]:
+        if not ids:
+            return set()
+        sql = "SELECT id FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)"
+        return {r[0] for r in self._all(sql + (" FOR UPDATE" if lock else ""), (self.subdir, list(ids)))}
+
+    def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        with self._write():
+            self._link(parent_ids, child_id, kind)
+
+    def _link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        stamp = now_iso()
+        with self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO memctl_links (subdir, parent_id, child_id, kind, created_at)"
+                            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                            [(self.subdir, p, child_id, kind, stamp) for p in parent_ids])
+
+    def links(self) -> list[tuple[str, str, str, str]]:
+        """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
+        return [tuple(r) for r in self._all(
+            "SELECT parent_id, child_id, kind, created_at FROM memctl_links WHERE subdir = %s"
+            " ORDER BY created_at, parent_id, child_id", (self.subdir,))]
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Copy history entries (oldest first) as they are: op, actor and time kept."""
+        with self._write():
+            self._history_rows([(e.memory_id, e.op, e.actor, e.at, e.area, e.old_text, e.new_text,
+                                 _json(e.old_metadata), _json(e.new_metadata)) for e in entries])
+
+    def derived_ids(self, ids: Sequence[str]) -> list[str]:
+        """Ids derived (transitively, through the link table) from `ids`, excluding `ids`."""
+        if not ids:
+            return []
+        rows = self._all(
+            "WITH RECURSIVE d(id) AS (SELECT unnest(%s::text[]) UNION SELECT l.child_id FROM memctl_links l"
+            " JOIN d ON l.parent_id = d.id WHERE l.subdir = %s)"
+            " SELECT m.id FROM d JOIN memctl_memories m ON m.subdir = %s AND m.id = d.id"
+            " WHERE NOT (d.id = ANY(%s::text[])) ORDER BY m.seq",
+            (list(ids), self.subdir, self.subdir, list(ids)))
+        return [r[0] for r in rows]
+
+    def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
+               op: str = "delete", archive: bool = True) -> DeleteResult:
+        """Delete ids (and, with cascade, what was derived from them) in one transaction.
+
+        `archive` keeps each removed row (vector included) in the archive table for `restore`.
+        """
+        ids = list(dict.fromkeys(ids))
+        with self._write():
+            present = self._existing_ids(ids, lock=True)
+            targets = [i for i in ids if i in present]
+            cascaded = [i for i in self.derived_ids(targets) if i not in present] if cascade else []
+            all_ids = targets + cascaded
+            self._existing_ids(cascaded, lock=True)
+            for memory in self.get(all_ids):
+                self._history(memory.id, op, area=memory.area, old_text=memory.text,
+                              old_metadata=memory.metadata, actor=actor)
+            if archive and all_ids:
+                self._archive(all_ids, op, actor)
+            if all_ids:
+                self._execute("DELETE FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, all_ids))
+        return DeleteResult(deleted=targets, cascaded=cascaded, missing=[i for i in ids if i not in present])
+
+    def _archive(self, ids: Sequence[str], op: str, actor: str | None) -> None:
+        """Copy rows about to be removed into `memctl_archive` (one version per id: the latest)."""
+        info = self.model_info() or {}
+        model = f"{info.get('provider')}:{info.get('model')}" if info else None
+        self._execute(
+            "INSERT INTO memctl_archive (subdir, id, text, area, created_at, updated_at, accessed_at, metadata,"
+            " vector, model, archived_at, op, actor) SELECT subdir, id, text, area, created_at, updated_at,"
+            " accessed_at, metadata, vector, %s, %s, %s, %s FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)"
+            " ON CONFLICT (subdir, id) DO UPDATE SET text = EXCLUDED.text, area = EXCLUDED.area,"
+            " created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, accessed_at = EXCLUDED.accessed_at,"
+            " metadata = EXCLUDED.metadata, vector = EXCLUDED.vector, model = EXCLUDED.model,"
+            " archived_at = EXCLUDED.archived_at, op = EXCLUDED.op, actor = EXCLUDED.actor",
+            (model, now_iso(), op, actor or self.actor, self.subdir, list(ids)))
+
+    def forget_text(self, ids: Sequence[str]) -> None:
+        """History keeps who did what and when for these ids, not the text; the archive drops them (prune --purge)."""
+        with self._write():
+            self._execute("UPDATE memctl_history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
+                          " new_metadata = NULL WHERE subdir = %s AND memory_id = ANY(%s)", (self.subdir, list(ids)))
+            self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
+
+    def touch(self, ids: Sequence[str], at: str | None = None) -> int:
+        """Record that `ids` were just read (accessed_at). Best effort: skipped when rows stay locked."""
+        import psycopg
+
+        ids = list(dict.fromkeys(ids))[:900]
+        if not ids:
+            return 0
+        sql = "UPDATE memctl_memories SET accessed_at = %s WHERE subdir = %s AND id = ANY(%s)"
+        args = (at or now_iso(), self.subdir, ids)
+        if self._depth:
+            return int(self._execute(sql, args).rowcount)
+        try:
+            with self.conn.transaction():
+                self.conn.execute(f"SET LOCAL lock_timeout = {int(TOUCH_WAIT * 1000)}")
+                self.conn.execute("SET LOCAL synchronous_commit = off")  # the next regular commit makes it durable
+                return int(self.conn.execute(sql, args).rowcount)
+        except psycopg.Error:
+            return 0
+
+    def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
+               replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
+               actor: str | None = None, op: str = "update") -> Memory:
+        """Change text (re-embedded) and/or metadata in place; history keeps the old version."""
+        import numpy as np
+
+        old = self.get_one(memory_id)
+        new_text = self._check_text(text) if text is not None else old.text
+        new_meta = {} if replace_metadata else dict(old.metadata)
+        new_meta.update(check_metadata(metadata))
+        for key in unset:
+            new_meta.pop(key, None)
+        new_area = check_area(area) if area is not None else old.area
+        vector = self.embed([new_text])[0] if new_text != old.text else None
+        with self._write():
+            self._existing_ids([memory_id], lock=True)  # row lock: concurrent updates of one memory queue up
+            current = self.get_one(memory_id)  # it may have changed or gone while we embedded
+            stamp = now_iso()
+            if vector is not None:
+                self._execute("UPDATE memctl_memories SET text = %s, vector = %s, content_hash = %s"
+                              " WHERE subdir = %s AND id = %s",
+                              (new_text, np.asarray(vector, dtype=np.float32), content_hash(new_text), self.subdir,
+                               memory_id))
+            self._execute("UPDATE memctl_memories SET metadata = %s, area = %s, updated_at = %s, keywords = %s"
+                          " WHERE subdir = %s AND id = %s",
+                          (json.dumps(new_meta, ensure_ascii=False), new_area, stamp, self._keywords(new_meta),
+                           self.subdir, memory_id))
+            self._history(memory_id, op, area=new_area, old_text=current.text, new_text=new_text,
+                          old_metadata=current.metadata, new_metadata=new_meta, actor=actor)
+        return self.get_one(memory_id)
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, ids: Sequence[str]) -> list[Memory]:
+        """Memories for the ids that exist, in the order asked."""
+        ids = list(ids)
+        if not ids:
+            return []
+        found = {r[1]: _memory(r) for r in self._all(
+            f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, ids))}
+        return [found[i] for i in ids if i in found]
+
+    def find_exact(self, text: str, area: str | None = None) -> list[Memory]:
+        sql = f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = %s AND text = %s"
+        args: list[Any] = [self.subdir, content_hash(text), text]
+        if area:
+            sql += " AND area = %s"
+            args.append(check_area(area))
+        return [_memory(r) for r in self._all(sql + " ORDER BY seq", args)]
+
+    def _rows(self, area: str | None, flt: Filter | None, order: str = "seq",
+              columns: str = _COLUMNS) -> Iterator[tuple[int, Memory]]:
+        sql = f"SELECT {columns} FROM memctl_memories WHERE subdir = %s"
+        args: list[Any] = [self.subdir]
+        if area:
+            sql += " AND area = %s"
+            args.append(check_area(area))
+        for row in self._all(f"{sql} ORDER BY {order}", args):
+            memory = _memory(row)
+            if flt is None or flt.matches(memory.filter_names()):
+                yield row[0], memory
+
+    def list(self, *, area: str | None = None, filter: str | Filter | None = None,
+             limit: int = 20, offset: int = 0) -> tuple[list[Memory], int]:
+        """Newest first; returns (page, total matching)."""
+        flt = self.compile(filter)
+        if flt is None:
+            where, args = "WHERE subdir = %s", [self.subdir]
+            if area:
+                where += " AND area = %s"
+                args.append(check_area(area))
+            total = int(self._one(f"SELECT count(*) FROM memctl_memories {where}", args)[0])
+            rows = self._all(f"SELECT {_COLUMNS} FROM memctl_memories {where}"
+                             " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s", [*args, limit, offset])
+            return [_memory(r) for r in rows], total
+        matched = [m for _, m in self._rows(area, flt, order="created_at DESC, seq DESC")]
+        return matched[offset : offset + limit], len(matched)
+
+    def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
+        """Oldest first, in batches by key (no long-running transaction)."""
+        last = 0
+        sql = f"SELECT {_COLUMNS}{', vector' if with_vectors else ''} FROM memctl_memories WHERE subdir = %s"
+        args: list[Any] = [self.subdir]
+        if area:
+            sql += " AND area = %s"
+            args.append(check_area(area))
+        while rows := self._all(sql + " AND seq > %s ORDER BY seq LIMIT 1000", [*args, last]):
+            for row in rows:
+                blob = _vector_bytes(row[7]) if with_vectors else None
+                yield _memory(row), blob
+            last = rows[-1][0]
+
+    def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
+        """Every memory (oldest first) with when `load` last returned it (None: never)."""
+        last = 0
+        sql = f"SELECT {_COLUMNS}, accessed_at FROM memctl_memories WHERE subdir = %s"
+        args: list[Any] = [self.subdir]
+        if area:
+            sql += " AND area = %s"
+            args.append(check_area(area))
+        while rows := self._all(sql + " AND seq > %s ORDER BY seq LIMIT 1000", [*args, last]):
+            for row in rows:
+                yield _memory(row), row[7]
+            last = rows[-1][0]
+
+    def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
+        sql = ("SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata"
+               " FROM memctl_history WHERE subdir = %s")
+        args: list[Any] = [self.subdir]
+        if memory_id:
+            sql += " AND memory_id = %s"
+            args.append(memory_id)
+        sql += " ORDER BY hid DESC" + (" LIMIT %s" if limit else "")
+        if limit:
+            args.append(limit)
+        return [HistoryEntry(*r[:8], old_metadata=r[8], new_metadata=r[9]) for r in self._all(sql, args)]
+
+    # -- searching: the primitives StoreBase builds on -----------------------------------
+    def _embed_query(self, query: str) -> np.ndarray:
+        self.check_model()
+        vector = self.embedder.embed([query])[0]
+        dim = self.dimension()
+        if dim is not None and vector.shape[0] != dim:
+            raise ModelMismatchError(f"embedding dimension {vector.shape[0]} differs from the store's {dim}",
+                                     hint="run `memctl reindex`")
+        return vector
+
+    def _candidates(self, area: str | None, flt: Filter | None) -> Collection[int] | None:
+        if area is None and flt is None:
+            return None
+        if flt is None:
+            return [r[0] for r in self._all("SELECT seq FROM memctl_memories WHERE subdir = %s AND area = %s",
+                                            (self.subdir, check_area(area or "")))]
+        return [seq for seq, _ in self._rows(area, flt, columns="seq, id, '', area, created_at, updated_at, metadata")]
+
+    def _dense_pairs(self, vector: np.ndarray, k: int, only: Collection[int] | None) -> list[tuple[int, float]]:
+        import numpy as np
+
+        dim = self.dimension()
+        if dim is None or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        if only is not None and len(only) <= EXACT_FILTERED_MAX:
+            rows = self._all("SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
+                             " WHERE seq = ANY(%s) AND subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
+                             (query, list(only), self.subdir, query, k))
+        elif only is None and len(self) <= EXACT_MAX:
+            rows = self._all("SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
+                             " WHERE subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
+                             (query, self.subdir, query, k))
+        else:  # the HNSW index of this dimension, with iterative scans so the subdir filter keeps k rows
+            self._ensure_vector_index(dim)
+            cast = f"vector({int(dim)})"
+            extra, args = ("", []) if only is None else (" AND seq = ANY(%s)", [list(only)])
+            rows = self._all(f"SELECT seq, (vector::{cast} <#> %s::{cast}) * -1 AS ip FROM memctl_memories"
+                             f" WHERE subdir = %s AND vector_dims(vector) = {int(dim)}{extra}"
+                             f" ORDER BY vector::{cast} <#> %s::{cast} LIMIT %s",
+                             (query, self.subdir, *args, query, k))
+            rows.sort(key=lambda r: -r[1])
+        return [(int(seq), float(ip)) for seq, ip in rows]
+
+    def _relevance_of(self, keys: list[int], vector: np.ndarray) -> dict[int, float]:
+        import numpy as np
+
+        if not keys:
+            return {}
+        rows = self._all("SELECT seq, (vector <#> %s) * -1 FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+                         (np.asarray(vector, dtype=np.float32), list(keys), self.subdir))
+        return {int(seq): relevance(ip) for seq, ip in rows}
+
+    def _doc_freq(self, token: str, cap: int) -> int:
+        """Memories holding `token` (stemmed as the index has it), counted up to `cap` + 1 only."""
+        return int(self._one(f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
+                             f" AND tsv @@ plainto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
+                             (self.subdir, token, cap + 1))[0])
+
+    def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
+                       common_df: int) -> list[tuple[int, float]]:
+        from memctl.store.keyword import query_tokens
+
+        tokens = query_tokens(query)
+        if common_df > 50:
+            tokens = [t for t in tokens if self._doc_freq(t, common_df) <= common_df]
+        if not tokens or k <= 0:
+            return []
+        # websearch_to_tsquery never fails on user text; the tokens are \w+ runs, joined by OR.
+        sql = (f"SELECT seq, ts_rank_cd(tsv, q) AS score FROM memctl_memories,"
+               f" websearch_to_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q")
+        args: list[Any] = [" or ".join(tokens), self.subdir]
+        if area is not None:
+            sql += " AND area = %s"
+            args.append(area)
+        if only is not None:
+            sql += " AND seq = ANY(%s)"
+            args.append(list(only))
+        rows = self._all(sql + " ORDER BY score DESC, seq LIMIT %s", [*args, k])
+        return [(int(seq), float(score)) for seq, score in rows]
+
+    def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
+        return {t for t in tokens if 0 < self._doc_freq(t, max_df) <= max_df}
+
+    def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
+        if not pairs:
+            return []
+        rows = {r[0]: r for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
+                                           " AND subdir = %s", ([p[0] for p in pairs], self.subdir))}
+        return [(seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
+
+    # -- maintenance ---------------------------------------------------------------------
+    def vector_index(self) -> Any:
+        """What `reindex` verifies: how many vectors of the store's dimension the index covers."""
+        dim = self.dimension()
+        if dim is None:
+            return None
+        self._ensure_vector_index(dim)
+        count = int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) = %s",
+                              (self.subdir, dim))[0])
+        return SimpleNamespace(index=SimpleNamespace(ntotal=count), is_approximate=len(self) > EXACT_MAX,
+                               rebuilt=False, dimension=dim)
+
+    def rebuild_index(self) -> int:
+        """PostgreSQL maintains the HNSW index itself: make sure it exists; return the vectors it covers."""
+        index = self.vector_index()
+        return int(index.index.ntotal) if index is not None else 0
+
+    def reindex(self, batch_size: int = 256, progress: Any = None) -> int:
+        """Re-embed every memory with the configured model. Resumable: progress is committed per batch."""
+        import numpy as np
+
+        info = self.embedder.info
+        state = self._reindex_state()
+        resuming = bool(state) and state.get("model") == info.label()
+        last_seq = int(state["last_seq"]) if resuming else 0
+        dimension = state.get("dimension") if resuming else None
+        total, done = len(self), 0
+        with self._write():
+            self._set_reindex_state({"model": info.label(), "last_seq": last_seq, "dimension": dimension})
+        while rows := self._all("SELECT seq, text FROM memctl_memories WHERE subdir = %s AND seq > %s"
+                                " ORDER BY seq LIMIT %s", (self.subdir, last_seq, batch_size)):
+            vectors = self.embedder.embed([r[1] for r in rows])
+            dimension, last_seq = int(vectors.shape[1]), rows[-1][0]
+            with self._write(), self.conn.cursor() as cur:
+                cur.executemany("UPDATE memctl_memories SET vector = %s WHERE seq = %s",
+                                [(np.asarray(v, dtype=np.float32), r[0]) for v, r in zip(vectors, rows, strict=True)])
+                self._set_reindex_state({"model": info.label(), "last_seq": last_seq, "dimension": dimension})
+            done += len(rows)
+            if progress:
+                progress(done, total)
+        with self._write():
+            if dimension is not None:
+                self._write_model(info, int(dimension))
+            self._set_reindex_state(None)
+        self.rebuild_index()
+        return done
+
+    def integrity_check(self) -> str:
+        dim = self.dimension()
+        if dim is None:
+            return "ok"
+        bad = int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) <> %s",
+                            (self.subdir, dim))[0])
+        return "ok" if bad == 0 else f"{bad} vectors differ from the store's dimension {dim}"
+
+    def compact(self) -> bool:
+        """VACUUM memctl's tables so removed rows' space is reclaimed (the server decides when files shrink)."""
+        import psycopg
+
+        try:
+            for table in ("memctl_memories", "memctl_history", "memctl_archive"):
+                self.conn.execute(f"VACUUM {table}")
+        except psycopg.Error:
+            return False
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        """What `memctl stats` shows for one store (see lifecycle.store_stats for the embedded store)."""
+        areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
+        for area, count, knowledge in self._all(
+                "SELECT area, count(*), count(*) FILTER (WHERE (metadata->>'knowledge_source') = 'true')"
+                " FROM memctl_memories WHERE subdir = %s GROUP BY area", (self.subdir,)):
+            areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
+        oldest, newest, never, last, size = self._one(
+            "SELECT min(created_at), max(created_at), count(*) FILTER (WHERE accessed_at IS NULL), max(accessed_at),"
+            " coalesce(sum(pg_column_size(m.*)), 0) FROM memctl_memories m WHERE subdir = %s", (self.subdir,))
+        knowledge = sum(a["knowledge"] for a in areas.values())
+        count = sum(a["count"] for a in areas.values())
+        return {
+            "subdir": self.subdir, "path": self.location, "count": count, "areas": areas,
+            "knowledge": knowledge, "conversation": count - knowledge,
+            "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
+            "archived": self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s", (self.subdir,))[0],
+            "history": self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s", (self.subdir,))[0],
+            "bytes": int(size), "model": self.model_info(),
+        }
+
+    def subdirs(self) -> list[tuple[str, int]]:
+        """Every store in this database with its memory count."""
+        return [(r[0], int(r[1])) for r in self._all(
+            "SELECT s.subdir, (SELECT count(*) FROM memctl_memories m WHERE m.subdir = s.subdir)"
+            " FROM (SELECT subdir FROM memctl_stores UNION SELECT DISTINCT subdir FROM memctl_memories) s"
+            " ORDER BY s.subdir")]
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    metadata = row[6]
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    return Memory(id=row[1], text=row[2], area=row[3], created_at=row[4], updated_at=row[5], metadata=metadata)
+
+
+def _vector_bytes(value: Any) -> bytes:
+    """A pgvector value (Vector or ndarray, by pgvector version) as little-endian float32 bytes."""
+    import numpy as np
+
+    array = value.to_numpy() if hasattr(value, "to_numpy") else value
+    return np.asarray(array, dtype="<f4").tobytes()
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
