@@ -96,7 +96,8 @@ STEP="create venv"
 # (memctl reads every MEMCTL_* variable as a config key, so none of ours may reach it either.)
 KEEP_TMP="${MEMCTL_FRESH_KEEP:-}"
 unset VIRTUAL_ENV PYTHONPATH PYTHONHOME PYTHONSTARTUP
-while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^MEMCTL_' || true)
+# MEMCTL_TEST_* are test switches (the PostgreSQL server .ci/run started), not configuration: keep them.
+while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^MEMCTL_' | grep -v '^MEMCTL_TEST_' || true)
 export HF_HOME="$TMP/hf-home"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1   # the model must come from the installed package
 "$PYTHON_BIN" -m venv "$TMP/venv"
