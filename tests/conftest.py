@@ -35,8 +35,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MEMCTL_CONFIG", str(tmp_path / "no-user-config.yaml"))
     monkeypatch.setenv("MEMCTL_EMBEDDING_PROVIDER", "fake")
     for name in list(os.environ):
-        if name.startswith("MEMCTL_") and name not in {"MEMCTL_HOME", "MEMCTL_CONFIG", "MEMCTL_EMBEDDING_PROVIDER",
-                                                        "MEMCTL_TEST_FRESH_INSTALL"}:
+        # MEMCTL_TEST_* are test switches (fresh-install run, CI's PostgreSQL URL), not configuration.
+        if name.startswith("MEMCTL_") and not name.startswith("MEMCTL_TEST_") and name not in {
+                "MEMCTL_HOME", "MEMCTL_CONFIG", "MEMCTL_EMBEDDING_PROVIDER"}:
             monkeypatch.delenv(name)
     return home
 
