@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.consolidate import Consolidator, Outcome
-from memctl.errors import InputFormatError, MemctlError, UsageError
+from memctl.errors import MemctlError, UsageError
 from memctl.llm import LLMError, UtilityModel
 from memctl.quality import Grounding, check
 from memctl.store.records import AREAS
-from memctl.transcripts import Message, as_text, parse_transcript, trim
+from memctl.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 
 if TYPE_CHECKING:
     from memctl.store.embedded import EmbeddedStore
@@ -93,13 +93,7 @@ def resolve_batch(spec: str) -> list[Path]:
 
 def load_transcript(path: Path, max_chars: int) -> tuple[list[Message], int, bool]:
     """(messages kept, characters kept, whether older messages were cut)."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputFormatError(f"transcript {str(path)!r} does not exist") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFormatError(f"cannot read transcript {str(path)!r}: {exc}") from exc
-    messages = parse_transcript(raw, str(path))
+    messages = parse_transcript(read_transcript_text(path), str(path))
     kept = trim(messages, max_chars)
     full = sum(len(m.content) for m in messages)
     chars = sum(len(m.content) for m in kept)

@@ -32,13 +32,17 @@ class Message:
 
 
 def read_transcript(path: Path, max_chars: int = 80_000) -> list[Message]:
+    return trim(parse_transcript(read_transcript_text(path), str(path)), max_chars)
+
+
+def read_transcript_text(path: Path) -> str:
+    """The file's text, or an InputFormatError naming it."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise InputFormatError(f"transcript {str(path)!r} does not exist") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise InputFormatError(f"cannot read transcript {str(path)!r}: {exc}") from exc
-    return trim(parse_transcript(raw, str(path)), max_chars)
 
 
 def parse_transcript(raw: str, source: str = "<text>") -> list[Message]:

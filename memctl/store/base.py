@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
 from memctl.filters import Filter, compile_filter
-from memctl.store.records import AREAS, RESERVED_METADATA_KEYS, Hit, Memory, relevance
+from memctl.store.records import AREAS, RESERVED_METADATA_KEYS, Hit, Memory, now_iso, relevance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -136,6 +136,11 @@ class StoreBase:
     def get(self, ids: Sequence[str]) -> list[Memory]:
         raise NotImplementedError
 
+    def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
+                       *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
+                       links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+        raise NotImplementedError
+
     def _embed_query(self, query: str) -> np.ndarray:
         raise NotImplementedError
 
@@ -218,6 +223,27 @@ class StoreBase:
             raise NotFoundError(f"no memory with id {memory_id!r} in store {self.name!r}",
                                 hint="`memctl list` shows the ids")
         return got[0]
+
+    def add(self, texts: Sequence[str], area: str = "main", metadata: Sequence[Mapping[str, Any] | None] | None = None,
+            *, derived_from: Mapping[str, Sequence[str]] | None = None, actor: str | None = None) -> list[str]:
+        """Embed and insert texts in one transaction; return their new ids.
+
+        `derived_from` maps a link kind (e.g. "consolidated_from") to parent ids each new memory derives from.
+        """
+        texts = [self._check_text(t) for t in texts]
+        check_area(area)
+        metas = [check_metadata(m) for m in (metadata or [None] * len(texts))]
+        if len(metas) != len(texts):
+            raise UsageError(f"{len(texts)} texts but {len(metas)} metadata entries")
+        if not texts:
+            return []
+        vectors = self.embed(list(texts))
+        stamp = now_iso()
+        records = [
+            {"id": None, "text": t, "area": area, "created_at": stamp, "updated_at": stamp, "metadata": m}
+            for t, m in zip(texts, metas, strict=True)
+        ]
+        return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
 
     def search(self, query: str, limit: int = 10, threshold: float = 0.7, area: str | None = None,
                filter: str | Filter | None = None, mode: str = "hybrid") -> list[Hit]:

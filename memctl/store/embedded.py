@@ -256,27 +256,6 @@ class EmbeddedStore(StoreBase):
         return int(self._index.index.ntotal)
 
     # -- writing -------------------------------------------------------------------------
-    def add(self, texts: Sequence[str], area: str = "main", metadata: Sequence[Mapping[str, Any] | None] | None = None,
-            *, derived_from: Mapping[str, Sequence[str]] | None = None, actor: str | None = None) -> list[str]:
-        """Embed and insert texts in one transaction; return their new ids.
-
-        `derived_from` maps a link kind (e.g. "consolidated_from") to parent ids each new memory derives from.
-        """
-        texts = [self._check_text(t) for t in texts]
-        check_area(area)
-        metas = [check_metadata(m) for m in (metadata or [None] * len(texts))]
-        if len(metas) != len(texts):
-            raise UsageError(f"{len(texts)} texts but {len(metas)} metadata entries")
-        if not texts:
-            return []
-        vectors = self.embed(list(texts))
-        stamp = now_iso()
-        records = [
-            {"id": None, "text": t, "area": area, "created_at": stamp, "updated_at": stamp, "metadata": m}
-            for t, m in zip(texts, metas, strict=True)
-        ]
-        return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
-
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
                        links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
