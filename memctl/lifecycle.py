@@ -108,32 +108,58 @@ def _vectors_usable(header: dict[str, Any] | None, records: list[dict[str, Any]]
 
 def import_jsonl(store: EmbeddedStore, path: Path | None, lines: list[str], *, batch_size: int = 500,
                  on_conflict: str = "skip", progress: Callable[[int, int], None] | None = None) -> ImportReport:
-    import numpy as np
 
     header, records = parse_jsonl(lines, str(path) if path else "<stdin>")
     info = store.embedder.info
     store.check_model(info)
     dimension = _vectors_usable(header, records, info)
     report = ImportReport()
-    for batch in iter_chunks(records, batch_size):
-        if dimension:
-            try:
-                vectors = np.stack([np.frombuffer(base64.b64decode(r["vector"]), dtype=np.float32) for r in batch])
-            except ValueError as exc:
-                raise InputFormatError(f"a stored vector is malformed: {exc}", hint="export again") from exc
-            if vectors.shape[1] != dimension:
-                raise InputFormatError(f"vector dimension {vectors.shape[1]} does not match the header's {dimension}")
-        else:
-            vectors = store.embed([r["text"] for r in batch])
-            report.reembedded += len(batch)
-        ids = store.insert_records(batch, vectors, info, actor="import", op="import", on_conflict=on_conflict)
-        report.imported += len(ids)
-        report.skipped += len(batch) - len(ids)
-        report.batches += 1
-        report.ids += ids
-        if progress:
-            progress(report.imported + report.skipped, len(records))
+    with store.bulk():
+        for batch, vectors in _with_vectors(store, iter_chunks(records, batch_size), dimension):
+            if not dimension:
+                report.reembedded += len(batch)
+            ids = store.insert_records(batch, vectors, info, actor="import", op="import", on_conflict=on_conflict)
+            report.imported += len(ids)
+            report.skipped += len(batch) - len(ids)
+            report.batches += 1
+            report.ids += ids
+            if progress:
+                progress(report.imported + report.skipped, len(records))
     return report
+
+
+def _stored_vectors(batch: list[dict[str, Any]], dimension: int) -> Any:
+    import numpy as np
+
+    try:
+        vectors = np.stack([np.frombuffer(base64.b64decode(r["vector"]), dtype=np.float32) for r in batch])
+    except ValueError as exc:
+        raise InputFormatError(f"a stored vector is malformed: {exc}", hint="export again") from exc
+    if vectors.shape[1] != dimension:
+        raise InputFormatError(f"vector dimension {vectors.shape[1]} does not match the header's {dimension}")
+    return vectors
+
+
+def _with_vectors(store: Any, batches: Iterator[list[dict[str, Any]]],
+                  dimension: int | None) -> Iterator[tuple[list[dict[str, Any]], Any]]:
+    """(batch, vectors); the next batch is embedded while the caller writes this one (the model and
+    SQLite both release the GIL), so an import costs about the embedding time alone."""
+    if dimension:
+        for batch in batches:
+            yield batch, _stored_vectors(batch, dimension)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    embedder = store.embedder  # the model alone: the store's connection stays in this thread
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for batch in batches:
+            future = pool.submit(embedder.embed, [r["text"] for r in batch])
+            if pending is not None:
+                yield pending[0], pending[1].result()
+            pending = (batch, future)
+        if pending is not None:
+            yield pending[0], pending[1].result()
 
 
 # -- durations ---------------------------------------------------------------------------

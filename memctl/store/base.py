@@ -136,6 +136,12 @@ class StoreBase:
     def get(self, ids: Sequence[str]) -> list[Memory]:
         raise NotImplementedError
 
+    def bulk(self) -> Any:
+        """Context for many writes in a row; backends with deferred maintenance override it."""
+        from contextlib import nullcontext
+
+        return nullcontext(self)
+
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
                        links: Mapping[str, Sequence[str]] | None = None) -> list[str]:

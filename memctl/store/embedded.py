@@ -67,6 +67,7 @@ class EmbeddedStore(StoreBase):
         self._index: VectorIndex | None = None
         self._lock: Any = None
         self._reindexing = False
+        self._bulk = False
         self._depth = 0
         folder.mkdir(parents=True, exist_ok=True)
         self.db = self._connect()
@@ -229,9 +230,23 @@ class EmbeddedStore(StoreBase):
         except (filelock.Timeout, OSError, sqlite3.Error):
             pass
 
+    @contextmanager
+    def bulk(self) -> Iterator[EmbeddedStore]:
+        """Many write transactions in a row (an import): one index checkpoint at the end, not one per
+        `index_checkpoint_every` rows (each rewrites the whole index file)."""
+        outer = self._bulk
+        self._bulk = True
+        try:
+            yield self
+        finally:
+            self._bulk = outer
+            if not outer:
+                with self._locked():
+                    self._maybe_checkpoint()
+
     def _maybe_checkpoint(self) -> None:
         dim = self.dimension()
-        if dim is None or self._reindexing:
+        if dim is None or self._reindexing or self._bulk:
             return
         index = self._index if self._index is not None else VectorIndex(self.folder, dim, self._index_options())
         if index.pending(self.db) >= int(self.config["index_checkpoint_every"]) or not index.path.exists():
