@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,17 +76,33 @@ class EmbeddedStore(StoreBase):
 
     # -- plumbing ------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        try:
-            db = sqlite3.connect(self.folder / DB_FILE, timeout=float(self.config["lock_timeout"]),
-                                 isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA foreign_keys=ON")
-            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
-                             hint="restore it from a backup or export") from exc
-        return db
+        timeout = float(self.config["lock_timeout"])
+        deadline = time.monotonic() + timeout
+        while True:
+            db = None
+            try:
+                db = sqlite3.connect(self.folder / DB_FILE, timeout=timeout, isolation_level=None,
+                                     check_same_thread=False)
+                # Switching a new file to WAL can fail with "locked" at once (no busy handler) when
+                # another process opens it at the same moment; WAL then persists in the file.
+                if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")
+                db.execute("PRAGMA foreign_keys=ON")
+                db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                return db
+            except sqlite3.OperationalError as exc:
+                if db is not None:
+                    db.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
+                                     hint="another process holds it; retry, or raise lock_timeout") from exc
+                time.sleep(0.05)
+            except sqlite3.DatabaseError as exc:
+                if db is not None:
+                    db.close()
+                raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
+                                 hint="restore it from a backup or export") from exc
 
     @property
     def name(self) -> str:
