@@ -14,9 +14,9 @@ import secrets
 import string
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, make_embedder
+from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
 from memctl.filters import Filter, compile_filter
 from memctl.store.records import AREAS, RESERVED_METADATA_KEYS, Hit, Memory, now_iso, relevance
@@ -104,6 +104,20 @@ def gate_keyword(keyword: list[tuple[int, float]], gate: float) -> list[tuple[in
     return [(key, score) for key, score in keyword if score >= bound]
 
 
+class PreparedRow(NamedTuple):
+    """One validated memory row, in column order; each backend encodes `vector` its own way."""
+
+    id: str
+    text: str
+    area: str
+    created_at: str
+    updated_at: str
+    metadata: str
+    vector: Any
+    content_hash: str
+    keywords: str
+
+
 class StoreBase:
     """The backend-neutral half of a store. Subclasses set config, actor, _embedder, _cache_dir."""
 
@@ -141,6 +155,30 @@ class StoreBase:
         from contextlib import nullcontext
 
         return nullcontext(self)
+
+    def _prepare_rows(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, taken: set[str],
+                      on_conflict: str, op: str, actor: str | None) -> tuple[list[PreparedRow], list[tuple[Any, ...]]]:
+        """Validated rows to insert and their history rows; resolves id conflicts (skip / error / new-id)."""
+        now = now_iso()
+        rows: list[PreparedRow] = []
+        history: list[tuple[Any, ...]] = []
+        for record, vector in zip(records, vectors, strict=True):
+            rid = record.get("id") or new_id()
+            if rid in taken:
+                if on_conflict == "skip":
+                    continue
+                if on_conflict == "error":
+                    raise UsageError(f"id {rid!r} already exists in the store", hint="use --on-conflict skip or new-id")
+                rid = new_id()
+            taken.add(rid)
+            stamp = record.get("created_at") or now
+            meta = check_metadata(record.get("metadata"))
+            area = check_area(record.get("area") or "main")
+            meta_json = json.dumps(meta, ensure_ascii=False)
+            rows.append(PreparedRow(rid, record["text"], area, stamp, record.get("updated_at") or stamp, meta_json,
+                                    vector, content_hash(record["text"]), self._keywords(meta)))
+            history.append((rid, op, actor or self.actor, now, area, None, record["text"], None, meta_json))
+        return rows, history
 
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",

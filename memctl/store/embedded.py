@@ -309,26 +309,9 @@ class EmbeddedStore(StoreBase):
             if dim:
                 self._record_model(info, dim)
             taken = self._existing_ids([r["id"] for r in records if r.get("id")])
-            now = now_iso()
-            rows, history = [], []
-            for record, vector in zip(records, vectors, strict=True):
-                rid = record.get("id") or new_id()
-                if rid in taken:
-                    if on_conflict == "skip":
-                        continue
-                    if on_conflict == "error":
-                        raise UsageError(f"id {rid!r} already exists in the store",
-                                         hint="use --on-conflict skip or new-id")
-                    rid = new_id()
-                taken.add(rid)
-                stamp = record.get("created_at") or now
-                meta = check_metadata(record.get("metadata"))
-                area = check_area(record.get("area") or "main")
-                meta_json = json.dumps(meta, ensure_ascii=False)
-                rows.append((rid, record["text"], area, stamp, record.get("updated_at") or stamp, meta_json,
-                             vector.astype("float32").tobytes(), content_hash(record["text"]), self._keywords(meta)))
-                history.append((rid, op, actor or self.actor, now, area, None, record["text"], None, meta_json))
-                inserted.append(rid)
+            prepared, history = self._prepare_rows(records, vectors, taken, on_conflict, op, actor)
+            rows = [(*r[:6], r.vector.astype("float32").tobytes(), *r[7:]) for r in prepared]
+            inserted += [r.id for r in prepared]
             db.executemany(
                 "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
                 " keywords) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from memctl.embeddings import Embedder, ModelInfo, content_hash
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
-from memctl.store.base import StoreBase, check_area, check_metadata, new_id
+from memctl.store.base import StoreBase, check_area, check_metadata
 from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory, now_iso, relevance
 
 if TYPE_CHECKING:
@@ -319,27 +319,9 @@ class PostgresStore(StoreBase):
                 if dim:
                     self._record_model(info, dim)
                 taken = self._existing_ids([r["id"] for r in records if r.get("id")])
-                now = now_iso()
-                rows, history = [], []
-                for record, vector in zip(records, vectors, strict=True):
-                    rid = record.get("id") or new_id()
-                    if rid in taken:
-                        if on_conflict == "skip":
-                            continue
-                        if on_conflict == "error":
-                            raise UsageError(f"id {rid!r} already exists in the store",
-                                             hint="use --on-conflict skip or new-id")
-                        rid = new_id()
-                    taken.add(rid)
-                    stamp = record.get("created_at") or now
-                    meta = check_metadata(record.get("metadata"))
-                    area = check_area(record.get("area") or "main")
-                    meta_json = json.dumps(meta, ensure_ascii=False)
-                    rows.append((self.subdir, rid, record["text"], area, stamp, record.get("updated_at") or stamp,
-                                 meta_json, np.asarray(vector, dtype=np.float32), content_hash(record["text"]),
-                                 self._keywords(meta)))
-                    history.append((rid, op, actor or self.actor, now, area, None, record["text"], None, meta_json))
-                    inserted.append(rid)
+                prepared, history = self._prepare_rows(records, vectors, taken, on_conflict, op, actor)
+                rows = [(self.subdir, *r[:6], np.asarray(r.vector, dtype=np.float32), *r[7:]) for r in prepared]
+                inserted += [r.id for r in prepared]
                 self._insert_rows(rows)
                 self._history_rows(history)
                 for kind, parents in (links or {}).items():
