@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 MIN_COSINE = 0.9999
 SMALL_CALL = 2  # texts in a call that count as "a query" for session loading
-EXPORT_VERSION = "v2"  # bump when the export recipe changes, so caches are rebuilt
+EXPORT_VERSION = "v3"  # bump when the export recipe changes, so caches are rebuilt
 CHECK_TEXTS = [
     "User prefers dark mode in every editor",
     "The deploy target is Kubernetes",
@@ -53,7 +53,14 @@ def _weights_digest(model_dir: Path) -> str:
 
 
 def onnx_path(model_dir: Path) -> Path:
+    """The graph; its weights sit next to it in `<name>.onnx.data` (see `weights_path`)."""
     return cache_root() / "onnx" / f"all-MiniLM-L6-v2-{_weights_digest(model_dir)}-{EXPORT_VERSION}.onnx"
+
+
+def weights_path(graph: Path) -> Path:
+    # External weights are memory-mapped by onnxruntime: a session opens in ~15 ms instead of
+    # ~140 ms spent parsing and copying 90 MB of initialisers out of one protobuf (measured).
+    return graph.with_name(graph.name + ".data")
 
 
 class OnnxMiniLM:
@@ -74,7 +81,7 @@ class OnnxMiniLM:
             return
         self._small_session = small
         path = onnx_path(self.model_dir)
-        if not path.is_file():
+        if not (path.is_file() and weights_path(path).is_file()):
             export_verified(self.model_dir, path)
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -134,25 +141,41 @@ def export_verified(model_dir: Path, path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(path) + ".lock", timeout=600):
-        if path.is_file():
+        if path.is_file() and weights_path(path).is_file():
             return
         sys.stderr.write("memctl: preparing the fast embedding model (one time, ~15 s)...\n")
-        fd, tmp_name = tempfile.mkstemp(prefix=".export.", suffix=".onnx", dir=path.parent)
-        os.close(fd)
-        tmp = Path(tmp_name)
-        raw = tmp.with_suffix(".raw.onnx")
-        try:
+        with tempfile.TemporaryDirectory(prefix=".export.", dir=path.parent) as work:
+            # Built under the final names (the graph records its weights file by name), then
+            # published weights first: a graph file present means a complete export.
+            raw, optimised, staged = Path(work) / "raw.onnx", Path(work) / "optimised.onnx", Path(work) / path.name
             _export(model_dir, raw)
-            _optimise(raw, tmp)
-            cosine = _verify(model_dir, tmp)
+            _optimise(raw, optimised)
+            _externalise(optimised, staged)
+            cosine = _verify(model_dir, staged)
             if cosine < MIN_COSINE:
                 raise EmbeddingError(f"ONNX export disagrees with sentence-transformers (cosine {cosine:.6f})",
                                      hint="set embedding_backend: torch")
-            os.replace(tmp, path)
-            (path.with_suffix(".json")).write_text(json.dumps({"min_cosine": cosine, "texts": len(CHECK_TEXTS)}))
-        finally:
-            tmp.unlink(missing_ok=True)
-            raw.unlink(missing_ok=True)
+            os.replace(weights_path(staged), weights_path(path))
+            os.replace(staged, path)
+        (path.with_suffix(".json")).write_text(json.dumps({"min_cosine": cosine, "texts": len(CHECK_TEXTS)}))
+        _remove_older_exports(path)
+
+
+def _remove_older_exports(current: Path) -> None:
+    """Earlier export recipes of the same weights are dead weight (~90 MB each) once this one exists."""
+    stem = current.name.rsplit("-", 1)[0]  # all-MiniLM-L6-v2-<digest>
+    for old in current.parent.glob(stem + "*"):
+        if not old.name.startswith(current.name) and not old.name.startswith(current.stem + "."):
+            old.unlink(missing_ok=True)
+
+
+def _externalise(source: Path, dest: Path) -> None:
+    """Move the weights out of the graph into one side file that onnxruntime can memory-map."""
+    import onnx
+
+    model = onnx.load(str(source))
+    onnx.save_model(model, str(dest), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=weights_path(dest).name, size_threshold=1024)
 
 
 def _optimise(source: Path, dest: Path) -> None:

@@ -93,3 +93,17 @@ def test_cli_with_litellm_provider(cli, embedding_server, monkeypatch: pytest.Mo
     assert doc["results"][0]["score"] == pytest.approx(1.0, abs=1e-5)
     assert cli("reindex", "--index-only", "--json").json["model"] == {
         "provider": "litellm", "model": "openai/test-embed", "dimension": 8}
+
+
+def test_a_new_onnx_export_removes_older_exports_of_the_same_weights(tmp_path):
+    from memctl.embed_onnx import _remove_older_exports
+
+    names = ["all-MiniLM-L6-v2-abc.onnx", "all-MiniLM-L6-v2-abc.json", "all-MiniLM-L6-v2-abc-v2.onnx",
+             "all-MiniLM-L6-v2-abc-v2.onnx.lock", "all-MiniLM-L6-v2-abc-v3.onnx", "all-MiniLM-L6-v2-abc-v3.onnx.data",
+             "all-MiniLM-L6-v2-abc-v3.json", "all-MiniLM-L6-v2-abc-v3.onnx.lock", "all-MiniLM-L6-v2-other-v2.onnx"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    _remove_older_exports(tmp_path / "all-MiniLM-L6-v2-abc-v3.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "all-MiniLM-L6-v2-abc-v3.json", "all-MiniLM-L6-v2-abc-v3.onnx", "all-MiniLM-L6-v2-abc-v3.onnx.data",
+        "all-MiniLM-L6-v2-abc-v3.onnx.lock", "all-MiniLM-L6-v2-other-v2.onnx"]
