@@ -28,7 +28,7 @@ NULLABLE_TYPES: dict[str, type] = {
 }
 ENV_PREFIX = "MEMCTL_"
 # Environment variables with the prefix that are not configuration keys.
-ENV_NOT_KEYS = {"MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG", "MEMCTL_SUBDIR"}
+ENV_NOT_KEYS = {"MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG", "MEMCTL_SUBDIR", "MEMCTL_CACHE_DIR"}
 ENV_NOT_KEY_PREFIXES = ("MEMCTL_TEST_",)  # test switches, never configuration
 
 

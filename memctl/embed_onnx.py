@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 MIN_COSINE = 0.9999
 SMALL_CALL = 2  # texts in a call that count as "a query" for session loading
-EXPORT_VERSION = "v3"  # bump when the export recipe changes, so caches are rebuilt
+EXPORT_VERSION = "v4"  # bump when the export recipe changes, so caches are rebuilt
 CHECK_TEXTS = [
     "User prefers dark mode in every editor",
     "The deploy target is Kubernetes",
@@ -88,7 +88,7 @@ class OnnxMiniLM:
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        # The file was optimised (portable "extended" level) at export; re-optimising costs ~60 ms a call.
+        # The file was optimised at export; re-optimising would cost time on every call.
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         if small:
             options.add_session_config_entry("session.disable_prepacking", "1")
@@ -149,7 +149,7 @@ def export_verified(model_dir: Path, path: Path) -> None:
             # published weights first: a graph file present means a complete export.
             raw, optimised, staged = Path(work) / "raw.onnx", Path(work) / "optimised.onnx", Path(work) / path.name
             _export(model_dir, raw)
-            _optimise(raw, optimised)
+            _optimise(raw, optimised, model_dir)
             _externalise(optimised, staged)
             cosine = _verify(model_dir, staged)
             if cosine < MIN_COSINE:
@@ -178,15 +178,16 @@ def _externalise(source: Path, dest: Path) -> None:
                     location=weights_path(dest).name, size_threshold=1024)
 
 
-def _optimise(source: Path, dest: Path) -> None:
-    """Save ORT's graph optimisations at the portable level (no hardware-specific kernels)."""
-    import onnxruntime as ort
+def _optimise(source: Path, dest: Path, model_dir: Path) -> None:
+    """Fuse each BERT layer into a few onnxruntime kernels (Attention, SkipLayerNormalization,
+    BiasGelu): ~50 nodes instead of ~400, same float32 maths, faster on CPU. The fusions are
+    portable (no hardware-specific kernels); `_verify` checks the result against the reference."""
+    from onnxruntime.transformers.optimizer import optimize_model
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(dest)
-    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+    config = json.loads((model_dir / "config.json").read_text())
+    fused = optimize_model(str(source), model_type="bert", num_heads=int(config["num_attention_heads"]),
+                           hidden_size=int(config["hidden_size"]), opt_level=0)
+    fused.save_model_to_file(str(dest))
 
 
 def _export(model_dir: Path, dest: Path) -> None:
@@ -206,7 +207,8 @@ def _export(model_dir: Path, dest: Path) -> None:
             return self.model(input_ids=input_ids, attention_mask=attention_mask,
                               token_type_ids=token_type_ids).last_hidden_state
 
-    model = AutoModel.from_pretrained(str(model_dir)).eval()
+    # Eager attention exports the classic pattern onnxruntime's BERT fusion recognises.
+    model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
     sample = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64)
     mask = (sample != 0).to(torch.int64)
     axes = {0: "batch", 1: "sequence"}

@@ -58,6 +58,12 @@ def test_unknown_env_key_is_an_error():
         load_config(None, environ={"MEMCTL_SEARCH_LIMT": "3"})
 
 
+def test_documented_non_key_variables_are_not_config_keys():
+    environ = {name: "/somewhere" for name in ("MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG", "MEMCTL_SUBDIR",
+                                                "MEMCTL_CACHE_DIR")}
+    assert load_config(None, environ=environ)["search_limit"] == 10
+
+
 # -- every layer, key by key; and `memctl config` ------------------------------------------------
 
 
