@@ -222,3 +222,25 @@ def test_approximate_index_past_the_size_threshold(home: Path):
         assert all(h.id not in ids[:10] for h in store.search("record 1 topic 1", limit=50, threshold=0.0))
     with memctl.open_store(home, embedder=emb, overrides=overrides) as store:  # reloaded from disk
         assert store.vector_index().is_approximate and store.vector_index().index.ntotal == 3990
+
+
+def test_ids_are_unique_and_a_forked_child_does_not_repeat_its_parents_ids():
+    import os
+    import string
+
+    from memctl.store.base import new_id
+
+    ids = {new_id() for _ in range(50_000)}
+    assert len(ids) == 50_000 and all(len(i) == 10 and set(i) <= set(string.ascii_lowercase + string.digits)
+                                      for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then exit at once
+        os.write(write, " ".join(new_id() for _ in range(100)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    parent = {new_id() for _ in range(100)}
+    assert len(child) == 100 and not child & parent
