@@ -1,4 +1,7 @@
-"""A synthetic long multi-session conversation with questions whose answer turns are known.
+"""Synthetic long multi-session conversations with questions whose answer turns are known.
+
+`generate` (set B in bench/retrieval.py) paraphrases; `generate_grounded` (set A, further down)
+asks in the words the speaker used, as public long-conversation benchmarks mostly do.
 
 Two friends chat over many sessions (one date each). Life events are mentioned the way people
 mention them: often in a short reply to the other's question ("We called him Max!"), with
