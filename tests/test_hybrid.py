@@ -64,3 +64,81 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
             query, limit=100, threshold=0.0, mode="dense") if h.text == target), abs=1e-6)
         surname = store.search("who is Kowalczyk", limit=1, threshold=0.7)
         assert surname[0].text.startswith("Mr. Kowalczyk")
+
+
+def _chat_store(store, extra: list[tuple[str, str, str]]) -> None:
+    """120 chat turns, half of them naming Caroline (as chat partners do), plus `extra` (text, speaker, date)."""
+    filler = [(f"Thanks Caroline, talk soon {i}" if i % 2 else f"Busy week at work again {i}", "Melanie",
+               f"{i // 10 + 1} May 2023") for i in range(120)]
+    rows = filler + extra
+    store.add([t for t, _, _ in rows], metadata=[{"speaker": s, "date": d} for _, s, d in rows])
+
+
+def test_common_name_left_out_of_the_vector_query_but_not_out_of_the_score(store):
+    _chat_store(store, [("We went camping at Zion with the kids", "Caroline", "20 May 2023"),
+                        ("Caroline Caroline, camping is not for me", "Melanie", "21 May 2023")])
+    query = "When did Caroline go camping at Zion?"
+    assert store.search(query, limit=1, threshold=0.0, mode="dense")[0].text.startswith("Caroline Caroline")
+    store.embedder.calls.clear()
+    hits = store.search(query, limit=3, threshold=0.0)
+    assert ["When did go camping at Zion?"] in store.embedder.calls  # the ranking query
+    assert hits[0].text == "We went camping at Zion with the kids"
+    dense = {h.text: h.score for h in store.search(query, limit=200, threshold=0.0, mode="dense")}
+    assert all(h.score == pytest.approx(dense[h.text], abs=1e-6) for h in hits)  # relevance of the query as asked
+    store.config.values["hybrid_drop_common_names"] = False
+    store.embedder.calls.clear()
+    store.search(query, limit=3, threshold=0.0)
+    assert store.embedder.calls == [[query]]
+
+
+def test_names_are_kept_in_small_stores(store):
+    store.add(["Caroline likes tea", "Caroline runs", "Melanie paints"])
+    store.embedder.calls.clear()
+    store.search("What does Caroline drink?", threshold=0.0)
+    assert store.embedder.calls == [["What does Caroline drink?"]]
+
+
+def test_metadata_boost_prefers_the_named_speaker(home: Path):
+    from memctl.embeddings import FakeEmbedder
+
+    def top(boost: float) -> str:
+        with memctl.open_store(home, f"meta-{boost}", embedder=FakeEmbedder()) as store:
+            store.config.values.update(hybrid_metadata_boost=boost, hybrid_keyword_share=0.0)  # BM25 sees names too
+            store.add([f"Weather note number {i}" for i in range(20)])
+            store.add(["I adopted a beagle from the shelter today", "I adopted a beagle from the shelter"],
+                      metadata=[{"speaker": "Ann"}, {"speaker": "Bob"}])
+            return store.search("Which beagle did Bob adopt today?", limit=1, threshold=0.0)[0].metadata["speaker"]
+
+    assert top(0.0) == "Ann"  # closer by words
+    assert top(0.5) == "Bob"  # but Bob is the one asked about
+
+
+@pytest.mark.parametrize("boosted_first", [True, False])
+def test_neighbour_boost_lifts_the_reply_next_to_a_strong_hit(store, boosted_first: bool):
+    sessions = [("1 May", "We adopted a beagle puppy from the shelter"), ("9 May", "The weather was grey all day")]
+    for date, opener in sessions if boosted_first else sessions[::-1]:
+        store.add([opener, "We called him Max!"], metadata=[{"date": date}] * 2)
+    # The two replies are the same text; only the turn before tells them apart (without the boost
+    # they tie, and which comes first depends on the order they were stored in).
+    hits = store.search("What is the name of the beagle puppy adopted from the shelter? Max", limit=4, threshold=0.0)
+    assert next(h.metadata["date"] for h in hits if h.text == "We called him Max!") == "1 May"
+
+
+def test_neighbours_need_the_same_session_and_area(store):
+    store.add(["We adopted a beagle puppy from the shelter"], metadata=[{"date": "1 May"}])
+    store.add(["We called him Max!"], metadata=[{"date": "2 May"}])  # next to it, but another session
+    store.add(["We called him Max!"], area="fragments", metadata=[{"date": "1 May"}])  # same session, other area
+    store.add(["We called him Max!"], metadata=[{"date": "3 May"}])
+    hits = store.search("beagle puppy from the shelter Max", limit=4, threshold=0.0)
+    store.config.values["hybrid_neighbour_boost"] = 0.0
+    assert [h.id for h in store.search("beagle puppy from the shelter Max", limit=4, threshold=0.0)] == \
+        [h.id for h in hits]
+
+
+def test_fusion_setting(store):
+    store.add(["alpha beta gamma", "delta epsilon"])
+    store.config.values["hybrid_fusion"] = "rrf"
+    assert store.search("alpha gamma", threshold=0.0)[0].text == "alpha beta gamma"
+    store.config.values["hybrid_fusion"] = "borda"
+    with pytest.raises(UsageError, match="hybrid_fusion"):
+        store.search("alpha")

@@ -58,6 +58,12 @@ test_keyword_side_honours_area_and_filter = test_hybrid.test_keyword_side_honour
 test_keyword_query_syntax_is_inert = test_hybrid.test_keyword_query_syntax_is_inert
 test_threshold_keeps_meaning_in_hybrid = test_hybrid.test_threshold_keeps_meaning_in_hybrid
 test_rare_token_found_by_hybrid_when_dense_misses = test_hybrid.test_rare_token_found_by_hybrid_when_dense_misses
+# ... and score fusion: names left out of the vector query, chat neighbours, the fusion setting.
+test_common_name_left_out = test_hybrid.test_common_name_left_out_of_the_vector_query_but_not_out_of_the_score
+test_names_are_kept_in_small_stores = test_hybrid.test_names_are_kept_in_small_stores
+test_neighbour_boost = test_hybrid.test_neighbour_boost_lifts_the_reply_next_to_a_strong_hit
+test_neighbours_need_the_same_session_and_area = test_hybrid.test_neighbours_need_the_same_session_and_area
+test_fusion_setting = test_hybrid.test_fusion_setting
 
 
 def test_bad_subdir_names_are_refused_before_anything_opens(home: Path):

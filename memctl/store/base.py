@@ -29,10 +29,13 @@ if TYPE_CHECKING:
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 SEARCH_MODES = ("hybrid", "dense", "keyword")
+FUSIONS = ("score", "rrf")
 # A query token found in at most this share of memories (and at least 3) counts as rare.
 RARE_TOKEN_SHARE = 0.002
 # A query word found in more than this share of memories is too common to rank by keyword.
 COMMON_TOKEN_SHARE = 0.1
+# Names are left out of the vector query only in stores of at least 100 memories (10 % = 10).
+COMMON_NAME_MIN_DF = 10
 
 
 class _RandomPool:
@@ -131,6 +134,49 @@ def gate_keyword(keyword: list[tuple[int, float]], gate: float) -> list[tuple[in
         return keyword
     bound = gate * keyword[0][1]
     return [(key, score) for key, score in keyword if score >= bound]
+
+
+def _words_of(text: str) -> set[str]:
+    from memctl.store.keyword import word_set
+
+    return word_set(text)
+
+
+def _session_of(hit: Hit, keys: Sequence[str]) -> str | None:
+    """The chat session a memory belongs to: the value of the first of `keys` in its metadata."""
+    for key in keys:
+        value = hit.metadata.get(key)
+        if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return None
+
+
+class _BaseScores:
+    """Score fusion's base score of a key: (1 - share) x normalised similarity + share x normalised BM25."""
+
+    def __init__(self, store: StoreBase, ranking: np.ndarray, dense: list[tuple[int, float]],
+                 keyword: list[tuple[int, float]], share: float) -> None:
+        from memctl.store.records import relevance as rel
+
+        self.ranking = ranking
+        self.share = min(max(share, 0.0), 1.0)
+        self.dense_relevance = {key: rel(ip) for key, ip in dense}
+        values = list(self.dense_relevance.values())
+        self.low, self.high = (min(values), max(values)) if values else (0.0, 1.0)
+        self.keyword = dict(keyword)
+        self.best_keyword = max(self.keyword.values(), default=0.0)
+        self.add_dense(store, [key for key, _ in keyword])
+
+    def add_dense(self, store: StoreBase, keys: list[int]) -> None:
+        missing = [key for key in keys if key not in self.dense_relevance]
+        self.dense_relevance.update(store._relevance_of(missing, self.ranking))
+
+    def of(self, key: int) -> float:
+        span = self.high - self.low
+        similarity = self.dense_relevance.get(key, self.low)
+        dense = 1.0 if span <= 0 else min(max((similarity - self.low) / span, 0.0), 1.0)
+        bm25 = self.keyword.get(key, 0.0) / self.best_keyword if self.best_keyword > 0 else 0.0
+        return (1 - self.share) * dense + self.share * bm25
 
 
 class PreparedRow(NamedTuple):
@@ -236,6 +282,10 @@ class StoreBase:
     def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
         raise NotImplementedError
 
+    def _common_tokens(self, tokens: Sequence[str], min_df: int) -> set[str]:
+        """The tokens found in more than `min_df` memories."""
+        raise NotImplementedError
+
     def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
         """(key, Hit) for the pairs whose rows still exist, in the given order."""
         raise NotImplementedError
@@ -323,7 +373,9 @@ class StoreBase:
         """Best matches at or above threshold.
 
         mode "dense": vector similarity, ordered by relevance. "keyword": keyword-index order (BM25
-        embedded, ts_rank_cd on PostgreSQL). "hybrid" (default): both lists fused by reciprocal rank.
+        embedded, ts_rank_cd on PostgreSQL). "hybrid" (default): both lists fused — by normalised
+        score plus soft chat signals (config hybrid_fusion "score", see _search_hybrid) or by
+        reciprocal rank ("rrf").
         In every mode `score` is the relevance (1 + cosine) / 2 and a result needs score >= threshold
         — except a keyword match on a rare identifier in the query (a word with a digit, or
         capitalised mid-sentence — an order number, a port, a surname — found in few memories),
@@ -337,9 +389,14 @@ class StoreBase:
         query = self._check_text(query)
         if self._is_empty():
             return []
+        fusion = self.config["hybrid_fusion"]
+        if fusion not in FUSIONS:
+            raise UsageError(f"hybrid_fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
         vector = self._embed_query(query)
         if mode == "dense":
             return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+        if mode == "hybrid" and fusion == "score":
+            return self._search_hybrid(query, vector, limit, threshold, area, flt)
         return self._search_fused(query, vector, limit, threshold, area, flt, use_dense=mode == "hybrid")
 
     def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
@@ -368,6 +425,84 @@ class StoreBase:
         rare_hits = {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits}
         hits.sort(key=lambda pair: (-rare_hits[pair[0]], -fused[pair[0]], -pair[1].score))
         return [h for key, h in hits if h.score >= threshold or rare_hits[key]][:limit]
+
+    def _search_hybrid(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
+                       flt: Filter | None) -> list[Hit]:
+        """Score fusion, measured in bench/retrieval.py (each step kept only because it moved Recall@k):
+
+        1. The vector side ranks with the query minus the names found in over 10 % of the store (a
+           chat partner's name is in half the turns and pulls the embedding towards any turn that
+           names them); the keyword side drops those words too.
+        2. base = (1 - share) x min-max-normalised similarity + share x BM25 / best BM25, over the
+           candidates of both sides (`hybrid_keyword_share`).
+        3. + `hybrid_metadata_boost` when a query word is one of the memory's keyword metadata values
+           (who said it, the session date, a tag) — the names step 1 took out of the vector query.
+        4. + `hybrid_neighbour_boost` x the best base score among its chat neighbours: memories stored
+           within `hybrid_neighbour_window` of it with the same session (`hybrid_neighbour_keys`),
+           since a short reply ("We called him Max!") is found through the turn it answers.
+        The score shown stays the relevance of the query as asked, and the threshold applies to it.
+        """
+        from memctl.store.keyword import count_tokens, identifier_tokens, name_tokens, query_tokens, without_words
+
+        config = self.config
+        only = self._candidates(area, flt)
+        if only is not None and len(only) == 0:
+            return []
+        total = len(self)
+        common_df = int(total * COMMON_TOKEN_SHARE)
+        depth = max(limit * 3, int(config["hybrid_candidates"]))
+        ranking = vector
+        if config["hybrid_drop_common_names"] and common_df >= COMMON_NAME_MIN_DF:
+            stripped = without_words(query, self._common_tokens(name_tokens(query), common_df))
+            ranking = vector if stripped == query else self._embed_query(stripped)
+        dense = self._dense_pairs(ranking, depth, only)
+        keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
+                                      common_df)
+        pool = list(dict.fromkeys([key for key, _ in dense] + [key for key, _ in keyword]))
+        hits = dict(self._seq_hits([(key, 0.0) for key in pool]))
+        base = _BaseScores(self, ranking, dense, keyword, float(config["hybrid_keyword_share"]))
+        final = {key: base.of(key) for key in hits}
+        boost = float(config["hybrid_metadata_boost"])
+        words = set(query_tokens(query))
+        if boost and words:
+            for key, hit in hits.items():
+                if words & _words_of(self._keywords(hit.metadata)):
+                    final[key] += boost
+        self._add_neighbour_boost(hits, final, base, only)
+        shown = {key: base.dense_relevance[key] for key in hits} if ranking is vector else \
+            self._relevance_of(list(hits), vector)
+        rare = self._rare_tokens(identifier_tokens(query), max(3, int(total * RARE_TOKEN_SHARE)))
+        from_keyword = {key for key, _ in keyword}
+        rare_hits = {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits.items()}
+        order = sorted(hits, key=lambda key: (-rare_hits[key], -final[key], -shown.get(key, 0.0)))
+        results = []
+        for key in order:
+            score = shown.get(key, 0.0)
+            if score >= threshold or rare_hits[key]:
+                hits[key].score = round(score, 6)
+                results.append(hits[key])
+        return results[:limit]
+
+    def _add_neighbour_boost(self, hits: dict[int, Hit], final: dict[int, float], base: _BaseScores,
+                             only: Collection[int] | None) -> None:
+        """Raise each chat turn by `hybrid_neighbour_boost` x the best base score of its session neighbours."""
+        weight = float(self.config["hybrid_neighbour_boost"])
+        window = int(self.config["hybrid_neighbour_window"])
+        keys = list(self.config["hybrid_neighbour_keys"])
+        sessions = {key: _session_of(hit, keys) for key, hit in hits.items()}
+        if weight <= 0 or window <= 0 or not any(s is not None for s in sessions.values()):
+            return
+        near = {key: [n for n in range(key - window, key + window + 1) if n != key]
+                for key, session in sessions.items() if session is not None}
+        extra = sorted({n for ns in near.values() for n in ns} - set(hits))
+        rows = {**hits, **dict(self._seq_hits([(n, 0.0) for n in extra]))}
+        allowed = None if only is None else {int(k) for k in only}
+        base.add_dense(self, [n for n in extra if n in rows])
+        for key, neighbours in near.items():
+            hit = hits[key]
+            best = max((base.of(n) for n in neighbours if n in rows and (allowed is None or n in allowed)
+                        and rows[n].area == hit.area and _session_of(rows[n], keys) == sessions[key]), default=0.0)
+            final[key] += weight * best
 
     def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
                       area: str | None = None, filter: str | Filter | None = None) -> list[Hit]:

@@ -559,6 +559,11 @@ class EmbeddedStore(StoreBase):
 
         return rare_tokens(self.db, tokens, max_df)
 
+    def _common_tokens(self, tokens: Sequence[str], min_df: int) -> set[str]:
+        from memctl.store.keyword import doc_freq
+
+        return {t for t in tokens if doc_freq(self.db, t) > min_df}
+
     def _dense_pairs(self, vector: np.ndarray, k: int, only: np.ndarray | None) -> list[tuple[int, float]]:
         index = self.vector_index()
         if index is None:

@@ -98,6 +98,30 @@ def identifier_tokens(text: str) -> list[str]:
     return list(found)
 
 
+def name_tokens(text: str) -> list[str]:
+    """Capitalised query words (names of people, places, products), lower-cased, in order."""
+    found: dict[str, None] = {}
+    for word in re.findall(r"\w+", text):
+        if word[0].isupper() and len(word) >= 2 and word.lower() not in STOPWORDS:
+            found.setdefault(word.lower(), None)
+    return list(found)
+
+
+def without_words(text: str, words: set[str]) -> str:
+    """`text` without the given (lower-case) words and their possessive 's; `text` itself if nothing is left."""
+    if not words:
+        return text
+    kept = re.sub(r"\b(\w+)(?:['\u2019]s\b)?", lambda m: "" if m.group(1).lower() in words else m.group(0), text)
+    kept = re.sub(r"\s+([,.;:!?])", r"\1", re.sub(r"\s+", " ", kept))
+    kept = re.sub(r",([.;:!?])", r"\1", kept).strip(" ,")
+    return kept if _TOKEN.search(kept) else text
+
+
+def word_set(text: str) -> set[str]:
+    """Lower-case \\w+ words of `text` (metadata values compared with query words)."""
+    return set(_TOKEN.findall(text.lower()))
+
+
 def count_tokens(text: str, tokens: set[str]) -> int:
     """How many of `tokens` occur in `text`."""
     return len(tokens.intersection(_TOKEN.findall(text.lower()))) if tokens else 0

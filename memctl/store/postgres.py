@@ -652,6 +652,9 @@ class PostgresStore(StoreBase):
     def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
         return {t for t in tokens if 0 < self._doc_freq(t, max_df) <= max_df}
 
+    def _common_tokens(self, tokens: Sequence[str], min_df: int) -> set[str]:
+        return {t for t in tokens if self._doc_freq(t, min_df) > min_df}
+
     def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
         if not pairs:
             return []
