@@ -20,7 +20,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
 from memctl.filters import Filter, compile_filter
-from memctl.store.records import AREAS, RESERVED_METADATA_KEYS, ArchivedMemory, Hit, Memory, now_iso, relevance
+from memctl.store.records import (
+    AREAS,
+    RESERVED_METADATA_KEYS,
+    ArchivedMemory,
+    DeleteResult,
+    HistoryEntry,
+    Hit,
+    Memory,
+    now_iso,
+    relevance,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -186,6 +196,46 @@ class StoreBase:
                        links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
         raise NotImplementedError
 
+    def transaction(self) -> AbstractContextManager[Any]:
+        """Group writes into one atomic transaction (nested uses join it). Embed before entering."""
+        raise NotImplementedError
+
+    def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
+               replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
+               actor: str | None = None, op: str = "update") -> Memory:
+        raise NotImplementedError
+
+    def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
+               op: str = "delete", archive: bool = True) -> DeleteResult:
+        raise NotImplementedError
+
+    def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        raise NotImplementedError
+
+    def links(self) -> list[tuple[str, str, str, str]]:
+        raise NotImplementedError
+
+    def touch(self, ids: Sequence[str], at: str | None = None) -> int:
+        raise NotImplementedError
+
+    def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
+        raise NotImplementedError
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        raise NotImplementedError
+
+    def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
+        raise NotImplementedError
+
+    def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
+        raise NotImplementedError
+
+    def rebuild_index(self) -> int:
+        raise NotImplementedError
+
+    def compact(self) -> bool:
+        raise NotImplementedError
+
     def _embed_query(self, query: str) -> np.ndarray:
         raise NotImplementedError
 
@@ -261,7 +311,7 @@ class StoreBase:
         raise NotImplementedError
 
     # -- knowledge import state (memctl/knowledge.py) ------------------------------------
-    def knowledge_chunks(self) -> list[tuple[Any, ...]]:
+    def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
         """(id, area, knowledge_folder, source_path, source_checksum, file_type, chunk) of every
         knowledge chunk (metadata `knowledge_source: true` with a folder and path), oldest first."""
         raise NotImplementedError

@@ -734,7 +734,7 @@ class EmbeddedStore(StoreBase):
                 db.execute(f"DELETE FROM archive WHERE id IN ({marks})", chunk)
 
     @staticmethod
-    def _purge_where(before: str | None) -> tuple[str, str, list[str]]:
+    def _purge_where(before: str | None) -> tuple[str, str, Sequence[str]]:
         return ("at < ?", "archived_at < ?", [before]) if before else ("1", "1", [])
 
     def purge_counts(self, before: str | None) -> tuple[int, int]:
@@ -797,7 +797,7 @@ class EmbeddedStore(StoreBase):
         atomic_write_bytes(self.folder / BEHAVIOUR_FILE, rules.encode("utf-8"))
 
     # -- knowledge import state: knowledge_import.json, a mirror of the chunks' metadata --
-    def knowledge_chunks(self) -> list[tuple[Any, ...]]:
+    def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
         return [tuple(r) for r in self.db.execute(
             "SELECT id, area, json_extract(metadata, '$.knowledge_folder'), json_extract(metadata, '$.source_path'),"
             " json_extract(metadata, '$.source_checksum'), json_extract(metadata, '$.file_type'),"

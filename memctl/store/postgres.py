@@ -831,7 +831,7 @@ class PostgresStore(StoreBase):
                           (self.subdir, rules, now_iso()))
 
     # -- knowledge import state: memctl_knowledge_folders / memctl_knowledge_files -------
-    def knowledge_chunks(self) -> list[tuple[Any, ...]]:
+    def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
         rows = self._all(
             "SELECT id, area, metadata->>'knowledge_folder', metadata->>'source_path', metadata->>'source_checksum',"
             " metadata->>'file_type', metadata->>'chunk' FROM memctl_memories WHERE subdir = %s"
