@@ -424,8 +424,13 @@ def test_restore_backup_failure_on_postgres_changes_nothing(pg: str, cli, tmp_pa
         store.add(["a second memory"])
         before = _everything(store)
 
-    def broken(source, dest):
-        raise memctl.StoreError("disk on fire")
+    real = backup.copy_store
+
+    def broken(source, dest):  # the replaced store is kept and cleared, then the copy into it fails
+        if type(dest).__name__ == "PostgresStore":
+            assert not dest.has_content()
+            raise memctl.StoreError("disk on fire")
+        return real(source, dest)
 
     monkeypatch.setattr(backup, "copy_store", broken)
     result = cli("--store", pg, "restore-backup", tmp_path / "bk", "--force", "--json")
