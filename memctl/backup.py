@@ -337,6 +337,8 @@ def backup_rows(store: Any, dest: Path, *, force: bool = False) -> BackupReport:
     """Back up a store that is not a folder (PostgreSQL) into the new folder `dest`: a folder store
     holding one consistent snapshot of it (see copy_store) and a backup.json manifest, built in a
     hidden folder beside DEST and renamed into place. It opens as a store and restores into either backend."""
+    if store.model_info() is None and not store.has_content():
+        raise NotFoundError(f"there is no store {store.location}", hint="`memctl subdirs` lists the stores")
     dest = Path(os.path.abspath(dest.expanduser()))
     _check_target(dest, force, "backup destination")
     dest.parent.mkdir(parents=True, exist_ok=True)

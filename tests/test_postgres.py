@@ -383,6 +383,7 @@ def test_backup_and_restore_backup_on_postgres(pg: str, cli, home: Path, tmp_pat
     assert {"memories.sqlite", "embedding.json", "behaviour.md", "knowledge_import.json", "index.faiss"} <= set(
         backup["files"])
     assert run("backup", tmp_path / "bk").code == 2  # an existing backup is not overwritten by accident
+    assert run("-s", "nosuchstore", "backup", tmp_path / "none").code == 3
     import shutil
 
     shutil.copytree(tmp_path / "bk", tmp_path / "copy" / "bk")  # opening a store writes to it: open a copy
