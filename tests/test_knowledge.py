@@ -384,7 +384,7 @@ with memctl.open_store(sys.argv[1], "default", embedder=Slow()) as store:
 
 
 @pytest.mark.slow
-def test_kill_9_during_import_then_rerun_gives_each_chunk_once(home: Path, tmp_path: Path):
+def test_kill_9_during_import_then_rerun_gives_each_chunk_once(backend, home: Path, tmp_path: Path):
     kb = tmp_path / "kb"
     kb.mkdir()
     for i in range(60):
@@ -421,7 +421,7 @@ with memctl.open_store(sys.argv[1], "default", embedder=Slow(64)) as store:
 
 
 @pytest.mark.slow
-def test_kill_9_during_reindex_then_rerun_finishes_it(home: Path, kb: Path):
+def test_kill_9_during_reindex_then_rerun_finishes_it(backend, home: Path, kb: Path):
     run_import(home, kb, FakeEmbedder(384))
     with memctl.open_store(home, "default", embedder=FakeEmbedder(384)) as store:
         store.add([f"memory {i} about topic {i % 9}" for i in range(80)])
