@@ -56,7 +56,7 @@ from memctl.store.vector_index import file_sha256, fsync_dir
 if TYPE_CHECKING:
     import numpy as np
 
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store.base import StoreBase
 
 INDEX_FAISS = "index.faiss"
 INDEX_PKL = "index.pkl"
@@ -442,7 +442,7 @@ class AgentZeroImportReport:
                 "skipped": self.skipped, "notes": self.notes}
 
 
-def import_agent_zero(store: EmbeddedStore, source: AgentZeroFolder, *, batch_size: int = 500,
+def import_agent_zero(store: StoreBase, source: AgentZeroFolder, *, batch_size: int = 500,
                       progress: Callable[[int, int], None] | None = None) -> AgentZeroImportReport:
     """Insert the documents (ids, texts, areas, timestamps, metadata kept); ids the store has are skipped.
 
@@ -478,7 +478,7 @@ def import_agent_zero(store: EmbeddedStore, source: AgentZeroFolder, *, batch_si
     return report
 
 
-def _reusable_vectors(store: EmbeddedStore, source: AgentZeroFolder, info: ModelInfo) -> np.ndarray | None:
+def _reusable_vectors(store: StoreBase, source: AgentZeroFolder, info: ModelInfo) -> np.ndarray | None:
     if source.vectors is None or not any(d.row is not None for d in source.documents):
         return None
     if not model_matches(source.embedding, info):
@@ -495,7 +495,7 @@ def _reusable_vectors(store: EmbeddedStore, source: AgentZeroFolder, info: Model
     return source.vectors
 
 
-def _batch_vectors(store: EmbeddedStore, batch: list[AgentZeroDocument], vectors: np.ndarray | None,
+def _batch_vectors(store: StoreBase, batch: list[AgentZeroDocument], vectors: np.ndarray | None,
                    report: AgentZeroImportReport) -> np.ndarray:
     import numpy as np
 
@@ -687,7 +687,7 @@ def a0_metadata(memory_id: str, area: str, created_at: str, metadata: dict[str, 
     return {**columns, **{k: v for k, v in rest.items() if k not in columns}}  # a memctl "timestamp" key loses
 
 
-def export_agent_zero(store: EmbeddedStore, dest: str | os.PathLike[str], *, force: bool = False,
+def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: bool = False,
                       progress: Callable[[int, int], None] | None = None) -> AgentZeroExportReport:
     """Write the store as an Agent Zero memory folder: built beside DEST, then renamed into place."""
     import numpy as np
@@ -696,7 +696,7 @@ def export_agent_zero(store: EmbeddedStore, dest: str | os.PathLike[str], *, for
     check_destination(target, force)
     model, dimension, total = store.model_info(), store.dimension(), len(store)
     if not model or not dimension or not total:
-        raise UsageError(f"store {store.folder.name!r} is empty; there is nothing to export")
+        raise UsageError(f"store {store.name!r} is empty; there is nothing to export")
     ids: list[str] = []
     docs: list[tuple[str, str, dict[str, Any]]] = []
     rows: list[np.ndarray] = []
@@ -709,7 +709,7 @@ def export_agent_zero(store: EmbeddedStore, dest: str | os.PathLike[str], *, for
     try:
         matrix = np.ascontiguousarray(np.stack(rows), dtype=np.float32)
     except ValueError as exc:
-        raise StoreError(f"stored vectors of store {store.folder.name!r} are inconsistent: {exc}",
+        raise StoreError(f"stored vectors of store {store.name!r} are inconsistent: {exc}",
                          hint="run `memctl reindex`") from exc
     total = len(ids)
     embedding = a0_embedding(model)

@@ -16,19 +16,22 @@ import os
 import secrets
 import shutil
 import sqlite3
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memctl.embeddings import ModelInfo
 from memctl.errors import LockTimeoutError, NotFoundError, StoreError, UsageError
-from memctl.store.embedded import DB_FILE, EMBEDDING_FILE, LOCK_FILE
+from memctl.store.base import iter_chunks
+from memctl.store.embedded import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
 from memctl.store.records import now_iso
 from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE, file_sha256, fsync_dir
 
 MANIFEST = "backup.json"
 BACKUP_FORMAT = 1
 # Plain files of a store, copied as they are (the database and the index have their own rules).
-SIDE_FILES = (EMBEDDING_FILE, "knowledge_import.json", "behaviour.md", "config.yaml")
+SIDE_FILES = (EMBEDDING_FILE, KNOWLEDGE_FILE, BEHAVIOUR_FILE, "config.yaml")
 
 
 @dataclass
@@ -194,7 +197,7 @@ def verify_backup(source: Path) -> dict[str, Any]:
 
 def store_has_content(folder: Path) -> bool:
     """True when the store holds memories, history or archive rows, behaviour rules or knowledge state."""
-    if any((folder / name).is_file() for name in ("behaviour.md", "knowledge_import.json")):
+    if any((folder / name).is_file() for name in (BEHAVIOUR_FILE, KNOWLEDGE_FILE)):
         return True
     if not (folder / DB_FILE).is_file():
         return False
@@ -264,7 +267,145 @@ def _new_folder(parent: Path, prefix: str) -> Path:
 
 
 def _move_aside(folder: Path) -> str:
-    stamp = now_iso().replace(":", "").replace("-", "")[:15]
-    old = folder.parent / f".{folder.name}.replaced-{stamp}-{secrets.token_hex(3)}"
+    aside = aside_path(folder)
+    old = aside.with_name(f"{aside.name}-{secrets.token_hex(3)}")
     os.rename(folder, old)
     return str(old)
+
+
+# -- any backend: a backup folder written from the store's rows (PostgreSQL) -----------------------
+COPY_BATCH = 2000
+
+
+def copy_store(source: Any, dest: Any) -> int:
+    """Everything `source` holds — memories with their vectors and access times, history, links,
+    archive, behaviour rules, knowledge state — into the empty `dest` as it is, in one transaction
+    at `dest`. Wrap it in `source.snapshot()` for a consistent read. Returns the memories copied."""
+    stored = source.model_info()
+    info = ModelInfo(stored["provider"], stored["model"]) if stored else None
+    dimension = int(stored["dimension"]) if stored else 0
+    count = 0
+    with dest.transaction():
+        for batch in iter_chunks(source.iter_rows(), COPY_BATCH):
+            if info is None:
+                raise StoreError(f"store {source.name!r} has memories but no recorded embedding model",
+                                 hint="run `memctl reindex` on it first")
+            dest.put_rows(batch, info, dimension)
+            count += len(batch)
+        dest.append_history(list(reversed(source.history())))
+        dest.put_links(source.links())
+        for archived in iter_chunks(source.iter_archive(), COPY_BATCH):
+            dest.put_archive(archived)
+        rules = source.read_behaviour()
+        if rules is not None:
+            dest.write_behaviour(rules)
+        knowledge = source.knowledge_state()
+        if knowledge:
+            dest.save_knowledge_state(knowledge)
+    return count
+
+
+def _write_folder_store(store: Any, folder: Path) -> int:
+    """`store` as a folder store in the empty `folder` (read in one snapshot); returns its memory count."""
+    from memctl.store.embedded import EmbeddedStore
+
+    with EmbeddedStore(folder, store.config) as copy:
+        with store.snapshot():
+            count = copy_store(store, copy)
+        if count:
+            copy.rebuild_index()  # the index of exactly these rows, its checkpoint recorded in the database
+    (folder / LOCK_FILE).unlink(missing_ok=True)
+    db = sqlite3.connect(folder / DB_FILE)
+    try:
+        db.execute("PRAGMA journal_mode=DELETE")  # a backup is one self-contained file
+    finally:
+        db.close()
+    return count
+
+
+def _write_manifest(folder: Path, *, subdir: str, source: str, count: int) -> list[str]:
+    files = [name for name in (DB_FILE, *SIDE_FILES, INDEX_FILE, SIDECAR_FILE) if (folder / name).is_file()]
+    manifest = {"memctl_backup": BACKUP_FORMAT, "subdir": subdir, "source": source, "created_at": now_iso(),
+                "count": count, "index": "copied" if INDEX_FILE in files else "rebuild",
+                "files": {name: file_sha256(folder / name) for name in files}}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    _fsync_tree(folder)
+    return files
+
+
+def backup_rows(store: Any, dest: Path, *, force: bool = False) -> BackupReport:
+    """Back up a store that is not a folder (PostgreSQL) into the new folder `dest`: a folder store
+    holding one consistent snapshot of it (see copy_store) and a backup.json manifest, built in a
+    hidden folder beside DEST and renamed into place. It opens as a store and restores into either backend."""
+    if store.model_info() is None and not store.has_content():
+        raise NotFoundError(f"there is no store {store.location}", hint="`memctl subdirs` lists the stores")
+    dest = Path(os.path.abspath(dest.expanduser()))
+    _check_target(dest, force, "backup destination")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    stage = _new_folder(dest.parent, f".{dest.name}.backup-")
+    try:
+        count = _write_folder_store(store, stage)
+        files = _write_manifest(stage, subdir=store.name, source=store.location, count=count)
+        replaced = _swap_in(stage, dest)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    size = sum(p.stat().st_size for p in dest.iterdir() if p.is_file())
+    index = "copied" if INDEX_FILE in files else "rebuild"
+    return BackupReport(path=str(dest), count=count, bytes=size, index=index, files=files, replaced=replaced)
+
+
+def restore_backup_rows(source: Path, store: Any, *, aside: Path, force: bool = False) -> RestoreBackupReport:
+    """Replace the rows of a store that is not a folder (PostgreSQL) with a backup folder, in one
+    transaction during which other writers wait. A replaced store that held anything is first
+    written as a backup folder at `aside` (a hidden folder; `restore-backup` brings it back)."""
+    from memctl.store.embedded import EmbeddedStore
+
+    source = Path(os.path.abspath(source.expanduser()))
+    verify_backup(source)
+    if store.has_content() and not force:
+        raise UsageError(f"store {store.name!r} is not empty", hint=_NOT_EMPTY_HINT)
+    kept: Path | None = None
+    with tempfile.TemporaryDirectory(prefix="memctl-restore-") as tmp:
+        stage = Path(tmp)  # a private copy: opening a store writes beside its database
+        _snapshot(source / DB_FILE, stage / DB_FILE)
+        for name in SIDE_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, stage / name)
+        try:
+            with EmbeddedStore(stage, store.config) as backup, store.transaction():
+                store.lock_writers()
+                if store.has_content():
+                    if not force:
+                        raise UsageError(f"store {store.name!r} is not empty", hint=_NOT_EMPTY_HINT)
+                    kept = _keep_replaced(store, aside)
+                    store.clear()
+                count = copy_store(backup, store)
+        except BaseException:
+            if kept is not None:
+                shutil.rmtree(kept, ignore_errors=True)  # nothing was replaced
+            raise
+    store.rebuild_index()
+    return RestoreBackupReport(source=str(source), path=store.location, count=count, replaced=kept is not None,
+                               kept_old=None if kept is None else str(kept))
+
+
+_NOT_EMPTY_HINT = "restore into another --subdir, or pass --force (the replaced store is kept as a backup folder)"
+
+
+def _keep_replaced(store: Any, aside: Path) -> Path:
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    folder = _new_folder(aside.parent, aside.name + "-")
+    try:
+        count = _write_folder_store(store, folder)
+        _write_manifest(folder, subdir=store.name, source=store.location, count=count)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+def aside_path(folder: Path) -> Path:
+    """Where the store that `folder` names is kept when a restore replaces it: a hidden sibling."""
+    stamp = now_iso().replace(":", "").replace("-", "")[:15]
+    return folder.parent / f".{folder.name}.replaced-{stamp}"

@@ -1,6 +1,7 @@
-"""Behaviour rules: the `behaviour.md` of a sub-store, which an agent adds to its system prompt.
+"""Behaviour rules of a sub-store, which an agent adds to its system prompt.
 
-A store without the file has the default rules (prompts/behaviour_default.md). `adjust` lets the
+The store keeps them (an embedded store as `behaviour.md` in its folder, PostgreSQL as the subdir's
+row of `memctl_behaviour`). A store without rules has the defaults (prompts/behaviour_default.md). `adjust` lets the
 utility model merge one adjustment into the current rules; the result is normalised (no code
 fences, no duplicate lines, no runs of blank lines) and written atomically. `edit` opens $EDITOR on
 a copy and writes it back the same way. A failed or unusable model reply changes nothing.
@@ -18,42 +19,35 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.errors import MemctlError, UsageError
 from memctl.llm import LLMError, UtilityModel, load_template
-from memctl.store.vector_index import atomic_write_bytes
+from memctl.store.embedded import BEHAVIOUR_FILE as FILE_NAME  # noqa: F401 - the embedded store's file
 
 if TYPE_CHECKING:
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store.base import StoreBase
 
-FILE_NAME = "behaviour.md"
 MAX_RULES_CHARS = 20_000
 
 
 @dataclass
 class BehaviourResult:
-    path: Path
+    path: str  # where the rules are kept: the behaviour.md file, or the PostgreSQL store
     action: str
     rules: str
     changed: bool
-    default: bool  # the store has no behaviour.md: these are the default rules
+    default: bool  # the store has no rules of its own: these are the default rules
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "action": self.action, "rules": self.rules, "changed": self.changed,
+        return {"path": self.path, "action": self.action, "rules": self.rules, "changed": self.changed,
                 "default": self.default}
-
-
-def behaviour_path(store: EmbeddedStore) -> Path:
-    return store.folder / FILE_NAME
 
 
 def default_rules() -> str:
     return normalise(load_template("behaviour_default"))
 
 
-def read_rules(store: EmbeddedStore) -> tuple[str, bool]:
-    """(rules, whether they are the defaults because the store has no behaviour.md)."""
-    path = behaviour_path(store)
-    if path.is_file():
-        return path.read_text(encoding="utf-8"), False
-    return default_rules(), True
+def read_rules(store: StoreBase) -> tuple[str, bool]:
+    """(rules, whether they are the defaults because the store has none of its own)."""
+    rules = store.read_behaviour()
+    return (default_rules(), True) if rules is None else (rules, False)
 
 
 def normalise(text: str) -> str:
@@ -77,19 +71,18 @@ def normalise(text: str) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def show(store: EmbeddedStore) -> BehaviourResult:
+def show(store: StoreBase) -> BehaviourResult:
     rules, is_default = read_rules(store)
-    return BehaviourResult(behaviour_path(store), "show", rules, False, is_default)
+    return BehaviourResult(store.behaviour_location, "show", rules, False, is_default)
 
 
-def _write(store: EmbeddedStore, rules: str, action: str) -> BehaviourResult:
-    path = behaviour_path(store)
-    before = path.read_text(encoding="utf-8") if path.is_file() else None
-    atomic_write_bytes(path, rules.encode("utf-8"))
-    return BehaviourResult(path, action, rules, rules != before, False)
+def _write(store: StoreBase, rules: str, action: str) -> BehaviourResult:
+    before = store.read_behaviour()
+    store.write_behaviour(rules)
+    return BehaviourResult(store.behaviour_location, action, rules, rules != before, False)
 
 
-def adjust(store: EmbeddedStore, adjustment: str, llm: UtilityModel) -> BehaviourResult:
+def adjust(store: StoreBase, adjustment: str, llm: UtilityModel) -> BehaviourResult:
     """Merge `adjustment` into the rules with the utility model; LLMError (nothing written) on failure."""
     adjustment = adjustment.strip()
     if not adjustment:
@@ -99,13 +92,14 @@ def adjust(store: EmbeddedStore, adjustment: str, llm: UtilityModel) -> Behaviou
     reply = llm.ask("behaviour_merge", current=current.strip(), adjustment=adjustment)
     rules = normalise(reply)
     if not any(line.lstrip().startswith(("-", "*", "#")) or line.strip() for line in rules.splitlines()):
-        raise LLMError("the utility model returned no rules; behaviour.md was not changed")
+        raise LLMError("the utility model returned no rules; the behaviour rules were not changed")
     if len(rules) > MAX_RULES_CHARS:
-        raise LLMError(f"the utility model returned {len(rules)} characters of rules; behaviour.md was not changed")
+        raise LLMError(f"the utility model returned {len(rules)} characters of rules; "
+                       "the behaviour rules were not changed")
     return _write(store, rules, "adjust")
 
 
-def reset(store: EmbeddedStore) -> BehaviourResult:
+def reset(store: StoreBase) -> BehaviourResult:
     return _write(store, default_rules(), "reset")
 
 
@@ -121,10 +115,10 @@ def editor_command() -> list[str]:
     return command
 
 
-def edit(store: EmbeddedStore) -> BehaviourResult:
+def edit(store: StoreBase) -> BehaviourResult:
     """Open the rules in the editor on a temporary copy; normalise and write back atomically."""
     current, _ = read_rules(store)
-    fd, name = tempfile.mkstemp(prefix="behaviour-", suffix=".md", dir=store.folder)
+    fd, name = tempfile.mkstemp(prefix="behaviour-", suffix=".md")  # private (0600), removed below
     temp = Path(name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -136,7 +130,7 @@ def edit(store: EmbeddedStore) -> BehaviourResult:
             raise MemctlError(f"cannot start the editor {command[0]!r}: {exc}",
                               hint="set EDITOR to an installed editor") from exc
         if status != 0:
-            raise MemctlError(f"the editor exited with status {status}; behaviour.md was not changed")
+            raise MemctlError(f"the editor exited with status {status}; the behaviour rules were not changed")
         return _write(store, normalise(temp.read_text(encoding="utf-8")), "edit")
     finally:
         temp.unlink(missing_ok=True)

@@ -40,7 +40,7 @@ from memctl.llm import LLMError, UtilityModel
 if TYPE_CHECKING:
     import numpy as np
 
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store.base import StoreBase
     from memctl.store.records import Memory
 
 ACTIONS = ("merge", "replace", "update", "keep_separate", "skip")
@@ -130,7 +130,7 @@ def first_sentence(text: str, limit: int = 200) -> str:
 class Consolidator:
     """Consolidates candidates into one store; `dry_run` decides without writing."""
 
-    def __init__(self, store: EmbeddedStore, llm: UtilityModel | None, *, actor: str = "memorize",
+    def __init__(self, store: StoreBase, llm: UtilityModel | None, *, actor: str = "memorize",
                  dry_run: bool = False) -> None:
         self.store = store
         self.llm = llm
@@ -423,7 +423,7 @@ class StoreConsolidation:
                 "groups": [g.to_dict() for g in self.groups]}
 
 
-def similar_groups(store: EmbeddedStore, area: str, threshold: float, max_size: int) -> list[list[Similar]]:
+def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int) -> list[list[Similar]]:
     """Groups of memories at least `threshold` similar to each other, the closest pairs first.
 
     Pairs are joined greedily from the most similar down (a group stops growing at `max_size`), so
@@ -480,7 +480,7 @@ def similar_groups(store: EmbeddedStore, area: str, threshold: float, max_size: 
     return [g for _, g in groups]
 
 
-def consolidate_store(store: EmbeddedStore, llm: UtilityModel, *, area: str | None = None, dry_run: bool = False,
+def consolidate_store(store: StoreBase, llm: UtilityModel, *, area: str | None = None, dry_run: bool = False,
                       progress: Any = None, actor: str = "consolidate") -> StoreConsolidation:
     """Consolidate groups of similar stored memories, near-duplicates first, one transaction per group."""
     from memctl.store.embedded import check_area

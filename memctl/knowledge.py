@@ -14,44 +14,43 @@ are kept (metadata and area updated), nothing is embedded. Chunk texts whose vec
 the store (same content hash, same model) reuse it, and identical texts are embedded once per
 run, so an edit to one section of a long file embeds only the chunks that changed.
 
-Crash safety (the choice made here): SQLite is the source of truth and `knowledge_import.json` a
-mirror of it. Every chunk carries `knowledge_folder`, `source_path` and `source_checksum` in its
-metadata, and a changed file's old chunks are deleted and its new chunks inserted in the same
-transaction. Every run starts by rebuilding its view from the chunks actually in the store,
-taking only the chunking settings and import times from the json. A kill at any moment leaves
-each file with its old chunks or its new ones, never both and never neither; a kill between a
-commit and the json write only makes the json stale, which the next run corrects. The json is
-written atomically after each transaction. Two imports into one store never interleave: a run
-holds `.knowledge.lock` from start to end (a dry run takes no lock and writes nothing).
+Crash safety (the choice made here): the store's memories are the source of truth and the saved
+import state a mirror of them (the embedded store's `knowledge_import.json`, PostgreSQL's
+`memctl_knowledge_files` / `memctl_knowledge_folders` rows of the subdir). Every chunk carries
+`knowledge_folder`, `source_path` and `source_checksum` in its metadata, and a changed file's old
+chunks are deleted and its new chunks inserted in the same transaction. Every run starts by
+rebuilding its view from the chunks actually in the store, taking only the chunking settings and
+import times from the saved state. A kill at any moment leaves each file with its old chunks or its
+new ones, never both and never neither; a kill between a commit and the state write only makes the
+state stale, which the next run corrects. The state is written atomically after each transaction.
+Two imports into one store never interleave: a run holds the store's knowledge lock from start to
+end (`.knowledge.lock` in the folder; a PostgreSQL advisory lock on the subdir). A dry run takes no
+lock and writes nothing. Everything store-specific is behind the store interface (StoreBase).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from memctl.errors import ConfigError, LockTimeoutError, UsageError
+from memctl.errors import ConfigError, UsageError
 from memctl.readers import Chunk, UnreadableFile, read_chunks, reader_for
+from memctl.store.embedded import KNOWLEDGE_FILE as STATE_FILE  # noqa: F401 - where an embedded store keeps it
 from memctl.store.records import AREAS, now_iso
-from memctl.store.vector_index import atomic_write_bytes
 
 if TYPE_CHECKING:
     import numpy as np
 
     from memctl.config import Config
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store.base import StoreBase
 
-STATE_FILE = "knowledge_import.json"
-LOCK_FILE = ".knowledge.lock"
-STATE_VERSION = 1
 CHUNKER_VERSION = 1  # bump when readers or splitting change, so files are re-chunked
-GROUP_CHUNKS = 512  # chunks embedded and committed together (one transaction, one json write)
+GROUP_CHUNKS = 512  # chunks embedded and committed together (one transaction, one state write)
 ACTOR = "knowledge"
 STATUSES = ("new", "changed", "unchanged", "renamed", "removed", "failed")
 
@@ -185,7 +184,7 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# -- state: the store's knowledge chunks, mirrored in knowledge_import.json --------------
+# -- state: the store's knowledge chunks, mirrored in the saved import state -------------
 @dataclass
 class Entry:
     checksum: str | None  # None when the store holds chunks of two versions (never written so)
@@ -199,27 +198,12 @@ class Entry:
 State = dict[str, dict[str, Entry]]  # folder name -> source_path -> entry
 
 
-def _read_json_state(folder: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # a lost or damaged mirror is rebuilt from the store
-    return data if isinstance(data, dict) and data.get("version") == STATE_VERSION else {}
-
-
-def load_state(store: EmbeddedStore, chunking: Chunking) -> tuple[State, dict[str, str]]:
-    """The knowledge files as the store holds them, plus each folder's last seen path (from the json)."""
-    saved = _read_json_state(store.folder)
-    saved_folders: dict[str, Any] = saved.get("folders") or {}
+def load_state(store: StoreBase, chunking: Chunking) -> tuple[State, dict[str, str]]:
+    """The knowledge files as the store holds them, plus each folder's last seen path (from the saved state)."""
+    saved_folders: dict[str, Any] = store.knowledge_state()
     groups: dict[tuple[str, str], list[tuple[int, str, str, str | None, str]]] = {}
-    rows = store.db.execute(
-        "SELECT id, area, json_extract(metadata, '$.knowledge_folder'), json_extract(metadata, '$.source_path'),"
-        " json_extract(metadata, '$.source_checksum'), json_extract(metadata, '$.file_type'),"
-        " json_extract(metadata, '$.chunk') FROM memories"
-        " WHERE json_extract(metadata, '$.knowledge_source') = 1 AND json_extract(metadata, '$.knowledge_folder')"
-        " IS NOT NULL AND json_extract(metadata, '$.source_path') IS NOT NULL ORDER BY seq")
-    for mid, area, folder, rel, checksum, file_type, chunk in rows:
-        order = chunk if isinstance(chunk, int) else 1 << 30
+    for mid, area, folder, rel, checksum, file_type, chunk in store.knowledge_chunks():
+        order = chunk if isinstance(chunk, int) and not isinstance(chunk, bool) else 1 << 30
         groups.setdefault((str(folder), str(rel)), []).append((order, mid, area, checksum, str(file_type or "")))
     state: State = {}
     for (folder, rel), members in groups.items():
@@ -232,7 +216,9 @@ def load_state(store: EmbeddedStore, chunking: Chunking) -> tuple[State, dict[st
             checksum=checksum, area=members[0][2], file_type=members[0][4], ids=[m[1] for m in members],
             chunking=str(saved_entry.get("chunking")) if same else chunking.signature,
             imported_at=str(saved_entry.get("imported_at") or "") if same else "")
-    for folder, data in saved_folders.items():  # files that produced no chunks exist only in the json
+    for folder, data in saved_folders.items():  # files that produced no chunks exist only in the saved state
+        if not isinstance(data, dict):
+            continue
         for rel, saved_entry in (data.get("files") or {}).items():
             if not saved_entry.get("ids") and rel not in state.get(folder, {}):
                 state.setdefault(folder, {})[rel] = Entry(
@@ -243,32 +229,21 @@ def load_state(store: EmbeddedStore, chunking: Chunking) -> tuple[State, dict[st
 
 
 def state_document(state: State, paths: dict[str, str]) -> dict[str, Any]:
+    """What the store saves: folder name -> {"path", "files": source_path -> entry}."""
     return {
-        "version": STATE_VERSION,
-        "folders": {
-            name: {"path": paths.get(name, ""),
-                   "files": {rel: asdict(entry) for rel, entry in sorted(files.items())}}
-            for name, files in sorted(state.items()) if files
-        },
+        name: {"path": paths.get(name, ""), "files": {rel: asdict(entry) for rel, entry in sorted(files.items())}}
+        for name, files in sorted(state.items()) if files
     }
 
 
 class _StateWriter:
-    """Writes the json mirror atomically, and only when it changed."""
+    """Saves the state mirror through the store (atomically; the store writes only what changed)."""
 
-    def __init__(self, store: EmbeddedStore, state: State, paths: dict[str, str]) -> None:
-        self.path = store.folder / STATE_FILE
-        self.state, self.paths = state, paths
-        try:
-            self.last = self.path.read_bytes()
-        except OSError:
-            self.last = b""
+    def __init__(self, store: StoreBase, state: State, paths: dict[str, str]) -> None:
+        self.store, self.state, self.paths = store, state, paths
 
     def write(self) -> None:
-        data = (json.dumps(state_document(self.state, self.paths), indent=1, ensure_ascii=False) + "\n").encode()
-        if data != self.last:
-            atomic_write_bytes(self.path, data)
-            self.last = data
+        self.store.save_knowledge_state(state_document(self.state, self.paths))
 
 
 # -- the report --------------------------------------------------------------------------
@@ -334,15 +309,12 @@ class _Work:
     result: FileResult
 
 
-def import_knowledge(store: EmbeddedStore, folders: Sequence[Folder], *, dry_run: bool = False,
+def import_knowledge(store: StoreBase, folders: Sequence[Folder], *, dry_run: bool = False,
                      progress: Progress | None = None) -> KnowledgeReport:
     """Bring the store's chunks of `folders` in step with their files. Never raises for one bad file:
     unreadable files are reported (status "failed") and keep their previous chunks."""
     chunking = Chunking.from_config(store.config)
-    if not hasattr(store, "db") or not hasattr(store, "folder"):  # it reads SQLite and keeps files beside it
-        raise UsageError("import-knowledge works on embedded stores only, for now",
-                         hint="import into an embedded store, then `memctl export --vectors` / `memctl import`")
-    with _import_lock(store, enabled=not dry_run):
+    with nullcontext() if dry_run else store.knowledge_lock():
         state, paths = load_state(store, chunking)
         report = KnowledgeReport(list(folders), dry_run)
         plan = _plan(folders, state, chunking, report)
@@ -361,25 +333,6 @@ def import_knowledge(store: EmbeddedStore, folders: Sequence[Folder], *, dry_run
         writer.write()
     report.files.sort(key=lambda f: (f.folder, f.source_path))
     return report
-
-
-@contextmanager
-def _import_lock(store: EmbeddedStore, enabled: bool) -> Iterator[None]:
-    if not enabled:
-        yield
-        return
-    import filelock
-
-    lock = filelock.FileLock(str(store.folder / LOCK_FILE), timeout=float(store.config["lock_timeout"]))
-    try:
-        lock.acquire()
-    except filelock.Timeout as exc:
-        raise LockTimeoutError(f"another knowledge import into {store.folder} is running",
-                               hint=f"retry later or raise lock_timeout ({store.config['lock_timeout']} s)") from exc
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 @dataclass
@@ -469,7 +422,7 @@ def _read(source: SourceFile, old: Entry | None, result: FileResult, chunking: C
     return _Work(source, hashlib.sha256(data).hexdigest(), chunks, old, result)
 
 
-def _apply_renames(store: EmbeddedStore, renames: list[tuple[SourceFile, _Removed]], state: State) -> None:
+def _apply_renames(store: StoreBase, renames: list[tuple[SourceFile, _Removed]], state: State) -> None:
     if not renames:
         return
     with store.transaction():
@@ -483,7 +436,7 @@ def _apply_renames(store: EmbeddedStore, renames: list[tuple[SourceFile, _Remove
         state.setdefault(source.folder.name, {})[source.source_path] = replace(entry, area=source.area)
 
 
-def _apply_removals(store: EmbeddedStore, removed: list[_Removed], state: State, report: KnowledgeReport) -> None:
+def _apply_removals(store: StoreBase, removed: list[_Removed], state: State, report: KnowledgeReport) -> None:
     ids = [mid for r in removed for mid in r.entry.ids]
     if ids:
         with store.transaction():
@@ -492,7 +445,7 @@ def _apply_removals(store: EmbeddedStore, removed: list[_Removed], state: State,
         state[r.folder].pop(r.source_path, None)
 
 
-def _apply_new_and_changed(store: EmbeddedStore, todo: list[tuple[SourceFile, Entry | None, FileResult]],
+def _apply_new_and_changed(store: StoreBase, todo: list[tuple[SourceFile, Entry | None, FileResult]],
                            state: State, chunking: Chunking, report: KnowledgeReport, writer: _StateWriter,
                            progress: Progress | None) -> None:
     group: list[_Work] = []
@@ -510,7 +463,7 @@ def _apply_new_and_changed(store: EmbeddedStore, todo: list[tuple[SourceFile, En
                 progress(done, len(todo))
 
 
-def _commit(store: EmbeddedStore, group: list[_Work], state: State, chunking: Chunking,
+def _commit(store: StoreBase, group: list[_Work], state: State, chunking: Chunking,
             report: KnowledgeReport) -> None:
     """Embed the group's chunks first, then swap every file's old chunks for new ones in one transaction."""
     records: list[dict[str, Any]] = [{"text": chunk.text, "area": w.source.area, "metadata": _metadata(w, i, chunk)}
@@ -539,7 +492,7 @@ def _metadata(work: _Work, index: int, chunk: Chunk) -> dict[str, Any]:
             "file_type": work.source.file_type, "source_checksum": work.checksum, "chunk": index, **chunk.meta}
 
 
-def _vectors(store: EmbeddedStore, texts: list[str], report: KnowledgeReport) -> np.ndarray:
+def _vectors(store: StoreBase, texts: list[str], report: KnowledgeReport) -> np.ndarray:
     """One vector per text: from the store when the same text is there already, else embedded once."""
     import numpy as np
 
@@ -548,7 +501,7 @@ def _vectors(store: EmbeddedStore, texts: list[str], report: KnowledgeReport) ->
     store.check_model()
     hashes = [content_hash(t) for t in texts]
     unique = dict(zip(hashes, texts, strict=True))
-    known = _stored_vectors(store, list(unique))
+    known = store.vectors_for_hashes(list(unique))
     missing = [h for h in unique if h not in known]
     if missing:
         known.update(zip(missing, store.embed([unique[h] for h in missing]), strict=True))
@@ -557,21 +510,7 @@ def _vectors(store: EmbeddedStore, texts: list[str], report: KnowledgeReport) ->
     return np.stack([known[h] for h in hashes]).astype(np.float32)
 
 
-def _stored_vectors(store: EmbeddedStore, hashes: list[str], *, vectors: bool = True) -> dict[str, Any]:
-    import numpy as np
-
-    found: dict[str, Any] = {}
-    column = "vector" if vectors else "NULL"
-    for start in range(0, len(hashes), 500):
-        part = hashes[start : start + 500]
-        marks = ",".join("?" * len(part))
-        for digest, blob in store.db.execute(
-                f"SELECT content_hash, {column} FROM memories WHERE content_hash IN ({marks})", part):
-            found[digest] = np.frombuffer(blob, dtype=np.float32) if vectors else True
-    return found
-
-
-def _dry_run(store: EmbeddedStore, plan: _Plan, chunking: Chunking, report: KnowledgeReport) -> None:
+def _dry_run(store: StoreBase, plan: _Plan, chunking: Chunking, report: KnowledgeReport) -> None:
     """Read what would be imported (chunk counts, embeddings needed); write nothing."""
     from memctl.embeddings import content_hash
 
@@ -584,7 +523,7 @@ def _dry_run(store: EmbeddedStore, plan: _Plan, chunking: Chunking, report: Know
         report.deleted += len(old.ids) if old else 0
         texts.update((content_hash(c.text), c.text) for c in work.chunks)
     report.deleted += sum(len(r.entry.ids) for r in plan.removed)
-    known = _stored_vectors(store, list(texts), vectors=False)
+    known = store.known_hashes(list(texts))
     report.embedded = len(texts) - len(known)
     report.reused = len(known)
     report.files.sort(key=lambda f: (f.folder, f.source_path))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,14 +16,15 @@ from typing import IO, Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import InputFormatError, NotFoundError, UsageError
-from memctl.store.embedded import EmbeddedStore, check_area, check_metadata, iter_chunks
-from memctl.store.records import AREAS, Memory, now_iso
+from memctl.store.base import StoreBase, check_area, check_metadata, iter_chunks
+from memctl.store.embedded import folder_size  # noqa: F401 - part of this module's API
+from memctl.store.records import Memory, now_iso
 
 EXPORT_FORMAT = 1
 HEADER_KEY = "memctl_export"
 
 
-def export_lines(store: EmbeddedStore, *, with_vectors: bool = False, area: str | None = None) -> Iterator[str]:
+def export_lines(store: StoreBase, *, with_vectors: bool = False, area: str | None = None) -> Iterator[str]:
     """The header line, then one JSON object per memory (oldest first)."""
     info = store.model_info()
     header = {HEADER_KEY: EXPORT_FORMAT, "subdir": store.name, "exported_at": now_iso(),
@@ -36,7 +37,7 @@ def export_lines(store: EmbeddedStore, *, with_vectors: bool = False, area: str 
         yield json.dumps(record, ensure_ascii=False)
 
 
-def export_jsonl(store: EmbeddedStore, out: IO[str], *, with_vectors: bool = False, area: str | None = None,
+def export_jsonl(store: StoreBase, out: IO[str], *, with_vectors: bool = False, area: str | None = None,
                  progress: Callable[[int], None] | None = None) -> int:
     count = -1
     for count, line in enumerate(export_lines(store, with_vectors=with_vectors, area=area)):
@@ -106,7 +107,7 @@ def _vectors_usable(header: dict[str, Any] | None, records: list[dict[str, Any]]
     return int(embedding.get("dimension") or 0) or None
 
 
-def import_jsonl(store: EmbeddedStore, path: Path | None, lines: list[str], *, batch_size: int = 500,
+def import_jsonl(store: StoreBase, path: Path | None, lines: list[str], *, batch_size: int = 500,
                  on_conflict: str = "skip", progress: Callable[[int, int], None] | None = None) -> ImportReport:
 
     header, records = parse_jsonl(lines, str(path) if path else "<stdin>")
@@ -224,7 +225,7 @@ class PruneCriteria:
         return asdict(self)
 
 
-def select_for_prune(store: EmbeddedStore, criteria: PruneCriteria, now: datetime | None = None) -> list[Memory]:
+def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | None = None) -> list[Memory]:
     """The one selection both `prune --dry-run` and a real prune use (oldest first).
 
     A memory whose timestamps cannot be read is never selected by a time criterion.
@@ -277,7 +278,7 @@ class PruneReport:
                 "count": len(self.pruned), "compacted": self.compacted, "pruned": [m.to_dict() for m in self.pruned]}
 
 
-def prune(store: EmbeddedStore, criteria: PruneCriteria, *, dry_run: bool = False, purge: bool = False,
+def prune(store: StoreBase, criteria: PruneCriteria, *, dry_run: bool = False, purge: bool = False,
           now: datetime | None = None, selected: list[Memory] | None = None) -> PruneReport:
     """Remove what `select_for_prune` selects (or the `selected` list it returned earlier).
 
@@ -294,22 +295,11 @@ def prune(store: EmbeddedStore, criteria: PruneCriteria, *, dry_run: bool = Fals
         with store.transaction():
             gone = set(store.delete(ids, cascade=False, actor="prune", op="prune", archive=not purge).deleted)
             if purge:
-                _forget_text(store, ids)
+                store.forget_text(ids)
         report.pruned += [m for m in batch if m.id in gone]
     if purge and report.pruned:
         report.compacted = store.compact()
     return report
-
-
-def _forget_text(store: EmbeddedStore, ids: list[str]) -> None:
-    """History keeps who did what and when for these ids, not what the text was; the archive drops them."""
-    if hasattr(store, "forget_text"):  # the PostgreSQL backend
-        store.forget_text(ids)
-        return
-    marks = ",".join("?" * len(ids))
-    store.db.execute(f"UPDATE history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
-                     f" new_metadata = NULL WHERE memory_id IN ({marks})", ids)
-    store.db.execute(f"DELETE FROM archive WHERE id IN ({marks})", ids)
 
 
 # -- restore -----------------------------------------------------------------------------
@@ -324,14 +314,12 @@ class Version:
     accessed_at: str | None = None
 
 
-def restorable(store: EmbeddedStore, memory_id: str) -> Version | None:
+def restorable(store: StoreBase, memory_id: str) -> Version | None:
     """The archived row of a removed memory, else its last removal in history (text, area, metadata)."""
-    row = store.db.execute("SELECT id, text, area, created_at, updated_at, metadata, vector, model, accessed_at"
-                           " FROM archive WHERE id = ?", (memory_id,)).fetchone()
-    if row is not None:
-        memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4],
-                        metadata=json.loads(row[5]))
-        return Version(memory, "archive", vector=row[6], model=row[7], accessed_at=row[8])
+    archived = store.archived(memory_id)
+    if archived is not None:
+        return Version(archived.memory, "archive", vector=archived.vector, model=archived.model,
+                       accessed_at=archived.accessed_at)
     entries = store.history(memory_id)
     if not entries or entries[0].old_text is None or entries[0].new_text is not None:
         return None  # never existed, purged, or its last change was not a removal
@@ -354,7 +342,7 @@ class RestoreReport:
                 "reembedded": self.reembedded}
 
 
-def restore(store: EmbeddedStore, ids: list[str], *, actor: str | None = None) -> RestoreReport:
+def restore(store: StoreBase, ids: list[str], *, actor: str | None = None) -> RestoreReport:
     """Bring removed memories back with their id, text, area, metadata and timestamps (all or none).
 
     The archived vector is reused when it was made by the configured model; otherwise (or when
@@ -370,7 +358,7 @@ def restore(store: EmbeddedStore, ids: list[str], *, actor: str | None = None) -
     for memory_id in ids:
         version = restorable(store, memory_id)
         if version is None:
-            raise NotFoundError(f"no restorable version of {memory_id!r} in store {store.folder.name!r}",
+            raise NotFoundError(f"no restorable version of {memory_id!r} in store {store.name!r}",
                                 hint="`memctl history ID` shows what is known; purge removes versions for good")
         versions[memory_id] = version
     info = store.embedder.info
@@ -390,17 +378,17 @@ def restore(store: EmbeddedStore, ids: list[str], *, actor: str | None = None) -
         _refuse_existing(store, ids)  # nobody took an id while we embedded
         store.insert_records(records, np.stack([vectors[i] for i in ids]), info, actor=actor, op="restore",
                              on_conflict="error")
-        marks = ",".join("?" * len(ids))
-        store.db.execute(f"DELETE FROM archive WHERE id IN ({marks})", ids)
+        store.unarchive(ids)
         # A restore is a use: the memory is not pruned again tonight for not being accessed.
-        store.db.execute(f"UPDATE memories SET accessed_at = ? WHERE id IN ({marks})", (stamp, *ids))
+        for chunk in iter_chunks(ids, 900):
+            store.touch(chunk, at=stamp)
     return RestoreReport(restored=store.get(ids), sources={i: versions[i].source for i in ids}, reembedded=fresh)
 
 
-def _refuse_existing(store: EmbeddedStore, ids: list[str]) -> None:
+def _refuse_existing(store: StoreBase, ids: list[str]) -> None:
     present = [m.id for m in store.get(ids)]
     if present:
-        raise UsageError(f"memory {present[0]!r} exists in store {store.folder.name!r}; nothing was restored",
+        raise UsageError(f"memory {present[0]!r} exists in store {store.name!r}; nothing was restored",
                          hint="restore brings back deleted, replaced or pruned memories; `memctl show ID` shows it")
 
 
@@ -420,7 +408,7 @@ class PurgeReport:
         return asdict(self)
 
 
-def purge(store: EmbeddedStore, *, older_than: str | None = None, everything: bool = False,
+def purge(store: StoreBase, *, older_than: str | None = None, everything: bool = False,
           dry_run: bool = False, now: datetime | None = None) -> PurgeReport:
     """Remove history entries and archived memories older than `older_than` (or all) for good.
 
@@ -432,34 +420,16 @@ def purge(store: EmbeddedStore, *, older_than: str | None = None, everything: bo
         raise UsageError("purge needs exactly one of --older-than or --all")
     cutoff = None if everything else ((now or datetime.now(UTC)) - parse_duration(older_than or "", "--older-than"))
     bound = cutoff.isoformat(timespec="milliseconds") if cutoff else None
-    h_where, a_where = ("at < ?", "archived_at < ?") if bound else ("1", "1")
-    args = [bound] if bound else []
-    report = PurgeReport(dry_run=dry_run, cutoff=bound, bytes_before=folder_size(store.folder))
-    report.history = int(store.db.execute(f"SELECT COUNT(*) FROM history WHERE {h_where}", args).fetchone()[0])
-    report.archived = int(store.db.execute(f"SELECT COUNT(*) FROM archive WHERE {a_where}", args).fetchone()[0])
+    report = PurgeReport(dry_run=dry_run, cutoff=bound, bytes_before=store.size_bytes())
+    report.history, report.archived = store.purge_counts(bound)
     if dry_run:
         report.bytes_after = report.bytes_before
         return report
-    with store.transaction() as tx:
-        hashes = _purged_hashes(tx, h_where, a_where, args)
-        store.db.execute(f"DELETE FROM history WHERE {h_where}", args)
-        store.db.execute(f"DELETE FROM archive WHERE {a_where}", args)
+    hashes = store.purge_rows(bound)
     report.compacted = store.compact()
     report.cache_entries = scrub_cache(store.cache_dir, hashes)
-    report.bytes_after = folder_size(store.folder)
+    report.bytes_after = store.size_bytes()
     return report
-
-
-def _purged_hashes(store: EmbeddedStore, h_where: str, a_where: str, args: list[Any]) -> set[str]:
-    from memctl.embeddings import content_hash
-
-    hashes: set[str] = set()
-    cursor = store.db.execute(f"SELECT old_text, new_text FROM history WHERE {h_where}"
-                              f" UNION ALL SELECT text, NULL FROM archive WHERE {a_where}", [*args, *args])
-    for old, new in cursor:
-        hashes.update(content_hash(t) for t in (old, new) if t)
-    live = {r[0] for r in store.db.execute("SELECT content_hash FROM memories")}
-    return hashes - live
 
 
 def scrub_cache(cache_dir: Path | None, hashes: set[str]) -> int:
@@ -488,54 +458,29 @@ def scrub_cache(cache_dir: Path | None, hashes: set[str]) -> int:
     return removed
 
 
-def folder_size(folder: Path) -> int:
-    total = 0
-    for path in folder.rglob("*"):
-        try:
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_size
-        except OSError:
-            continue
-    return total
-
-
 # -- stats -------------------------------------------------------------------------------
-def store_stats(store: EmbeddedStore, subdir: str) -> dict[str, Any]:
-    """Counts per area and source, timestamps, access, archive and history sizes, model, bytes."""
-    if hasattr(store, "stats"):  # the PostgreSQL backend: path is its URL (no password), bytes its rows' size
-        return {**store.stats(), "subdir": subdir}
-    db = store.db
-    areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
-    for area, count, knowledge in db.execute(
-            "SELECT area, COUNT(*), COALESCE(SUM(json_extract(metadata, '$.knowledge_source') IS 1), 0)"
-            " FROM memories GROUP BY area"):
-        areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
-    oldest, newest, never, last = db.execute(
-        "SELECT MIN(created_at), MAX(created_at), COALESCE(SUM(accessed_at IS NULL), 0), MAX(accessed_at)"
-        " FROM memories").fetchone()
-    knowledge = sum(a["knowledge"] for a in areas.values())
-    count = len(store)
-    return {
-        "subdir": subdir, "path": str(store.folder), "count": count, "areas": areas,
-        "knowledge": knowledge, "conversation": count - knowledge,
-        "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
-        "archived": db.execute("SELECT COUNT(*) FROM archive").fetchone()[0],
-        "history": db.execute("SELECT COUNT(*) FROM history").fetchone()[0],
-        "bytes": folder_size(store.folder), "model": store.model_info(),
-    }
+def store_stats(store: StoreBase, subdir: str) -> dict[str, Any]:
+    """Counts per area and source, timestamps, access, archive and history sizes, model, bytes.
+
+    `path` is the folder, or the PostgreSQL URL (no password) and subdir; `bytes` the folder's files
+    or the subdir's rows."""
+    return {**store.stats(), "subdir": subdir}
 
 
 # -- every subdir at once ----------------------------------------------------------------
-def export_all(root: Path, out_dir: Path, opener: Callable[[str], EmbeddedStore], *, with_vectors: bool = False,
-               area: str | None = None) -> list[dict[str, Any]]:
-    """One JSONL file per subdir under out_dir (`projects/x` -> out_dir/projects/x.jsonl), each written atomically."""
+def export_all(root: Path | None, out_dir: Path, opener: Callable[[str], StoreBase], *, with_vectors: bool = False,
+               area: str | None = None, subdirs: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One JSONL file per subdir under out_dir (`projects/x` -> out_dir/projects/x.jsonl), each written atomically.
+
+    The subdirs are `subdirs` (e.g. those of a PostgreSQL database), else the stores under `root`."""
     import io
 
     from memctl.paths import list_subdirs
     from memctl.store.vector_index import atomic_write_bytes
 
     written = []
-    for name in list_subdirs(root):
+    names = list(subdirs) if subdirs is not None else list_subdirs(root) if root is not None else []
+    for name in names:
         path = out_dir / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.StringIO()

@@ -29,7 +29,7 @@ from memctl.store.records import AREAS
 from memctl.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 
 if TYPE_CHECKING:
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store.base import StoreBase
 
 FATES = ("gated", "merged", "replaced", "updated", "kept_separate", "skipped", "inserted")
 TRANSCRIPT_SUFFIXES = (".json", ".jsonl", ".txt", ".md", ".log")
@@ -123,7 +123,7 @@ def extract(llm: UtilityModel, prompt: str, transcript: str, notes: list[str], l
     return texts[:MAX_CANDIDATES]
 
 
-def memorize_messages(store: EmbeddedStore, messages: Sequence[Message], llm: UtilityModel, *,
+def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: UtilityModel, *,
                       source: str = "<messages>", area: str = "fragments", solutions: bool = True,
                       dry_run: bool = False, recalled: Sequence[str] = (), actor: str = "memorize",
                       report: TranscriptReport | None = None) -> TranscriptReport:
@@ -165,7 +165,7 @@ def memorize_messages(store: EmbeddedStore, messages: Sequence[Message], llm: Ut
     return report
 
 
-def memorize_files(store: EmbeddedStore, paths: Sequence[Path], llm: UtilityModel, *, area: str = "fragments",
+def memorize_files(store: StoreBase, paths: Sequence[Path], llm: UtilityModel, *, area: str = "fragments",
                    solutions: bool = True, dry_run: bool = False, recalled: Sequence[str] = (),
                    keep_going: bool = False, progress: Callable[[int, int], None] | None = None,
                    actor: str = "memorize") -> MemorizeReport:

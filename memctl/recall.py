@@ -17,7 +17,7 @@ from memctl.store.records import Hit
 from memctl.transcripts import Message, as_text
 
 if TYPE_CHECKING:
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store.base import StoreBase
 
 MAX_QUERY_CHARS = 500
 
@@ -39,7 +39,7 @@ class RecallResult:
         return not self.memories and not self.solutions
 
 
-def recall(store: EmbeddedStore, message: str, history: list[Message] | None = None, *,
+def recall(store: StoreBase, message: str, history: list[Message] | None = None, *,
            llm: UtilityModel | None = None, query_prep: bool = False, post_filter: bool = False,
            threshold: float | None = None) -> RecallResult:
     config = store.config

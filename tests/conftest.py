@@ -47,6 +47,22 @@ def home(isolated_env: Path) -> Path:
     return isolated_env
 
 
+@pytest.fixture(params=["embedded", "postgres"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, isolated_env: Path):
+    """Run the test on both backends: as it is (folder stores under the root), and with MEMCTL_STORE
+    pointing at PostgreSQL in a schema of its own, so `cli(...)` and `memctl.open_store(home, subdir)`
+    use that database. Request it first (or `pytest.mark.usefixtures("backend")`), before `store`.
+    Without a server the PostgreSQL half skips — and fails with CI=true (tests/pg.py)."""
+    if request.param == "embedded":
+        yield "embedded"
+        return
+    from tests.pg import pg_schema
+
+    with pg_schema() as url:
+        monkeypatch.setenv("MEMCTL_STORE", url)
+        yield "postgres"
+
+
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     """Run `memctl ARGS` in this process; returns Result(code, out, err)."""

@@ -45,3 +45,12 @@ def pg_schema() -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def query(sql: str, args: tuple = ()) -> list[tuple]:
+    """Run SQL in the schema MEMCTL_STORE points at (the `backend` fixture's); rows if it returns any."""
+    import psycopg
+
+    with psycopg.connect(os.environ["MEMCTL_STORE"], autocommit=True) as conn:
+        cursor = conn.execute(sql, args)
+        return cursor.fetchall() if cursor.description else []

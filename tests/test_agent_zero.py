@@ -1,4 +1,7 @@
-"""Agent Zero interop: real LangChain stores in, Agent-Zero-loadable folders out, hostile pickles refused."""
+"""Agent Zero interop: real LangChain stores in, Agent-Zero-loadable folders out, hostile pickles refused.
+
+Tests that take `backend` run on both backends (an Agent Zero folder into / out of a PostgreSQL store too).
+"""
 
 from __future__ import annotations
 
@@ -107,7 +110,7 @@ def berlin():
 
 
 # -- import ---------------------------------------------------------------------------------------
-def test_import_of_a_real_langchain_store_keeps_ids_texts_areas_timestamps_metadata(cli, tmp_path, berlin):
+def test_import_of_a_real_langchain_store_keeps_ids_texts_areas_timestamps_metadata(backend, cli, tmp_path, berlin):
     folder = tmp_path / "usr" / "memory" / "default"
     build_a0_store(folder, A0_DOCS, sha=True)
     result = cli("import-agent-zero", folder, "--subdir", "agent0", "--json")
@@ -169,7 +172,7 @@ def test_enum_areas_are_read_without_importing_agent_zero(cli, tmp_path, monkeyp
     assert cli("show", "e2", "--json").json["memory"]["area"] == "solutions"
 
 
-def test_existing_ids_empty_texts_and_unknown_model_are_reported(cli, tmp_path):
+def test_existing_ids_empty_texts_and_unknown_model_are_reported(backend, cli, tmp_path):
     docs = A0_DOCS[:2] + [{"id": "Empty00001", "text": "   ", "metadata": {"area": "main"}}]
     build_a0_store(tmp_path / "a0", docs,
                    embedding={"model_provider": "huggingface", "model_name": "sentence-transformers/all-MiniLM-L6-v2"})
@@ -185,7 +188,7 @@ def test_existing_ids_empty_texts_and_unknown_model_are_reported(cli, tmp_path):
     assert human.code == 0 and "imported 0 of 3 documents" in human.out and "empty text" in human.out
 
 
-def test_a_mismatched_sha256_sidecar_means_vectors_are_not_trusted(cli, tmp_path):
+def test_a_mismatched_sha256_sidecar_means_vectors_are_not_trusted(backend, cli, tmp_path):
     build_a0_store(tmp_path / "a0", A0_DOCS[:2])
     (tmp_path / "a0" / "index.faiss.sha256").write_text("0" * 64)
     doc = cli("import-agent-zero", tmp_path / "a0", "--json").json
@@ -245,7 +248,7 @@ def test_the_hostile_payloads_are_armed(tmp_path):
     assert armed.exists()
 
 
-def test_a_pickle_that_would_run_code_is_refused_before_anything_runs(cli, tmp_path):
+def test_a_pickle_that_would_run_code_is_refused_before_anything_runs(backend, cli, tmp_path):
     canary = tmp_path / "canary"
     cli("save", "an existing memory")
     before = _store_snapshot(cli)
@@ -295,7 +298,7 @@ def _seed(store) -> list[str]:
     return ids
 
 
-def test_an_exported_folder_loads_in_langchain_and_ranks_like_memctl(cli, store, tmp_path):
+def test_an_exported_folder_loads_in_langchain_and_ranks_like_memctl(backend, cli, store, tmp_path):
     FAISS, _, DistanceStrategy, _, Fake = lc()
     import faiss
 
@@ -347,7 +350,7 @@ def test_the_hand_written_pickle_equals_what_langchain_writes(tmp_path):
     assert sample.model_fields_set == theirs[0]._dict["id0007"].model_fields_set
 
 
-def test_round_trip_agent_zero_to_memctl_and_back(cli, tmp_path):
+def test_round_trip_agent_zero_to_memctl_and_back(backend, cli, tmp_path):
     build_a0_store(tmp_path / "a0", A0_DOCS)
     assert cli("import-agent-zero", tmp_path / "a0").code == 0
     assert cli("delete", "Mem0000002", "--yes").code == 0
@@ -366,7 +369,7 @@ def test_round_trip_agent_zero_to_memctl_and_back(cli, tmp_path):
     assert iso_to_a0_time(a0_time_to_iso("2025-01-02 10:11:12")) == "2025-01-02 10:11:12"
 
 
-def test_export_refuses_to_overwrite_without_force_then_swaps_and_keeps_knowledge_import(cli, store, tmp_path):
+def test_export_refuses_to_overwrite_without_force_then_swaps_and_keeps_knowledge_import(backend, cli, store, tmp_path):
     ids = _seed(store)
     dest = tmp_path / "a0"
     dest.mkdir()
@@ -440,7 +443,7 @@ def test_timestamps(berlin):
     assert iso_to_a0_time("2025-07-02T08:11:12.000+00:00") == "2025-07-02 10:11:12"
 
 
-def test_an_unreadable_index_faiss_means_re_embedding_not_failure(cli, tmp_path):
+def test_an_unreadable_index_faiss_means_re_embedding_not_failure(backend, cli, tmp_path):
     folder = tmp_path / "a0"
     folder.mkdir()
     meta = {"id": "k1", "area": "main", "timestamp": "not a time", "timestamp_extra": 1}

@@ -1,4 +1,7 @@
-"""behaviour: default rules, model-merged adjustments (normalised, atomic), reset, edit via $EDITOR."""
+"""behaviour: default rules, model-merged adjustments (normalised, atomic), reset, edit via $EDITOR.
+
+Every test runs on both backends (`backend`): behaviour.md in the folder, a row of memctl_behaviour in PostgreSQL.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,10 @@ import pytest
 
 from memctl import behaviour
 from memctl.llm import LLMError, UtilityModel
+from tests.pg import query
 from tests.scripted_llm import Router
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def _llm(store, reply):
@@ -27,24 +33,40 @@ def test_normalise():
     assert behaviour.normalise(raw) == "# Rules\n\n- a\n-  b\n\n- c\n"
 
 
-def test_adjust_merges_normalises_and_writes(store):
+def test_adjust_merges_normalises_and_writes(store, backend):
     reply = "```\n# Behaviour rules\n\n- Answer in German.\n- Answer in German.\n\n\n\n- Be direct.\n```"
     router = Router(behaviour_merge=reply)
     result = behaviour.adjust(store, "Always answer in German", UtilityModel(store.config, completion=router))
-    assert result.changed and result.path == store.folder / "behaviour.md"
-    assert result.path.read_text() == "# Behaviour rules\n\n- Answer in German.\n\n- Be direct.\n"
+    assert result.changed and result.path == store.behaviour_location
+    assert store.read_behaviour() == "# Behaviour rules\n\n- Answer in German.\n\n- Be direct.\n"
     sent = router.calls[0][1]
     assert "Always answer in German" in sent and "Be direct: lead with the answer" in sent  # the default rules
-    assert not list(store.folder.glob("*.tmp*"))
+    if backend == "embedded":
+        assert result.path == str(store.folder / "behaviour.md")
+        assert Path(result.path).read_text() == store.read_behaviour()
+        assert not list(store.folder.glob("*.tmp*"))
+    else:
+        assert result.path.endswith("#default (behaviour rules)")
+        assert query("SELECT subdir, rules FROM memctl_behaviour") == [("default", store.read_behaviour())]
 
 
 @pytest.mark.parametrize("reply", [LLMError("timeout"), "```\n```", "   "])
 def test_failed_adjust_changes_nothing(store, reply):
-    path = store.folder / "behaviour.md"
-    path.write_text("- keep me\n")
+    store.write_behaviour("- keep me\n")
     with pytest.raises(LLMError):
         behaviour.adjust(store, "be brief", _llm(store, reply))
-    assert path.read_text() == "- keep me\n"
+    assert store.read_behaviour() == "- keep me\n"
+
+
+def test_rules_are_per_subdir(cli):
+    import memctl
+
+    assert cli("-s", "agent1", "behaviour", "reset").code == 0
+    with memctl.open_store(None, "agent2") as other:
+        other.write_behaviour("- agent two only\n")
+    assert cli("-s", "agent2", "behaviour", "show").out == "- agent two only\n"
+    assert cli("-s", "agent1", "behaviour", "show", "--json").json["default"] is False
+    assert cli("-s", "agent3", "behaviour", "show", "--json").json["default"] is True
 
 
 def test_reset_and_cli_adjust(cli, monkeypatch):

@@ -1,4 +1,7 @@
-"""The CLI end to end (in-process, fake embedder): arguments, exit codes and the --json contract."""
+"""The CLI end to end (in-process, fake embedder): arguments, exit codes and the --json contract.
+
+Tests that take `backend` run on both backends (folder stores, and PostgreSQL through MEMCTL_STORE).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ def _save(cli, text: str, *extra: str) -> str:
     return result.json["ids"][0]
 
 
-def test_save_prints_id_and_load_finds_it(cli):
+def test_save_prints_id_and_load_finds_it(backend, cli):
     result = cli("save", "User prefers dark mode in every editor")
     assert result.code == 0 and len(result.out.strip()) == 10
     loaded = cli("load", "User prefers dark mode in every editor", "--json")
@@ -28,7 +31,7 @@ def test_save_prints_id_and_load_finds_it(cli):
     assert set(doc["results"][0]) == MEMORY_KEYS | {"score"}
 
 
-def test_save_from_stdin_and_file_with_meta(cli, tmp_path: Path):
+def test_save_from_stdin_and_file_with_meta(backend, cli, tmp_path: Path):
     note = tmp_path / "note.txt"
     note.write_text("The staging database is called orion\n")
     from_file = _save(cli, f"@{note}", "--meta", "tags=[\"db\", \"staging\"]", "--meta", "priority=2",
@@ -56,7 +59,7 @@ def test_save_from_stdin_and_file_with_meta(cli, tmp_path: Path):
     (["frobnicate"], 2, "No such command"),
     (["import", "/no/such.jsonl"], 2, "does not exist"),
 ])
-def test_errors_have_messages_and_exit_codes(cli, args, code, words):
+def test_errors_have_messages_and_exit_codes(backend, cli, args, code, words):
     result = cli(*args)
     assert result.code == code, (result.out, result.err)
     assert words.lower() in result.err.lower()
@@ -66,7 +69,7 @@ def test_errors_have_messages_and_exit_codes(cli, args, code, words):
     assert error["exit_code"] == code and words.lower() in error["message"].lower() + (error["hint"] or "").lower()
 
 
-def test_load_nothing_matched_is_exit_3_with_empty_results(cli):
+def test_load_nothing_matched_is_exit_3_with_empty_results(backend, cli):
     _save(cli, "apples are red")
     result = cli("load", "quantum chromodynamics lattice", "--json")
     assert result.code == 3 and result.json["results"] == [] and result.json["count"] == 0
@@ -112,7 +115,7 @@ def test_hostile_filters_exit_2_and_store_unchanged(cli, home: Path):
     assert sorted(m["id"] for m in cli("list", "--json").json["items"]) == sorted(ids)
 
 
-def test_list_pagination_and_filter(cli):
+def test_list_pagination_and_filter(backend, cli):
     ids = [_save(cli, f"memory {i}", "--meta", f"n={i}") for i in range(7)]
     page1 = cli("list", "--limit", "3", "--json").json
     assert page1["total"] == 7 and [m["id"] for m in page1["items"]] == ids[::-1][:3]
@@ -124,7 +127,7 @@ def test_list_pagination_and_filter(cli):
     assert {m["id"] for m in odd["items"]} == {ids[1], ids[3], ids[5]}
 
 
-def test_update_text_and_meta_keeps_history(cli):
+def test_update_text_and_meta_keeps_history(backend, cli):
     mid = _save(cli, "The API runs on port 8080", "--meta", "tags=[\"api\"]")
     doc = cli("update", mid, "--text", "The API runs on port 9090", "--meta", "owner=ops", "--json").json
     assert doc["reembedded"] is True and doc["memory"]["metadata"] == {"tags": ["api"], "owner": "ops"}
@@ -134,7 +137,7 @@ def test_update_text_and_meta_keeps_history(cli):
     assert history[1]["old_text"] == "The API runs on port 8080" and history[1]["new_text"].endswith("9090")
 
 
-def test_delete_dry_run_cascade_and_missing(cli, store):
+def test_delete_dry_run_cascade_and_missing(backend, cli, store):
     parent = store.add(["parent fact"])[0]
     child = store.add(["child fact"], derived_from={"consolidated_from": [parent]})[0]
     store.close()
@@ -147,7 +150,7 @@ def test_delete_dry_run_cascade_and_missing(cli, store):
     assert cli("delete", "ghost", "--json").code == 3
 
 
-def test_forget_deletes_in_batches_until_exhausted(cli, store, monkeypatch):
+def test_forget_deletes_in_batches_until_exhausted(backend, cli, store, monkeypatch):
     store.add([f"the build cache lives in gradle folder {i}" for i in range(250)])
     keep = store.add(["completely unrelated zebra"])[0]
     store.close()
@@ -161,24 +164,24 @@ def test_forget_deletes_in_batches_until_exhausted(cli, store, monkeypatch):
     assert cli("forget", "the build cache lives in gradle folder", "--json").code == 3
 
 
-def test_forget_exact(cli):
+def test_forget_exact(backend, cli):
     a = _save(cli, "Temporary marker XYZ")
     _save(cli, "Temporary marker XYZ and more")
     doc = cli("forget", "Temporary marker XYZ", "--exact", "--json").json
     assert [m["id"] for m in doc["deleted"]] == [a]
 
 
-def test_subdirs_lists_projects(cli, home: Path):
+def test_subdirs_lists_projects(backend, cli, home: Path):
     _save(cli, "x", "--subdir", "agent1")
     _save(cli, "y", "--subdir", "projects/alpha")
     _save(cli, "z", "--subdir", "projects/alpha")
     doc = cli("subdirs", "--json").json
-    assert doc["root"] == str(home)
+    assert (doc["root"] == str(home)) if backend == "embedded" else doc["root"].startswith("postgresql://")
     assert [(s["name"], s["count"]) for s in doc["subdirs"]] == [("agent1", 1), ("projects/alpha", 2)]
 
 
 @pytest.mark.parametrize("vectors", [False, True])
-def test_export_import_round_trip(cli, store, tmp_path: Path, vectors: bool):
+def test_export_import_round_trip(backend, cli, store, tmp_path: Path, vectors: bool):
     store.add(["alpha fact", "beta fact"], area="fragments", metadata=[{"tags": ["a"], "n": 1}, {"x": None}])
     store.add(["gamma solution"], area="solutions", metadata=[{"nested": {"k": [1, 2]}}])
     store.close()
@@ -199,7 +202,7 @@ def test_export_import_round_trip(cli, store, tmp_path: Path, vectors: bool):
     assert hit["text"] == "gamma solution"
 
 
-def test_import_rejects_bad_lines_before_writing(cli, tmp_path: Path):
+def test_import_rejects_bad_lines_before_writing(backend, cli, tmp_path: Path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"text": "also fine"}\n{not json\n')
     result = cli("import", bad, "--json")
@@ -210,13 +213,13 @@ def test_import_rejects_bad_lines_before_writing(cli, tmp_path: Path):
     assert "no text" in cli("import", notext).err
 
 
-def test_import_plain_jsonl_from_stdin(cli):
+def test_import_plain_jsonl_from_stdin(backend, cli):
     lines = "\n".join(json.dumps({"text": f"plain record {i}"}) for i in range(5))
     doc = cli("import", "-", "--json", input=lines).json
     assert doc["imported"] == 5 and doc["reembedded"] == 5
 
 
-def test_import_reembeds_vectors_from_another_model(cli, tmp_path: Path, home: Path):
+def test_import_reembeds_vectors_from_another_model(backend, cli, tmp_path: Path, home: Path):
     import memctl
     from memctl.embeddings import FakeEmbedder
 
@@ -229,7 +232,7 @@ def test_import_reembeds_vectors_from_another_model(cli, tmp_path: Path, home: P
     assert cli("load", "vector from a 64-d model", "--json").json["results"][0]["score"] > 0.99
 
 
-def test_model_change_refuses_then_reindex(cli, home: Path, monkeypatch):
+def test_model_change_refuses_then_reindex(backend, cli, home: Path, monkeypatch):
     import memctl
     from memctl.embeddings import FakeEmbedder
 
@@ -244,7 +247,7 @@ def test_model_change_refuses_then_reindex(cli, home: Path, monkeypatch):
     assert cli("reindex", "--index-only", "--json").json["count"] == 2
 
 
-def test_json_documents_of_every_command(cli, tmp_path: Path):
+def test_json_documents_of_every_command(backend, cli, tmp_path: Path):
     mid = _save(cli, "json contract memory")
     contracts = {
         ("show", mid): {"subdir", "memory", "derived"},

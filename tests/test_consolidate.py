@@ -1,4 +1,7 @@
-"""Consolidation: every action, the safety downgrade, races, timeouts, garbage replies, provenance links."""
+"""Consolidation: every action, the safety downgrade, races, timeouts, garbage replies, provenance links.
+
+Tests that take `backend` run on both backends, with the same scripted replies and the same expected results.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ def _decide(action, *targets_text, text=None):
     return reply
 
 
-def test_keep_separate_inserts(store):
+def test_keep_separate_inserts(backend, store):
     [old] = store.add([STORED], area="fragments")
     worker, router = _worker(store, consolidate=_decide("keep_separate"))
     out = worker.consolidate(NEAR, "fragments", {"source": "t"})
@@ -38,14 +41,14 @@ def test_keep_separate_inserts(store):
     assert store.get_one(old).text == STORED and router.count("keywords") == 1
 
 
-def test_skip_stores_nothing(store):
+def test_skip_stores_nothing(backend, store):
     [old] = store.add([STORED], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("skip", STORED))
     out = worker.consolidate(NEAR, "fragments")
     assert out.fate == "skipped" and out.ids == [old] and len(store) == 1
 
 
-def test_update_rewrites_in_place_and_keeps_history(store):
+def test_update_rewrites_in_place_and_keeps_history(backend, store):
     [old] = store.add([STORED], area="fragments", metadata=[{"tags": ["ui"], "source": "a"}])
     worker, _ = _worker(store, consolidate=_decide("update", STORED, text="User prefers light mode in every editor"))
     out = worker.consolidate("User now prefers light mode in every editor", "fragments",
@@ -58,7 +61,7 @@ def test_update_rewrites_in_place_and_keeps_history(store):
     assert (entry.op, entry.actor, entry.old_text) == ("update", "memorize", STORED)
 
 
-def test_replace_removes_close_targets_and_links_them(store):
+def test_replace_removes_close_targets_and_links_them(backend, store):
     [old] = store.add([STORED], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("replace", STORED))
     out = worker.consolidate(NEAR, "fragments")
@@ -69,7 +72,7 @@ def test_replace_removes_close_targets_and_links_them(store):
     assert [e.op for e in store.history(old)][0] == "replace"
 
 
-def test_merge_links_originals_and_survives_their_deletion(store):
+def test_merge_links_originals_and_survives_their_deletion(backend, store):
     ids = store.add([STORED, "User prefers dark mode in every editor window"], area="fragments",
                     metadata=[{"tags": ["a", "b"]}, {"tags": ["b", "c"], "k": 1}])
     merged_text = "User prefers dark mode in every editor, app and window"
@@ -87,7 +90,7 @@ def test_merge_links_originals_and_survives_their_deletion(store):
     assert result.deleted == [merged] and result.cascaded == []
 
 
-def test_replace_below_safety_threshold_is_downgraded(store):
+def test_replace_below_safety_threshold_is_downgraded(backend, store):
     [old] = store.add([LOOSE], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("replace", LOOSE))
     out = worker.consolidate(STORED, "fragments")
@@ -95,7 +98,7 @@ def test_replace_below_safety_threshold_is_downgraded(store):
     assert store.get_one(old).text == LOOSE and len(store) == 2 and out.removed == []
 
 
-def test_merge_removes_only_the_close_targets(store):
+def test_merge_removes_only_the_close_targets(backend, store):
     close, loose = store.add([STORED, LOOSE], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("merge", STORED, LOOSE, text="User prefers dark mode in editors"))
     worker.consider_min = 0.0  # show LOOSE to the model too
@@ -105,7 +108,7 @@ def test_merge_removes_only_the_close_targets(store):
 
 
 @pytest.mark.parametrize("action", ["update", "merge", "replace"])
-def test_target_vanishing_before_apply_loses_nothing(store, home, action):
+def test_target_vanishing_before_apply_loses_nothing(backend, store, home, action):
     import memctl
 
     [old] = store.add([STORED], area="fragments")
@@ -129,7 +132,7 @@ def test_target_vanishing_before_apply_loses_nothing(store, home, action):
                                    '{"action": "update", "targets": [0]}',
                                    '{"action": "merge", "targets": [0], "text": "Sure! Here is the JSON you want"}',
                                    "[1, 2, 3]"])
-def test_failed_or_garbage_decision_inserts_as_is(store, reply):
+def test_failed_or_garbage_decision_inserts_as_is(backend, store, reply):
     [old] = store.add([STORED], area="fragments")
     worker, _ = _worker(store, consolidate=reply)
     out = worker.consolidate(NEAR, "fragments")
@@ -137,7 +140,7 @@ def test_failed_or_garbage_decision_inserts_as_is(store, reply):
     assert {m.text for m in store.list()[0]} == {STORED, NEAR} and store.get_one(old).text == STORED
 
 
-def test_keyword_failure_falls_back_to_first_sentence(store):
+def test_keyword_failure_falls_back_to_first_sentence(backend, store):
     store.add([STORED], area="fragments")
     worker, router = _worker(store, keywords=LLMError("timeout"), consolidate=_decide("keep_separate"))
     out = worker.consolidate("User likes Vim. Also uses tmux daily", "fragments")
@@ -147,7 +150,7 @@ def test_keyword_failure_falls_back_to_first_sentence(store):
     assert worker2.keywords("Alpha beta. Gamma", notes) == ["Alpha beta."] and notes
 
 
-def test_apply_failure_rolls_back_and_inserts(store, monkeypatch):
+def test_apply_failure_rolls_back_and_inserts(backend, store, monkeypatch):
     [old] = store.add([STORED], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("replace", STORED))
     real_delete = store.delete
@@ -162,7 +165,7 @@ def test_apply_failure_rolls_back_and_inserts(store, monkeypatch):
     assert store.get_one(old).text == STORED and len(store) == 2  # the half-done replace was rolled back
 
 
-def test_dry_run_writes_nothing(store):
+def test_dry_run_writes_nothing(backend, store):
     [old] = store.add([STORED], area="fragments")
     worker, _ = _worker(store, dry_run=True, consolidate=_decide("replace", STORED))
     out = worker.consolidate(NEAR, "fragments")
@@ -170,7 +173,7 @@ def test_dry_run_writes_nothing(store):
     assert len(store) == 1 and store.get_one(old).text == STORED
 
 
-def test_without_consolidation_replaces_above_threshold(home):
+def test_without_consolidation_replaces_above_threshold(backend, home):
     import memctl
     from memctl.embeddings import FakeEmbedder
 
@@ -184,7 +187,7 @@ def test_without_consolidation_replaces_above_threshold(home):
         assert store.derived_ids([old]) == out.ids and store.get([other_area]) and store.get(keep)
 
 
-def test_knowledge_chunks_are_never_consolidated(store):
+def test_knowledge_chunks_are_never_consolidated(backend, store):
     store.add([STORED], area="fragments", metadata=[{"knowledge_source": True}])
     worker, router = _worker(store)
     out = worker.consolidate(NEAR, "fragments")
@@ -207,7 +210,7 @@ def test_merge_metadata_new_wins_tags_unioned():
         {"a": 2, "tags": ["x", "y", "z"]}
 
 
-def test_consolidate_store_merges_near_duplicates_first(store):
+def test_consolidate_store_merges_near_duplicates_first(backend, store):
     ids = store.add([STORED, NEAR, "Deploys go to Kubernetes on Fridays"], area="fragments")
     router = Router(consolidate=lambda m: json.dumps({"action": "merge", "targets": [0],
                                                       "text": "User prefers dark mode in every editor and app"}))
@@ -222,7 +225,7 @@ def test_consolidate_store_merges_near_duplicates_first(store):
     assert store.derived_ids(ids[:2]) == group.ids
 
 
-def test_consolidate_store_failure_changes_nothing(store):
+def test_consolidate_store_failure_changes_nothing(backend, store):
     store.add([STORED, NEAR], area="fragments")
     llm = UtilityModel(store.config, completion=Router(consolidate=LLMError("timeout")))
     report = consolidate_store(store, llm)

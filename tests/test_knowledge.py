@@ -1,12 +1,15 @@
 """Knowledge folders: readers, area rules, incremental import (edit, delete, rename), failures, dry run,
-crash safety, and reindex after a kill."""
+crash safety, and reindex after a kill.
+
+Tests that take `backend` run on both backends: the import state in knowledge_import.json, and in
+PostgreSQL's memctl_knowledge_files / memctl_knowledge_folders.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +22,7 @@ from memctl.embeddings import FakeEmbedder
 from memctl.errors import ModelMismatchError
 from memctl.readers import markdown_sections, read_chunks, split_text
 from tests.conftest import REPO, run_memctl
+from tests.pg import query
 
 LONG_P1 = "The release train leaves every second Tuesday. " * 8  # ~390 characters
 LONG_P2 = "Hotfixes skip the train and go out after two reviews. " * 7
@@ -124,9 +128,28 @@ def chunks_by_file(home: Path) -> dict[str, list[memctl.Memory]]:
     return files
 
 
+def saved_state(home: Path) -> dict:
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        return store.knowledge_state()
+
+
 def state_ids(home: Path) -> dict[str, list[str]]:
-    data = json.loads((home / "default" / knowledge.STATE_FILE).read_text())
-    return {rel: entry["ids"] for rel, entry in data["folders"]["kb"]["files"].items()}
+    return {rel: entry["ids"] for rel, entry in saved_state(home)["kb"]["files"].items()}
+
+
+def state_writes(backend: str, home: Path) -> object:
+    """Something that changes whenever the saved state is written: the file's mtime, or the rows' xmin."""
+    if backend == "embedded":
+        return (home / "default" / knowledge.STATE_FILE).stat().st_mtime_ns
+    return query("SELECT folder, source_path, xmin::text FROM memctl_knowledge_files ORDER BY 1, 2")
+
+
+def lose_state(backend: str, home: Path) -> None:
+    if backend == "embedded":
+        (home / "default" / knowledge.STATE_FILE).unlink()
+    else:
+        query("DELETE FROM memctl_knowledge_files")
+        query("DELETE FROM memctl_knowledge_folders")
 
 
 # -- readers -----------------------------------------------------------------------------
@@ -165,7 +188,7 @@ def test_every_reader(kb: Path):
 
 
 # -- import ------------------------------------------------------------------------------
-def test_import_applies_area_rules_and_metadata(cli, home: Path, kb: Path):
+def test_import_applies_area_rules_and_metadata(backend, cli, home: Path, kb: Path):
     result = cli("import-knowledge", kb, "--json")
     assert result.code == 0, result.err
     doc = result.json
@@ -187,7 +210,7 @@ def test_import_applies_area_rules_and_metadata(cli, home: Path, kb: Path):
     assert hits["results"][0]["metadata"]["source_path"] == "page.html"
 
 
-def test_edit_delete_and_rename(home: Path, kb: Path):
+def test_edit_delete_and_rename(backend, home: Path, kb: Path):
     run_import(home, kb)
     before = chunks_by_file(home)
     ids_before = {rel: [m.id for m in ms] for rel, ms in before.items()}
@@ -224,22 +247,21 @@ def test_edit_delete_and_rename(home: Path, kb: Path):
     assert state_ids(home) == ids_after
 
 
-def test_unchanged_rerun_embeds_nothing_and_writes_nothing(home: Path, kb: Path):
+def test_unchanged_rerun_embeds_nothing_and_writes_nothing(backend, home: Path, kb: Path):
     run_import(home, kb)
-    state_file = home / "default" / knowledge.STATE_FILE
-    stamp = state_file.stat().st_mtime_ns
-    with sqlite3.connect(home / "default" / "memories.sqlite") as db:
-        history = db.execute("SELECT COUNT(*) FROM history").fetchone()[0]
+    stamp = state_writes(backend, home)
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        history = len(store.history())
     counting = FakeEmbedder()
     report = run_import(home, kb, counting)
     assert counting.calls == []
     assert report.count("unchanged") == len(EXPECTED) and report.added == report.deleted == 0
-    assert state_file.stat().st_mtime_ns == stamp
-    with sqlite3.connect(home / "default" / "memories.sqlite") as db:
-        assert db.execute("SELECT COUNT(*) FROM history").fetchone()[0] == history
+    assert state_writes(backend, home) == stamp
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        assert len(store.history()) == history
 
 
-def test_identical_chunks_are_embedded_once(home: Path, tmp_path: Path):
+def test_identical_chunks_are_embedded_once(backend, home: Path, tmp_path: Path):
     kb = tmp_path / "kb"
     kb.mkdir()
     for name in ("a.txt", "b.txt", "main/c.txt"):
@@ -250,7 +272,7 @@ def test_identical_chunks_are_embedded_once(home: Path, tmp_path: Path):
     assert counting.calls == [["the same paragraph in three files"]] and report.added == 3
 
 
-def test_unreadable_files_exit_4_and_keep_their_chunks(cli, home: Path, kb: Path):
+def test_unreadable_files_exit_4_and_keep_their_chunks(backend, cli, home: Path, kb: Path):
     assert cli("import-knowledge", kb).code == 0
     before = chunks_by_file(home)
     (kb / "faq.json").write_text('[{"q": "broken", }')
@@ -271,14 +293,14 @@ def test_unreadable_files_exit_4_and_keep_their_chunks(cli, home: Path, kb: Path
     assert result.json["summary"]["new"] == 1 and result.json["summary"]["failed"] == 3
 
 
-def test_dry_run_changes_nothing(cli, home: Path, kb: Path):
+def test_dry_run_changes_nothing(backend, cli, home: Path, kb: Path):
     fresh = cli("import-knowledge", kb, "--dry-run", "--json")
     assert fresh.code == 0 and fresh.json["dry_run"] and fresh.json["summary"]["new"] == len(EXPECTED)
     assert fresh.json["chunks"]["added"] == sum(n for _, _, n in EXPECTED.values())
     assert cli("list", "--json").json["total"] == 0
-    assert not (home / "default" / knowledge.STATE_FILE).exists()
+    assert saved_state(home) == {}
     cli("import-knowledge", kb)
-    snapshot = (home / "default" / knowledge.STATE_FILE).read_bytes()
+    snapshot = saved_state(home)
     rows = cli("list", "--json", "-n", "100").json["items"]
     (kb / "table.csv").unlink()
     (kb / "guide.md").write_text("# Replaced\n\nAll new.")
@@ -291,10 +313,10 @@ def test_dry_run_changes_nothing(cli, home: Path, kb: Path):
     plan = cli("import-knowledge", kb, "--dry-run")
     assert plan.code == 0 and "would change" in plan.out and "table.csv" in plan.out
     assert cli("list", "--json", "-n", "100").json["items"] == rows
-    assert (home / "default" / knowledge.STATE_FILE).read_bytes() == snapshot
+    assert saved_state(home) == snapshot
 
 
-def test_changed_chunk_settings_rechunk_every_file(home: Path, kb: Path):
+def test_changed_chunk_settings_rechunk_every_file(backend, home: Path, kb: Path):
     run_import(home, kb)
     counting = FakeEmbedder()
     report = run_import(home, kb, counting, knowledge_chunk_size=400, knowledge_chunk_overlap=40)
@@ -304,24 +326,24 @@ def test_changed_chunk_settings_rechunk_every_file(home: Path, kb: Path):
 
 
 # -- crash safety ------------------------------------------------------------------------
-def test_stale_or_lost_json_is_rebuilt_from_the_store(home: Path, kb: Path):
+def test_stale_or_lost_state_is_rebuilt_from_the_store(backend, home: Path, kb: Path):
     run_import(home, kb)
-    state_file = home / "default" / knowledge.STATE_FILE
-    stale = state_file.read_bytes()
+    stale = saved_state(home)
     (kb / "guide.md").write_text("# Short guide\n\nNow one chunk.")
     run_import(home, kb)
     expected = {rel: [m.id for m in ms] for rel, ms in chunks_by_file(home).items()}
-    state_file.write_bytes(stale)  # as if killed after the commit, before the json write
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        store.save_knowledge_state(stale)  # as if killed after the commit, before the state write
     counting = FakeEmbedder()
     report = run_import(home, kb, counting)
     assert counting.calls == [] and report.count("unchanged") == len(EXPECTED)
     assert {rel: [m.id for m in ms] for rel, ms in chunks_by_file(home).items()} == expected
-    state_file.unlink()
+    lose_state(backend, home)
     assert run_import(home, kb, counting).count("unchanged") == len(EXPECTED) and counting.calls == []
     assert state_ids(home) == expected
 
 
-def test_crash_after_a_commit_loses_and_duplicates_nothing(home: Path, kb: Path, monkeypatch):
+def test_crash_after_a_commit_loses_and_duplicates_nothing(backend, home: Path, kb: Path, monkeypatch):
     monkeypatch.setattr(knowledge, "GROUP_CHUNKS", 3)
     writes = {"n": 0}
     real_write = knowledge._StateWriter.write
@@ -362,7 +384,7 @@ with memctl.open_store(sys.argv[1], "default", embedder=Slow()) as store:
 
 
 @pytest.mark.slow
-def test_kill_9_during_import_then_rerun_gives_each_chunk_once(home: Path, tmp_path: Path):
+def test_kill_9_during_import_then_rerun_gives_each_chunk_once(backend, home: Path, tmp_path: Path):
     kb = tmp_path / "kb"
     kb.mkdir()
     for i in range(60):
@@ -399,7 +421,7 @@ with memctl.open_store(sys.argv[1], "default", embedder=Slow(64)) as store:
 
 
 @pytest.mark.slow
-def test_kill_9_during_reindex_then_rerun_finishes_it(home: Path, kb: Path):
+def test_kill_9_during_reindex_then_rerun_finishes_it(backend, home: Path, kb: Path):
     run_import(home, kb, FakeEmbedder(384))
     with memctl.open_store(home, "default", embedder=FakeEmbedder(384)) as store:
         store.add([f"memory {i} about topic {i % 9}" for i in range(80)])
@@ -434,7 +456,7 @@ def test_configured_folders_relative_to_the_config_file(cli, home: Path, kb: Pat
     assert doc["folders"] == [{"name": "kb", "path": str(kb.resolve())}] and doc["summary"]["new"] == len(EXPECTED)
 
 
-def test_usage_errors(cli, tmp_path: Path, monkeypatch):
+def test_usage_errors(backend, cli, tmp_path: Path, monkeypatch):
     assert cli("import-knowledge", tmp_path / "missing").code == 2
     (tmp_path / "a" / "kb").mkdir(parents=True)
     (tmp_path / "b" / "kb").mkdir(parents=True)
@@ -445,7 +467,7 @@ def test_usage_errors(cli, tmp_path: Path, monkeypatch):
     assert "knowledge_chunk_overlap" in cli("import-knowledge", tmp_path / "a" / "kb").err
 
 
-def test_json_document_and_other_folders(cli, tmp_path: Path, kb: Path):
+def test_json_document_and_other_folders(backend, cli, tmp_path: Path, kb: Path):
     other = tmp_path / "faq"
     other.mkdir()
     (other / "q.txt").write_text("A question and its answer")

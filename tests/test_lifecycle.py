@@ -1,4 +1,7 @@
-"""A store's life: history of every change, restore, prune, purge, backup while writing, stats, export of all."""
+"""A store's life: history of every change, restore, prune, purge, backup while writing, stats, export of all.
+
+Tests that take `backend` run on both backends (folder stores, and PostgreSQL through MEMCTL_STORE).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.pg import query
 
 
 def _ago(days: float) -> str:
@@ -33,14 +37,23 @@ def _seed(store, rows: list[dict]) -> list[str]:
     ids = store.insert_records(rows, vectors, store.embedder.info)
     for rid, row in zip(ids, rows, strict=True):
         if row.get("accessed_at"):
-            store.db.execute("UPDATE memories SET accessed_at = ? WHERE id = ?", (row["accessed_at"], rid))
+            assert store.touch([rid], at=row["accessed_at"]) == 1
     return ids
+
+
+def _sql(backend: str, home: Path, sqlite_sql: str, pg_sql: str, args: tuple = ()) -> None:
+    """Change the store behind memctl's back (what an older memctl or days of use would have left)."""
+    if backend == "postgres":
+        query(pg_sql, args)
+        return
+    with sqlite3.connect(home / "default" / "memories.sqlite") as db:
+        db.execute(sqlite_sql, args)
 
 
 # -- history and restore -------------------------------------------------------------------------
 
 
-def test_delete_history_restore_round_trip(cli, home: Path):
+def test_delete_history_restore_round_trip(backend, cli, home: Path):
     mid = _save(cli, "The staging database lives on host db-7", "--area", "solutions",
                 "--meta", "tags=[\"db\", \"ops\"]", "--meta", "importance=0.9")
     before = cli("show", mid, "--json").json["memory"]
@@ -60,7 +73,7 @@ def test_delete_history_restore_round_trip(cli, home: Path):
     assert hits[0]["id"] == mid
 
 
-def test_restore_reuses_the_archived_vector_without_a_model(home: Path):
+def test_restore_reuses_the_archived_vector_without_a_model(backend, home: Path):
     import memctl
     from memctl.embeddings import FakeEmbedder
     from memctl.lifecycle import restore
@@ -75,7 +88,7 @@ def test_restore_reuses_the_archived_vector_without_a_model(home: Path):
         assert store.search("Vectors come back from the archive", threshold=0.9)[0].id == mid
 
 
-def test_restore_refuses_existing_and_unknown_ids(cli):
+def test_restore_refuses_existing_and_unknown_ids(backend, cli):
     mid = _save(cli, "still here")
     result = cli("restore", mid, "--json")
     assert result.code == 2 and "exists" in result.json["error"]["message"]
@@ -84,12 +97,11 @@ def test_restore_refuses_existing_and_unknown_ids(cli):
     assert cli("list", "--json").json["total"] == 1
 
 
-def test_restore_from_history_re_embeds_when_no_vector_was_kept(cli, home: Path):
+def test_restore_from_history_re_embeds_when_no_vector_was_kept(backend, cli, home: Path):
     mid = _save(cli, "A memory deleted before archiving existed", "--meta", "k=v")
     created = cli("show", mid, "--json").json["memory"]["created_at"]
     cli("delete", mid)
-    with sqlite3.connect(home / "default" / "memories.sqlite") as db:
-        db.execute("DELETE FROM archive")  # as if it had been deleted by an older memctl
+    _sql(backend, home, "DELETE FROM archive", "DELETE FROM memctl_archive")  # as if an older memctl had deleted it
     doc = cli("restore", mid, "--json").json
     assert doc["sources"] == {mid: "history"} and doc["reembedded"] == [mid]
     memory = cli("show", mid, "--json").json["memory"]
@@ -98,7 +110,7 @@ def test_restore_from_history_re_embeds_when_no_vector_was_kept(cli, home: Path)
     assert cli("load", "memory deleted before archiving", "--json").json["results"][0]["id"] == mid
 
 
-def test_every_kind_of_change_is_recorded_with_its_actor(cli, home: Path, tmp_path: Path):
+def test_every_kind_of_change_is_recorded_with_its_actor(backend, cli, home: Path, tmp_path: Path):
     import memctl
 
     a = _save(cli, "first version of a fact")
@@ -126,7 +138,7 @@ def test_every_kind_of_change_is_recorded_with_its_actor(cli, home: Path, tmp_pa
 
 
 @pytest.fixture
-def aged(store):
+def aged(backend, store):
     """Memories of various ages, access times, importance and sources."""
     rows = [
         {"text": "old chat about lunch", "created_at": _ago(400), "metadata": {}},
@@ -157,7 +169,7 @@ def aged(store):
     (["--older-than", "1000h", "--area", "main"], {"old chat about lunch", "old but important decision",
                                                    "old chat read last week"}),
 ])
-def test_prune_dry_run_lists_exactly_what_prune_removes(cli, aged: dict[str, str], args: list[str],
+def test_prune_dry_run_lists_exactly_what_prune_removes(backend, cli, aged: dict[str, str], args: list[str],
                                                         expected: set[str]):
     preview = cli("prune", *args, "--json")  # no terminal and no --yes: a dry run
     assert preview.code == 0 and preview.json["dry_run"] is True, preview.err
@@ -176,7 +188,7 @@ def test_prune_dry_run_lists_exactly_what_prune_removes(cli, aged: dict[str, str
     assert cli("list", "--json", "-n", "100").json["total"] == len(aged)
 
 
-def test_load_records_access_for_not_accessed_for(cli, store):
+def test_load_records_access_for_not_accessed_for(backend, cli, store):
     ids = _seed(store, [{"text": "kubernetes cluster upgrade notes", "created_at": _ago(200)},
                         {"text": "unrelated grocery list", "created_at": _ago(200)}])
     assert cli("stats", "--json").json["stores"][0]["never_accessed"] == 2
@@ -210,14 +222,14 @@ def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
     (["--area", "attic"], "unknown area"),
     (["--filter", "__import__('os')"], ""),
 ])
-def test_prune_usage_errors(cli, args: list[str], words: str):
+def test_prune_usage_errors(backend, cli, args: list[str], words: str):
     _save(cli, "anything")
     result = cli("prune", *args, "--yes", "--json")
     assert result.code == 2 and words in result.json["error"]["message"]
     assert cli("list", "--json").json["total"] == 1
 
 
-def test_prune_purge_is_not_restorable_and_keeps_a_textless_record(cli):
+def test_prune_purge_is_not_restorable_and_keeps_a_textless_record(backend, cli):
     mid = _save(cli, "secret to be pruned for good")
     doc = cli("prune", "--filter", f"id == '{mid}'", "--purge", "--yes", "--json").json
     assert doc["purged"] is True and doc["count"] == 1 and doc["compacted"] is True
@@ -266,14 +278,15 @@ def test_purge_leaves_no_trace_of_the_text(cli, home: Path):
     assert cli("history", "--json").json["entries"] == []
 
 
-def test_purge_older_than_keeps_recent_entries(cli, home: Path):
+def test_purge_older_than_keeps_recent_entries(backend, cli, home: Path):
     old = _save(cli, "deleted long ago")
     cli("delete", old)
     recent = _save(cli, "deleted just now")
     cli("delete", recent)
-    with sqlite3.connect(home / "default" / "memories.sqlite") as db:
-        db.execute("UPDATE history SET at = ? WHERE memory_id = ?", (_ago(40), old))
-        db.execute("UPDATE archive SET archived_at = ? WHERE id = ?", (_ago(40), old))
+    _sql(backend, home, "UPDATE history SET at = ? WHERE memory_id = ?",
+         "UPDATE memctl_history SET at = %s WHERE memory_id = %s", (_ago(40), old))
+    _sql(backend, home, "UPDATE archive SET archived_at = ? WHERE id = ?",
+         "UPDATE memctl_archive SET archived_at = %s WHERE id = %s", (_ago(40), old))
     preview = cli("purge", "--older-than", "30d", "--json").json  # no terminal: dry run
     assert preview["dry_run"] is True and (preview["history"], preview["archived"]) == (2, 1)
     done = cli("purge", "--older-than", "30d", "--yes", "--json").json
@@ -282,7 +295,7 @@ def test_purge_older_than_keeps_recent_entries(cli, home: Path):
     assert cli("restore", recent, "--json").code == 0
 
 
-def test_purge_needs_one_scope(cli):
+def test_purge_needs_one_scope(backend, cli):
     assert cli("purge", "--yes").code == 2
     assert cli("purge", "--all", "--older-than", "3d", "--yes").code == 2
     assert cli("purge", "--older-than", "soon", "--yes").code == 2
@@ -380,7 +393,7 @@ def test_restore_backup_refuses_a_non_empty_store_and_swaps_atomically(cli, home
     assert fresh["replaced"] is False and fresh["count"] == 1
 
 
-def test_restore_backup_refuses_a_damaged_backup(cli, tmp_path: Path):
+def test_restore_backup_refuses_a_damaged_backup(backend, cli, tmp_path: Path):
     _save(cli, "some memory")
     cli("backup", tmp_path / "bk")
     (tmp_path / "bk" / "embedding.json").write_text("{}")
@@ -389,7 +402,7 @@ def test_restore_backup_refuses_a_damaged_backup(cli, tmp_path: Path):
     assert cli("restore-backup", tmp_path / "nothing", "-s", "other").code == 2
 
 
-def test_backup_without_a_usable_index_rebuilds_on_open(cli, home: Path, tmp_path: Path):
+def test_backup_without_a_usable_index_rebuilds_on_open(backend, cli, home: Path, tmp_path: Path):
     import memctl
 
     ids = [_save(cli, f"note {i} about topic {i}") for i in range(5)]
@@ -404,7 +417,7 @@ def test_backup_without_a_usable_index_rebuilds_on_open(cli, home: Path, tmp_pat
 # -- stats and export of every subdir ------------------------------------------------------------
 
 
-def test_stats_json(cli, home: Path):
+def test_stats_json(backend, cli, home: Path):
     _save(cli, "a main memory")
     _save(cli, "a fragment", "--area", "fragments")
     _save(cli, "a knowledge chunk", "--area", "fragments", "--meta", "knowledge_source=true")
@@ -425,7 +438,7 @@ def test_stats_json(cli, home: Path):
     assert cli("stats").code == 0
 
 
-def test_export_all_subdirs(cli, tmp_path: Path):
+def test_export_all_subdirs(backend, cli, tmp_path: Path):
     _save(cli, "default memory")
     _save(cli, "agent memory one", "-s", "agent1")
     _save(cli, "agent memory two", "-s", "agent1")
@@ -441,7 +454,7 @@ def test_export_all_subdirs(cli, tmp_path: Path):
     assert cli("export", "--all-subdirs").code == 2  # needs a folder
 
 
-def test_json_documents_of_lifecycle_commands(cli, tmp_path: Path):
+def test_json_documents_of_lifecycle_commands(backend, cli, tmp_path: Path):
     mid = _save(cli, "contract memory")
     cli("delete", mid)
     contracts = {
@@ -462,7 +475,7 @@ def test_json_documents_of_lifecycle_commands(cli, tmp_path: Path):
         assert len(result.out.strip().splitlines()) == 1
 
 
-def test_prune_asks_on_a_terminal(cli, home: Path):
+def test_prune_asks_on_a_terminal(backend, cli, home: Path):
     from tests.test_tty import _run_on_tty
 
     mid = _save(cli, "a memory a terminal user is asked about")

@@ -1,4 +1,7 @@
-"""memorize: the pipeline end to end with scripted model replies, the CLI, batches, and a series replay."""
+"""memorize: the pipeline end to end with scripted model replies, the CLI, batches, and a series replay.
+
+Every test runs on both backends (`backend`): the same scripted replies give the same results.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from tests.conftest import REPO
 from tests.scripted_llm import Router, decide_from_updates
 
 EVAL = REPO.parent / "shared" / "eval" / "transcripts"
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 CHAT = [
     {"role": "user", "content": "Hi, I'm Ana. Our shop runs on Django 5 with PostgreSQL, and I always want "

@@ -61,7 +61,8 @@ def test_schema_migrated_once_by_racing_first_users(pg: str):
         t.join()
     assert not errors
     with psycopg.connect(pg, autocommit=True) as conn:
-        assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations")] == ["m001_initial"]
+        assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == [
+            "m001_initial", "m002_behaviour_knowledge"]
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
     assert {"memctl_memories_hnsw_384", "memctl_memories_tsv", "memctl_memories_subdir_id"} <= indexes
     with open_pg(pg, "race") as store:
@@ -152,10 +153,16 @@ def test_cli_commands_on_postgres(pg: str, cli, home: Path, tmp_path: Path):
     deleted = run("delete", first, "--json").json
     assert deleted["deleted"] == [first] and run("show", first).code == 3
     assert second not in {m["id"] for m in run("list", "--json").json["items"]}
-    for command in (["backup", str(tmp_path / "b")], ["restore", first], ["purge", "--all", "--yes"],
-                    ["behaviour", "show"], ["import-knowledge", str(tmp_path)]):
-        result = run(*command)
-        assert result.code == 2 and "embedded store only" in result.err, command
+    assert run("restore", first, "--json").json["restored"][0]["id"] == first
+    assert run("behaviour", "show", "--json").json["default"] is True
+    knowledge = tmp_path / "kb"
+    knowledge.mkdir()
+    (knowledge / "a.md").write_text("The runbook says: restart the queue worker first.")
+    assert run("import-knowledge", str(knowledge), "--json").json["summary"]["new"] == 1
+    assert run("backup", str(tmp_path / "b"), "--json").json["count"] == 2
+    assert run("purge", "--all", "--yes", "--json").json["history"] > 0
+    written = run("export", "--all-subdirs", "-o", str(tmp_path / "all"), "--json").json["subdirs"]
+    assert [(w["subdir"], w["count"]) for w in written] == [("agent1", 2), ("copy", 2)]
     # nothing of the PostgreSQL store went to the local root (only the embedding cache, shared by all backends)
     assert [p.name for p in home.iterdir()] == [".cache"]
 
@@ -273,3 +280,225 @@ def test_ci_cannot_skip_postgres(monkeypatch: pytest.MonkeyPatch):
 
 
 assert PG_URL is None or PG_URL.startswith("postgresql://")
+
+
+def test_migrating_a_database_of_an_older_memctl(pg: str):
+    """A database with only m001 (memctl before behaviour and knowledge lived in PostgreSQL) gets m002 on first use."""
+    import psycopg
+
+    from memctl.store import pg_schema
+
+    old = pg_schema.MIGRATIONS[:1]
+    with psycopg.connect(pg, autocommit=True) as conn:
+        real = pg_schema.MIGRATIONS
+        pg_schema.MIGRATIONS = old
+        try:
+            assert pg_schema.apply_pg_migrations(conn) == ["m001_initial"]
+        finally:
+            pg_schema.MIGRATIONS = real
+    with open_pg(pg, "old") as store:
+        store.add(["saved before the upgrade finished"])
+        store.write_behaviour("- be brief\n")
+        assert store.read_behaviour() == "- be brief\n"
+    with psycopg.connect(pg, autocommit=True) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == [
+            "m001_initial", "m002_behaviour_knowledge"]
+
+
+def _rows_holding(url: str, needle: str) -> list[str]:
+    """Every text or JSON column of memctl's tables that holds `needle` somewhere, as table.column."""
+    import psycopg
+
+    found = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name LIKE 'memctl%%' AND data_type IN ('text', 'json', 'jsonb', 'tsvector')").fetchall()
+        for table, column in columns:
+            if conn.execute(f'SELECT count(*) FROM {table} WHERE "{column}"::text ILIKE %s',
+                            (f"%{needle}%",)).fetchone()[0]:
+                found.append(f"{table}.{column}")
+    return found
+
+
+def test_purge_on_postgres_leaves_no_row_with_the_text(pg: str, cli, home: Path):
+    from memctl.embeddings import content_hash
+
+    def run(*args: str):
+        return cli("--store", pg, *args)
+
+    marker = "qzxmarker91735"
+    texts = [f"updated away {marker} alpha", f"deleted {marker} beta", f"pruned {marker} gamma"]
+    a, b, c = (run("save", t, "--json").json["ids"][0] for t in texts)
+    keep = run("save", "a memory that stays, about gardening", "--json").json["ids"][0]
+    run("update", a, "--text", "updated text without the word")
+    run("delete", b)
+    run("prune", "--filter", f"id == '{c}'", "--yes")
+    assert set(_rows_holding(pg, marker)) == {"memctl_history.old_text", "memctl_history.new_text",
+                                               "memctl_archive.text"}  # not vacuous
+    cache = home / ".cache"
+    hashes = [content_hash(t).encode() for t in texts]
+    assert any(h in p.read_bytes() for p in cache.rglob("*") if p.is_file() for h in hashes)
+    doc = run("purge", "--all", "--yes", "--json").json
+    assert doc["history"] >= 7 and doc["archived"] == 2 and doc["compacted"] is True
+    assert doc["cache_entries"] >= 3 and doc["bytes_after"] < doc["bytes_before"]
+    assert _rows_holding(pg, marker) == []
+    assert not any(h in p.read_bytes() for p in cache.rglob("*") if p.is_file() for h in hashes)
+    assert run("restore", b).code == 3 and run("restore", c).code == 3
+    assert run("history", "--json").json["entries"] == []
+    assert run("load", "gardening memory that stays", "--json").json["results"][0]["id"] == keep
+
+
+def _everything(store) -> dict:
+    """All a store holds, as comparable data (the rows, history, links, archive, rules, knowledge state)."""
+    return {"rows": [(m, blob, at) for m, blob, at in store.iter_rows()],
+            "history": [(e.memory_id, e.op, e.actor, e.at, e.old_text, e.new_text) for e in store.history()],
+            "links": store.links(), "archive": list(store.iter_archive()), "rules": store.read_behaviour(),
+            "knowledge": store.knowledge_state(), "model": store.model_info()}
+
+
+def _fill(store, folder: Path) -> None:
+    from memctl import knowledge
+
+    a, b = store.add(["cats purr when content", "dogs bark at the mail carrier"], metadata=[{"n": 1}, None])
+    store.add(["pets make noises"], derived_from={"consolidated_from": [a, b]})
+    store.update(a, text="cats purr and knead when content")
+    store.delete([b], cascade=False)
+    store.touch([a], at="2026-01-02T00:00:00.000+00:00")
+    store.write_behaviour("# rules\n- be brief\n")
+    (folder / "solutions").mkdir(parents=True)
+    (folder / "solutions" / "fix.md").write_text("Problem: builds hang. Solution: clear the gradle cache.")
+    knowledge.import_knowledge(store, knowledge.resolve_folders(store.config, [folder]))
+
+
+def test_backup_and_restore_backup_on_postgres(pg: str, cli, home: Path, tmp_path: Path):
+    def run(*args: str):
+        return cli("--store", pg, *args)
+
+    with open_pg(pg) as store:
+        _fill(store, tmp_path / "kb")
+        before = _everything(store)
+    backup = run("backup", tmp_path / "bk", "--json").json
+    assert backup["count"] == 3 and backup["index"] == "copied" and backup["replaced"] is False
+    assert {"memories.sqlite", "embedding.json", "behaviour.md", "knowledge_import.json", "index.faiss"} <= set(
+        backup["files"])
+    assert run("backup", tmp_path / "bk").code == 2  # an existing backup is not overwritten by accident
+    assert run("-s", "nosuchstore", "backup", tmp_path / "none").code == 3
+    import shutil
+
+    shutil.copytree(tmp_path / "bk", tmp_path / "copy" / "bk")  # opening a store writes to it: open a copy
+    with memctl.open_store(tmp_path / "copy", "bk", embedder=FakeEmbedder(), store="embedded") as folder:  # a store
+        assert _everything(folder) == before
+        assert folder.search("cats purr knead", threshold=0.0)[0].text == "cats purr and knead when content"
+
+    later = run("save", "written after the backup", "--json").json["ids"][0]
+    refused = run("restore-backup", tmp_path / "bk", "--json")
+    assert refused.code == 2 and "not empty" in refused.json["error"]["message"]
+    doc = run("restore-backup", tmp_path / "bk", "--force", "--json").json
+    assert doc["replaced"] is True and doc["count"] == 3 and doc["path"].endswith("#default")
+    kept = Path(doc["kept_old"])
+    assert kept.parent == home and kept.name.startswith(".default.replaced-")
+    with open_pg(pg) as store:
+        assert _everything(store) == before
+        assert store.search("cats purr knead", threshold=0.0)[0].text == "cats purr and knead when content"
+    # the replaced store is itself a backup: it restores (here into another subdir)
+    assert run("-s", "kept", "restore-backup", kept, "--json").json["count"] == 4
+    assert run("-s", "kept", "show", later).code == 0
+
+    # across backends: this backup into a folder store, and a folder store's backup into PostgreSQL
+    assert cli("--store", "embedded", "-s", "local", "restore-backup", tmp_path / "bk").code == 0
+    with memctl.open_store(home, "local", embedder=FakeEmbedder(), store="embedded") as local:
+        assert _everything(local) == before
+    assert cli("--store", "embedded", "-s", "local", "backup", tmp_path / "bk2").code == 0
+    assert run("-s", "back", "restore-backup", tmp_path / "bk2", "--json").json["replaced"] is False
+    with open_pg(pg, "back") as back:
+        assert _everything(back) == before
+
+
+def test_restore_backup_failure_on_postgres_changes_nothing(pg: str, cli, tmp_path: Path, monkeypatch):
+    from memctl import backup
+
+    with open_pg(pg) as store:
+        store.add(["the backed-up memory"])
+    assert cli("--store", pg, "backup", tmp_path / "bk").code == 0
+    with open_pg(pg) as store:
+        store.add(["a second memory"])
+        before = _everything(store)
+
+    real = backup.copy_store
+
+    def broken(source, dest):  # the replaced store is kept and cleared, then the copy into it fails
+        if type(dest).__name__ == "PostgresStore":
+            assert not dest.has_content()
+            raise memctl.StoreError("disk on fire")
+        return real(source, dest)
+
+    monkeypatch.setattr(backup, "copy_store", broken)
+    result = cli("--store", pg, "restore-backup", tmp_path / "bk", "--force", "--json")
+    assert result.code == 1 and "disk on fire" in result.err
+    with open_pg(pg) as store:
+        assert _everything(store) == before
+    assert not [p for p in Path(os.environ["MEMCTL_HOME"]).iterdir() if ".replaced-" in p.name]
+
+
+BACKUP_WRITER = """
+import sys
+import memctl
+total, batch = int(sys.argv[1]), int(sys.argv[2])
+with memctl.open_store(None, "default") as store:
+    for start in range(0, total, batch):
+        store.add([f"memory number {i} is seq{i:05d}" for i in range(start, min(total, start + batch))])
+"""
+
+
+@pytest.mark.slow
+def test_backup_on_postgres_while_another_process_writes(pg: str, cli, tmp_path: Path):
+    """Each backup holds exactly the writes committed before its snapshot: a prefix, never a torn state."""
+    import re
+    import sqlite3
+    import subprocess
+
+    from tests.conftest import REPO
+
+    total = 1500
+    env = {**os.environ, "MEMCTL_STORE": pg, "MEMCTL_EMBEDDING_PROVIDER": "fake", "PYTHONPATH": str(REPO)}
+    writer = subprocess.Popen([sys.executable, "-c", BACKUP_WRITER, str(total), "5"], env=env,
+                              stderr=subprocess.PIPE, text=True)
+    counts = []
+    try:
+        for n in range(4):
+            time.sleep(1.0)
+            result = cli("--store", pg, "backup", tmp_path / f"b{n}", "--json")
+            assert result.code == 0, result.err
+            counts.append(result.json["count"])
+    finally:
+        _, err = writer.communicate(timeout=300)
+    assert writer.returncode == 0, err
+    for n, count in enumerate(counts):
+        with sqlite3.connect(tmp_path / f"b{n}" / "memories.sqlite") as db:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            seqs = sorted(int(re.search(r"seq(\d+)", t).group(1)) for (t,) in db.execute("SELECT text FROM memories"))
+            history = db.execute("SELECT COUNT(*) FROM history").fetchone()[0]
+        assert seqs == list(range(count)) and history == count
+    assert counts == sorted(counts) and any(0 < c < total for c in counts), counts
+
+
+def test_knowledge_imports_into_one_postgres_store_never_interleave(pg: str, cli, tmp_path: Path, monkeypatch):
+    """A second import waits for the first one's advisory lock (here: lock_timeout), then reports it."""
+    import psycopg
+
+    from memctl.store.pg_schema import KNOWLEDGE_LOCK_CLASS
+
+    monkeypatch.setenv("MEMCTL_LOCK_TIMEOUT", "1")
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.txt").write_text("a knowledge file")
+    with psycopg.connect(pg, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (KNOWLEDGE_LOCK_CLASS, "default"))
+        start = time.perf_counter()
+        blocked = cli("--store", pg, "import-knowledge", kb, "--json")
+        assert time.perf_counter() - start < 10
+        assert blocked.code == 1 and "another knowledge import" in blocked.json["error"]["message"]
+        assert cli("--store", pg, "-s", "other", "import-knowledge", kb).code == 0  # other subdirs go on
+        assert cli("--store", pg, "import-knowledge", kb, "--dry-run").code == 0  # a dry run takes no lock
+    assert cli("--store", pg, "import-knowledge", kb, "--json").json["summary"]["new"] == 1

@@ -12,7 +12,8 @@ from memctl.recall import recall
 
 
 @pytest.fixture
-def filled(store):
+def filled(backend, store):
+    """Recall runs on both backends: every test that uses this fixture runs twice."""
     store.add(["User prefers dark mode in every editor"], area="fragments")
     store.add(["The editor of choice is Neovim with dark mode"], area="main")
     store.add(["Deploys go to Kubernetes on Fridays"], area="fragments")
@@ -67,7 +68,7 @@ def test_nothing_recalled_is_exit_3(cli, filled):
     assert result.code == 3 and result.json["memories"] == [] and result.json["solutions"] == []
 
 
-def test_limits_cap_results(cli, store, monkeypatch):
+def test_limits_cap_results(backend, cli, store, monkeypatch):
     store.add([f"dark mode note {i}" for i in range(20)], area="fragments")
     store.add([f"dark mode fix {i}" for i in range(20)], area="solutions")
     store.close()

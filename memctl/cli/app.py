@@ -13,9 +13,6 @@ from memctl.cli.state import State
 # Global options accepted before or after the command name (`memctl load q --json`).
 FLAGS = {"--json", "--quiet", "-q"}
 VALUED = {"--root", "--subdir", "-s", "--store"}
-# Commands whose core needs the embedded store's folder or SQLite file; on PostgreSQL they exit 2.
-EMBEDDED_ONLY = {"import-agent-zero", "export-agent-zero", "import-knowledge", "restore", "purge", "backup",
-                 "restore-backup", "behaviour"}
 
 
 class GlobalOptionsGroup(TyperGroup):
@@ -87,15 +84,10 @@ def main_options(
                                           help="Show the version and exit.")] = False,
 ) -> None:
     """Global options may also follow the command name."""
-    from memctl.errors import UsageError
     from memctl.paths import validate_subdir
 
     ctx.obj = State(root=str(root) if root else None, subdir=validate_subdir(subdir), json=json_output, quiet=quiet,
                     store=store)
-    if ctx.invoked_subcommand in EMBEDDED_ONLY and ctx.obj.store_url():
-        raise UsageError(f"`memctl {ctx.invoked_subcommand}` works on the embedded store only, not on PostgreSQL",
-                         hint="run it with --store embedded on a folder store; `memctl migrate` copies a store "
-                              "between the two")
 
 
 def state(ctx: typer.Context) -> State:

@@ -14,13 +14,24 @@ import os
 import string
 import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
 from memctl.filters import Filter, compile_filter
-from memctl.store.records import AREAS, RESERVED_METADATA_KEYS, Hit, Memory, now_iso, relevance
+from memctl.store.records import (
+    AREAS,
+    RESERVED_METADATA_KEYS,
+    ArchivedMemory,
+    DeleteResult,
+    HistoryEntry,
+    Hit,
+    Memory,
+    now_iso,
+    relevance,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -260,6 +271,46 @@ class StoreBase:
                        links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
         raise NotImplementedError
 
+    def transaction(self) -> AbstractContextManager[Any]:
+        """Group writes into one atomic transaction (nested uses join it). Embed before entering."""
+        raise NotImplementedError
+
+    def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
+               replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
+               actor: str | None = None, op: str = "update") -> Memory:
+        raise NotImplementedError
+
+    def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
+               op: str = "delete", archive: bool = True) -> DeleteResult:
+        raise NotImplementedError
+
+    def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        raise NotImplementedError
+
+    def links(self) -> list[tuple[str, str, str, str]]:
+        raise NotImplementedError
+
+    def touch(self, ids: Sequence[str], at: str | None = None) -> int:
+        raise NotImplementedError
+
+    def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
+        raise NotImplementedError
+
+    def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        raise NotImplementedError
+
+    def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
+        raise NotImplementedError
+
+    def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
+        raise NotImplementedError
+
+    def rebuild_index(self) -> int:
+        raise NotImplementedError
+
+    def compact(self) -> bool:
+        raise NotImplementedError
+
     def _embed_query(self, query: str) -> np.ndarray:
         raise NotImplementedError
 
@@ -288,6 +339,104 @@ class StoreBase:
 
     def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
         """(key, Hit) for the pairs whose rows still exist, in the given order."""
+        raise NotImplementedError
+
+    # -- the archive, history purging, size (memctl/lifecycle.py) -------------------------
+    def archived(self, memory_id: str) -> ArchivedMemory | None:
+        """The archived (last removed) version of a memory, if the archive holds one."""
+        raise NotImplementedError
+
+    def iter_archive(self) -> Iterator[ArchivedMemory]:
+        """Every archived memory, oldest archiving first."""
+        raise NotImplementedError
+
+    def unarchive(self, ids: Sequence[str]) -> None:
+        """Drop archived versions (a restore brought them back). Joins an open transaction."""
+        raise NotImplementedError
+
+    def forget_text(self, ids: Sequence[str]) -> None:
+        """History keeps who did what and when for these ids, not the text; the archive drops them."""
+        raise NotImplementedError
+
+    def purge_counts(self, before: str | None) -> tuple[int, int]:
+        """(history entries, archived memories) older than `before` (ISO time; None: all)."""
+        raise NotImplementedError
+
+    def purge_rows(self, before: str | None) -> set[str]:
+        """Delete those history entries and archived memories in one transaction; return the content
+        hashes of the texts they held that no live memory holds (for the embedding cache)."""
+        raise NotImplementedError
+
+    def size_bytes(self) -> int:
+        """What the store occupies: its folder's files, or its rows in PostgreSQL."""
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        """What `memctl stats` shows for this store."""
+        raise NotImplementedError
+
+    # -- behaviour rules (memctl/behaviour.py) -------------------------------------------
+    @property
+    def behaviour_location(self) -> str:
+        """Where the rules are kept, for messages."""
+        raise NotImplementedError
+
+    def read_behaviour(self) -> str | None:
+        """The store's behaviour rules; None when it has none (the defaults apply)."""
+        raise NotImplementedError
+
+    def write_behaviour(self, rules: str) -> None:
+        """Replace the rules atomically."""
+        raise NotImplementedError
+
+    # -- knowledge import state (memctl/knowledge.py) ------------------------------------
+    def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
+        """(id, area, knowledge_folder, source_path, source_checksum, file_type, chunk) of every
+        knowledge chunk (metadata `knowledge_source: true` with a folder and path), oldest first."""
+        raise NotImplementedError
+
+    def knowledge_state(self) -> dict[str, Any]:
+        """The saved state of knowledge imports (memctl.knowledge.state_document's shape); {} if none."""
+        raise NotImplementedError
+
+    def save_knowledge_state(self, document: dict[str, Any]) -> None:
+        """Replace the saved knowledge state atomically (writing only what changed)."""
+        raise NotImplementedError
+
+    def knowledge_lock(self) -> AbstractContextManager[None]:
+        """Held by a knowledge import from start to end, so two imports into one store never interleave."""
+        raise NotImplementedError
+
+    def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of memories whose text has these content hashes (one per hash)."""
+        raise NotImplementedError
+
+    def known_hashes(self, hashes: Sequence[str]) -> set[str]:
+        """The content hashes among `hashes` that some memory's text has."""
+        raise NotImplementedError
+
+    # -- whole-store copies (memctl/backup.py) -------------------------------------------
+    def snapshot(self) -> AbstractContextManager[Any]:
+        """Reads inside see one consistent state of the store (writers go on)."""
+        from contextlib import nullcontext
+
+        return nullcontext(self)
+
+    def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
+        """Every memory, oldest first, with its vector (float32 bytes) and last access time."""
+        raise NotImplementedError
+
+    def put_rows(self, rows: Sequence[tuple[Memory, bytes, str | None]], info: ModelInfo, dimension: int) -> None:
+        """Insert memories exactly as given (ids, timestamps, access times, vectors), with no history
+        entries: a backup being restored. Joins an open transaction."""
+        raise NotImplementedError
+
+    def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
+        """Insert provenance links (parent_id, child_id, kind, created_at) as they are."""
+        raise NotImplementedError
+
+    def put_archive(self, rows: Sequence[ArchivedMemory]) -> None:
+        """Insert archived memories as they are."""
         raise NotImplementedError
 
     # -- shared --------------------------------------------------------------------------

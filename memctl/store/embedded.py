@@ -25,6 +25,8 @@ from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter
 )
 from memctl.store.base import json_or_none as _json_or_none
 from memctl.store.records import (
+    AREAS,
+    ArchivedMemory,
     DeleteResult,
     HistoryEntry,
     Hit,
@@ -44,6 +46,13 @@ DB_FILE = "memories.sqlite"
 EMBEDDING_FILE = "embedding.json"
 LOCK_FILE = ".write.lock"
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
+_ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
+                    " op, actor")
+BEHAVIOUR_FILE = "behaviour.md"
+# Per knowledge file: checksum, area and chunk ids (a mirror of the chunks' metadata; memctl/knowledge.py).
+KNOWLEDGE_FILE = "knowledge_import.json"
+KNOWLEDGE_FILE_VERSION = 1
+KNOWLEDGE_LOCK_FILE = ".knowledge.lock"
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
 # Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
@@ -70,6 +79,7 @@ class EmbeddedStore(StoreBase):
         self._reindexing = False
         self._bulk = False
         self._depth = 0
+        self._knowledge_bytes: bytes | None = None  # knowledge_import.json as last read or written
         folder.mkdir(parents=True, exist_ok=True)
         self.db = self._connect()
         apply_migrations(self.db)
@@ -704,3 +714,207 @@ class EmbeddedStore(StoreBase):
             busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         return not busy
 
+
+    # -- the archive, purging, size and stats --------------------------------------------
+    def archived(self, memory_id: str) -> ArchivedMemory | None:
+        row = self.db.execute(f"SELECT {_ARCHIVE_COLUMNS} FROM archive WHERE id = ?", (memory_id,)).fetchone()
+        return _archived(row) if row else None
+
+    def iter_archive(self) -> Iterator[ArchivedMemory]:
+        cursor = self.db.execute(f"SELECT {_ARCHIVE_COLUMNS} FROM archive ORDER BY archived_at, id")
+        while batch := cursor.fetchmany(1000):
+            yield from (_archived(row) for row in batch)
+
+    def unarchive(self, ids: Sequence[str]) -> None:
+        with self._write() as db:
+            for chunk in iter_chunks(ids, 900):
+                db.execute(f"DELETE FROM archive WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+
+    def forget_text(self, ids: Sequence[str]) -> None:
+        with self._write() as db:
+            for chunk in iter_chunks(ids, 900):
+                marks = ",".join("?" * len(chunk))
+                db.execute(f"UPDATE history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
+                           f" new_metadata = NULL WHERE memory_id IN ({marks})", chunk)
+                db.execute(f"DELETE FROM archive WHERE id IN ({marks})", chunk)
+
+    @staticmethod
+    def _purge_where(before: str | None) -> tuple[str, str, Sequence[str]]:
+        return ("at < ?", "archived_at < ?", [before]) if before else ("1", "1", [])
+
+    def purge_counts(self, before: str | None) -> tuple[int, int]:
+        h_where, a_where, args = self._purge_where(before)
+        history = self.db.execute(f"SELECT COUNT(*) FROM history WHERE {h_where}", args).fetchone()[0]
+        archived = self.db.execute(f"SELECT COUNT(*) FROM archive WHERE {a_where}", args).fetchone()[0]
+        return int(history), int(archived)
+
+    def purge_rows(self, before: str | None) -> set[str]:
+        h_where, a_where, args = self._purge_where(before)
+        hashes: set[str] = set()
+        with self._write() as db:
+            for old, new in db.execute(f"SELECT old_text, new_text FROM history WHERE {h_where}"
+                                       f" UNION ALL SELECT text, NULL FROM archive WHERE {a_where}", [*args, *args]):
+                hashes.update(content_hash(t) for t in (old, new) if t)
+            hashes -= {r[0] for r in db.execute("SELECT content_hash FROM memories")}
+            db.execute(f"DELETE FROM history WHERE {h_where}", args)
+            db.execute(f"DELETE FROM archive WHERE {a_where}", args)
+        return hashes
+
+    def size_bytes(self) -> int:
+        return folder_size(self.folder)
+
+    def stats(self) -> dict[str, Any]:
+        areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
+        for area, count, knowledge in self.db.execute(
+                "SELECT area, COUNT(*), COALESCE(SUM(json_extract(metadata, '$.knowledge_source') IS 1), 0)"
+                " FROM memories GROUP BY area"):
+            areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
+        oldest, newest, never, last = self.db.execute(
+            "SELECT MIN(created_at), MAX(created_at), COALESCE(SUM(accessed_at IS NULL), 0), MAX(accessed_at)"
+            " FROM memories").fetchone()
+        knowledge = sum(a["knowledge"] for a in areas.values())
+        count = len(self)
+        return {
+            "subdir": self.name, "path": str(self.folder), "count": count, "areas": areas,
+            "knowledge": knowledge, "conversation": count - knowledge,
+            "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
+            "archived": self.db.execute("SELECT COUNT(*) FROM archive").fetchone()[0],
+            "history": self.db.execute("SELECT COUNT(*) FROM history").fetchone()[0],
+            "bytes": self.size_bytes(), "model": self.model_info(),
+        }
+
+    # -- behaviour rules: behaviour.md ---------------------------------------------------
+    @property
+    def behaviour_location(self) -> str:
+        return str(self.folder / BEHAVIOUR_FILE)
+
+    def read_behaviour(self) -> str | None:
+        path = self.folder / BEHAVIOUR_FILE
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{path} is unreadable: {exc}",
+                             hint="fix it, or run `memctl behaviour reset` to start from the defaults") from exc
+
+    def write_behaviour(self, rules: str) -> None:
+        atomic_write_bytes(self.folder / BEHAVIOUR_FILE, rules.encode("utf-8"))
+
+    # -- knowledge import state: knowledge_import.json, a mirror of the chunks' metadata --
+    def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
+        return [tuple(r) for r in self.db.execute(
+            "SELECT id, area, json_extract(metadata, '$.knowledge_folder'), json_extract(metadata, '$.source_path'),"
+            " json_extract(metadata, '$.source_checksum'), json_extract(metadata, '$.file_type'),"
+            " json_extract(metadata, '$.chunk') FROM memories"
+            " WHERE json_extract(metadata, '$.knowledge_source') = 1 AND json_extract(metadata, '$.knowledge_folder')"
+            " IS NOT NULL AND json_extract(metadata, '$.source_path') IS NOT NULL ORDER BY seq")]
+
+    def knowledge_state(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.folder / KNOWLEDGE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # a lost or damaged mirror is rebuilt from the store
+        if not isinstance(data, dict) or data.get("version") != KNOWLEDGE_FILE_VERSION:
+            return {}
+        folders = data.get("folders")
+        return folders if isinstance(folders, dict) else {}
+
+    def save_knowledge_state(self, document: dict[str, Any]) -> None:
+        path = self.folder / KNOWLEDGE_FILE
+        data = (json.dumps({"version": KNOWLEDGE_FILE_VERSION, "folders": document}, indent=1, ensure_ascii=False)
+                + "\n").encode()
+        if self._knowledge_bytes is None:
+            try:
+                self._knowledge_bytes = path.read_bytes()
+            except OSError:
+                self._knowledge_bytes = b""
+        if data != self._knowledge_bytes:
+            atomic_write_bytes(path, data)
+            self._knowledge_bytes = data
+
+    @contextmanager
+    def knowledge_lock(self) -> Iterator[None]:
+        import filelock
+
+        lock = filelock.FileLock(str(self.folder / KNOWLEDGE_LOCK_FILE), timeout=float(self.config["lock_timeout"]))
+        try:
+            lock.acquire()
+        except filelock.Timeout as exc:
+            raise LockTimeoutError(f"another knowledge import into {self.folder} is running",
+                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _by_hash(self, hashes: Sequence[str], column: str) -> Iterator[tuple[str, Any]]:
+        for chunk in iter_chunks(hashes, 500):
+            yield from self.db.execute(f"SELECT content_hash, {column} FROM memories"
+                                       f" WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk)
+
+    def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        return {digest: np.frombuffer(blob, dtype=np.float32) for digest, blob in self._by_hash(hashes, "vector")}
+
+    def known_hashes(self, hashes: Sequence[str]) -> set[str]:
+        return {digest for digest, _ in self._by_hash(hashes, "NULL")}
+
+    # -- whole-store copies --------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator[EmbeddedStore]:
+        """One read transaction: WAL readers see the state of its first read while writers go on."""
+        if self._depth:
+            yield self
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield self
+        finally:
+            self.db.execute("COMMIT")
+
+    def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
+        cursor = self.db.execute(f"SELECT {_COLUMNS}, vector, accessed_at FROM memories ORDER BY seq")
+        while batch := cursor.fetchmany(1000):
+            yield from ((_memory(row), row[7], row[8]) for row in batch)
+
+    def put_rows(self, rows: Sequence[tuple[Memory, bytes, str | None]], info: ModelInfo, dimension: int) -> None:
+        with self._write() as db:
+            if rows:
+                self._record_model(info, dimension)
+            db.executemany(
+                "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
+                " keywords, accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(m.id, m.text, m.area, m.created_at, m.updated_at, json.dumps(m.metadata, ensure_ascii=False),
+                  blob, content_hash(m.text), self._keywords(m.metadata), accessed) for m, blob, accessed in rows])
+
+    def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
+        with self._write() as db:
+            db.executemany("INSERT OR IGNORE INTO links VALUES (?, ?, ?, ?)", [tuple(link) for link in links])
+
+    def put_archive(self, rows: Sequence[ArchivedMemory]) -> None:
+        with self._write() as db:
+            db.executemany(
+                f"INSERT OR REPLACE INTO archive ({_ARCHIVE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(a.memory.id, a.memory.text, a.memory.area, a.memory.created_at, a.memory.updated_at,
+                  json.dumps(a.memory.metadata, ensure_ascii=False), a.vector, a.model, a.accessed_at,
+                  a.archived_at, a.op, a.actor) for a in rows])
+
+
+def _archived(row: Sequence[Any]) -> ArchivedMemory:
+    memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4],
+                    metadata=json.loads(row[5]))
+    return ArchivedMemory(memory, row[6], row[7], row[8], row[9], row[10], row[11])
+
+
+def folder_size(folder: Path) -> int:
+    """Bytes of the regular files under folder (symbolic links not followed)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:
+            continue
+    return total

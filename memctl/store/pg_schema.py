@@ -13,6 +13,8 @@ from memctl.errors import StoreError
 
 # pg_advisory_xact_lock key of memctl's schema changes (also taken to create a vector index).
 LOCK_KEY = 0x6D656D63746C  # "memctl"
+# First half of the two-key advisory lock a knowledge import holds on its subdir (second: hashtext(subdir)).
+KNOWLEDGE_LOCK_CLASS = 0x6D656D6B  # "memk"
 
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", """
@@ -96,6 +98,39 @@ CREATE TABLE memctl_archive (
     PRIMARY KEY (subdir, id)
 );
 CREATE INDEX memctl_archive_at ON memctl_archive (subdir, archived_at);
+"""),
+    ("m002_behaviour_knowledge", """
+-- The behaviour rules of a store (an embedded store's behaviour.md).
+CREATE TABLE memctl_behaviour (
+    subdir TEXT PRIMARY KEY,
+    rules TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+
+-- Knowledge imports (an embedded store's knowledge_import.json): the path each knowledge folder
+-- was last imported from, and per file its checksum, area, chunk ids, chunking and import time.
+CREATE TABLE memctl_knowledge_folders (
+    subdir TEXT NOT NULL,
+    folder TEXT NOT NULL,
+    path TEXT NOT NULL,
+    PRIMARY KEY (subdir, folder)
+);
+CREATE TABLE memctl_knowledge_files (
+    subdir TEXT NOT NULL,
+    folder TEXT NOT NULL,
+    source_path TEXT NOT NULL,
+    checksum TEXT,
+    area TEXT NOT NULL,
+    file_type TEXT NOT NULL,
+    ids JSON NOT NULL,
+    chunking TEXT NOT NULL,
+    imported_at TEXT NOT NULL,
+    PRIMARY KEY (subdir, folder, source_path)
+);
+
+-- A store's knowledge chunks, found without reading its other memories.
+CREATE INDEX memctl_memories_knowledge ON memctl_memories (subdir, seq)
+    WHERE (metadata->>'knowledge_source') = 'true';
 """),
 ]
 

@@ -24,7 +24,7 @@ from memctl.embeddings import Embedder, ModelInfo, content_hash
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
 from memctl.store.base import StoreBase, check_area, check_metadata
-from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory, now_iso, relevance
+from memctl.store.records import AREAS, ArchivedMemory, DeleteResult, HistoryEntry, Hit, Memory, now_iso, relevance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,6 +42,12 @@ EXACT_FILTERED_MAX = 200_000
 TOUCH_WAIT = 1.0
 HNSW_EF_SEARCH = 100
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
+_ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
+                    " op, actor")
+_KNOWLEDGE_ENTRY = ("checksum", "area", "file_type", "ids", "chunking", "imported_at")
+# Every table holding a store's rows (restore-backup replaces them all).
+_STORE_TABLES = ("memctl_memories", "memctl_history", "memctl_links", "memctl_archive", "memctl_behaviour",
+                 "memctl_knowledge_folders", "memctl_knowledge_files", "memctl_stores")
 _TS_CONFIG = "english"
 
 
@@ -334,18 +340,25 @@ class PostgresStore(StoreBase):
             raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}") from exc
         return inserted
 
-    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        """Many rows: binary COPY (several times faster than INSERTs); a few: one INSERT each."""
+    def _insert_rows(self, rows: list[tuple[Any, ...]], *, with_access: bool = False) -> None:
+        """Many rows: binary COPY (several times faster than INSERTs); a few: one INSERT each.
+
+        A row: subdir, id, text, area, created_at, updated_at, metadata, vector, content_hash, keywords
+        (and accessed_at `with_access`).
+        """
         if not rows:
             return
         columns = "subdir, id, text, area, created_at, updated_at, metadata, vector, content_hash, keywords"
+        types = ["text", "text", "text", "text", "text", "text", "json", "vector", "text", "text"]
+        if with_access:
+            columns, types = columns + ", accessed_at", [*types, "text"]
         with self.conn.cursor() as cur:
             if len(rows) < 50:
                 cur.executemany(f"INSERT INTO memctl_memories ({columns}) VALUES"
-                                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+                                f" ({', '.join(['%s'] * len(types))})", rows)
                 return
             with cur.copy(f"COPY memctl_memories ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
-                copy.set_types(["text", "text", "text", "text", "text", "text", "json", "vector", "text", "text"])
+                copy.set_types(types)
                 for row in rows:
                     copy.write_row(row)
 
@@ -735,9 +748,9 @@ class PostgresStore(StoreBase):
                 "SELECT area, count(*), count(*) FILTER (WHERE (metadata->>'knowledge_source') = 'true')"
                 " FROM memctl_memories WHERE subdir = %s GROUP BY area", (self.subdir,)):
             areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
-        oldest, newest, never, last, size = self._one(
-            "SELECT min(created_at), max(created_at), count(*) FILTER (WHERE accessed_at IS NULL), max(accessed_at),"
-            " coalesce(sum(pg_column_size(m.*)), 0) FROM memctl_memories m WHERE subdir = %s", (self.subdir,))
+        oldest, newest, never, last = self._one(
+            "SELECT min(created_at), max(created_at), count(*) FILTER (WHERE accessed_at IS NULL), max(accessed_at)"
+            " FROM memctl_memories WHERE subdir = %s", (self.subdir,))
         knowledge = sum(a["knowledge"] for a in areas.values())
         count = sum(a["count"] for a in areas.values())
         return {
@@ -746,15 +759,226 @@ class PostgresStore(StoreBase):
             "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
             "archived": self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s", (self.subdir,))[0],
             "history": self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s", (self.subdir,))[0],
-            "bytes": int(size), "model": self.model_info(),
+            "bytes": self.size_bytes(), "model": self.model_info(),
         }
 
     def subdirs(self) -> list[tuple[str, int]]:
         """Every store in this database with its memory count."""
         return [(r[0], int(r[1])) for r in self._all(
             "SELECT s.subdir, (SELECT count(*) FROM memctl_memories m WHERE m.subdir = s.subdir)"
-            " FROM (SELECT subdir FROM memctl_stores UNION SELECT DISTINCT subdir FROM memctl_memories) s"
+            " FROM (SELECT subdir FROM memctl_stores UNION SELECT DISTINCT subdir FROM memctl_memories"
+            " UNION SELECT subdir FROM memctl_behaviour UNION SELECT DISTINCT subdir FROM memctl_knowledge_folders) s"
             " ORDER BY s.subdir")]
+
+    # -- the archive, purging, size ------------------------------------------------------
+    def archived(self, memory_id: str) -> ArchivedMemory | None:
+        row = self._one(f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s AND id = %s",
+                        (self.subdir, memory_id))
+        return _archived(row) if row else None
+
+    def iter_archive(self) -> Iterator[ArchivedMemory]:
+        last: tuple[str, str] = ("", "")
+        while rows := self._all(f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s"
+                                " AND (archived_at, id) > (%s, %s) ORDER BY archived_at, id LIMIT 1000",
+                                (self.subdir, *last)):
+            yield from (_archived(row) for row in rows)
+            last = (rows[-1][9], rows[-1][0])
+
+    def unarchive(self, ids: Sequence[str]) -> None:
+        with self._write():
+            self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
+
+    def purge_counts(self, before: str | None) -> tuple[int, int]:
+        history = self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)",
+                            (self.subdir, before, before))[0]
+        archived = self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s"
+                             " AND (%s::text IS NULL OR archived_at < %s)", (self.subdir, before, before))[0]
+        return int(history), int(archived)
+
+    def purge_rows(self, before: str | None) -> set[str]:
+        texts: list[str] = []
+        with self._write():
+            for old, new in self._all("DELETE FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)"
+                                      " RETURNING old_text, new_text", (self.subdir, before, before)):
+                texts += [t for t in (old, new) if t]
+            texts += [r[0] for r in self._all("DELETE FROM memctl_archive WHERE subdir = %s"
+                                              " AND (%s::text IS NULL OR archived_at < %s) RETURNING text",
+                                              (self.subdir, before, before))]
+            hashes = {content_hash(t) for t in texts}
+            live = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
+                             " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
+        return hashes - {r[0] for r in live}
+
+    def size_bytes(self) -> int:
+        """The size of the store's rows (memories, history, archive); the server decides about files."""
+        return int(self._one(
+            "SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_memories t WHERE subdir = %s)"
+            " + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_history t WHERE subdir = %s)"
+            " + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_archive t WHERE subdir = %s)",
+            (self.subdir, self.subdir, self.subdir))[0])
+
+    # -- behaviour rules: a row of memctl_behaviour --------------------------------------
+    @property
+    def behaviour_location(self) -> str:
+        return f"{self.location} (behaviour rules)"
+
+    def read_behaviour(self) -> str | None:
+        row = self._one("SELECT rules FROM memctl_behaviour WHERE subdir = %s", (self.subdir,))
+        return None if row is None else str(row[0])
+
+    def write_behaviour(self, rules: str) -> None:
+        with self._write():
+            self._execute("INSERT INTO memctl_behaviour (subdir, rules, updated_at) VALUES (%s, %s, %s)"
+                          " ON CONFLICT (subdir) DO UPDATE SET rules = EXCLUDED.rules,"
+                          " updated_at = EXCLUDED.updated_at",
+                          (self.subdir, rules, now_iso()))
+
+    # -- knowledge import state: memctl_knowledge_folders / memctl_knowledge_files -------
+    def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
+        rows = self._all(
+            "SELECT id, area, metadata->>'knowledge_folder', metadata->>'source_path', metadata->>'source_checksum',"
+            " metadata->>'file_type', metadata->>'chunk' FROM memctl_memories WHERE subdir = %s"
+            " AND (metadata->>'knowledge_source') = 'true' AND metadata->>'knowledge_folder' IS NOT NULL"
+            " AND metadata->>'source_path' IS NOT NULL ORDER BY seq", (self.subdir,))
+        return [(*row[:6], _int_or_none(row[6])) for row in rows]
+
+    def knowledge_state(self) -> dict[str, Any]:
+        folders: dict[str, Any] = {}
+        for folder, path in self._all("SELECT folder, path FROM memctl_knowledge_folders WHERE subdir = %s",
+                                      (self.subdir,)):
+            folders[folder] = {"path": path, "files": {}}
+        for row in self._all("SELECT folder, source_path, checksum, area, file_type, ids, chunking, imported_at"
+                             " FROM memctl_knowledge_files WHERE subdir = %s ORDER BY folder, source_path",
+                             (self.subdir,)):
+            entry = dict(zip(_KNOWLEDGE_ENTRY, row[2:], strict=True))
+            folders.setdefault(row[0], {"path": "", "files": {}})["files"][row[1]] = entry
+        return folders
+
+    def save_knowledge_state(self, document: dict[str, Any]) -> None:
+        """One transaction that writes the files and folders whose entries changed, and drops the gone ones."""
+        files = {(folder, rel): (entry.get("checksum"), entry.get("area", "main"), entry.get("file_type", ""),
+                                 json.dumps(list(entry.get("ids") or [])), str(entry.get("chunking", "")),
+                                 str(entry.get("imported_at") or ""))
+                 for folder, data in document.items() for rel, entry in (data.get("files") or {}).items()}
+        paths = {folder: str(data.get("path") or "") for folder, data in document.items()}
+        with self._write(), self.conn.cursor() as cur:
+            stored = {(r[0], r[1]): tuple(r[2:]) for r in self._all(
+                "SELECT folder, source_path, checksum, area, file_type, ids::text, chunking, imported_at"
+                " FROM memctl_knowledge_files WHERE subdir = %s FOR UPDATE", (self.subdir,))}
+            cur.executemany("DELETE FROM memctl_knowledge_files WHERE subdir = %s AND folder = %s AND source_path = %s",
+                            [(self.subdir, *key) for key in stored if key not in files])
+            cur.executemany(
+                "INSERT INTO memctl_knowledge_files (subdir, folder, source_path, checksum, area, file_type, ids,"
+                " chunking, imported_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (subdir, folder,"
+                " source_path) DO UPDATE SET checksum = EXCLUDED.checksum, area = EXCLUDED.area, file_type ="
+                " EXCLUDED.file_type, ids = EXCLUDED.ids, chunking = EXCLUDED.chunking, imported_at ="
+                " EXCLUDED.imported_at",
+                [(self.subdir, *key, *value) for key, value in files.items() if stored.get(key) != value])
+            known = dict(self._all("SELECT folder, path FROM memctl_knowledge_folders WHERE subdir = %s FOR UPDATE",
+                                   (self.subdir,)))
+            cur.executemany("DELETE FROM memctl_knowledge_folders WHERE subdir = %s AND folder = %s",
+                            [(self.subdir, folder) for folder in known if folder not in paths])
+            cur.executemany("INSERT INTO memctl_knowledge_folders (subdir, folder, path) VALUES (%s, %s, %s)"
+                            " ON CONFLICT (subdir, folder) DO UPDATE SET path = EXCLUDED.path",
+                            [(self.subdir, name, path) for name, path in paths.items() if known.get(name) != path])
+
+    @contextmanager
+    def knowledge_lock(self) -> Iterator[None]:
+        """A session-level advisory lock on (knowledge, subdir): released at the end, or when the connection goes."""
+        from memctl.store.pg_schema import KNOWLEDGE_LOCK_CLASS
+
+        key = (KNOWLEDGE_LOCK_CLASS, self.subdir)
+        try:
+            self._execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
+        except LockTimeoutError as exc:
+            raise LockTimeoutError(f"another knowledge import into store {self.subdir!r} is running",
+                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
+        try:
+            yield
+        finally:
+            self._execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+
+    def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        rows = self._all("SELECT DISTINCT ON (content_hash) content_hash, vector FROM memctl_memories"
+                         " WHERE subdir = %s AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
+        return {digest: np.frombuffer(_vector_bytes(vector), dtype="<f4") for digest, vector in rows}
+
+    def known_hashes(self, hashes: Sequence[str]) -> set[str]:
+        rows = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
+                         " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
+        return {r[0] for r in rows}
+
+    # -- whole-store copies --------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator[PostgresStore]:
+        """A read-only REPEATABLE READ transaction: every read inside sees one state; writers go on."""
+        if self._depth:
+            yield self
+            return
+        self._depth = 1
+        try:
+            with self.conn.transaction():
+                self._execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield self
+        finally:
+            self._depth = 0
+
+    def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
+        last = 0
+        while rows := self._all(f"SELECT {_COLUMNS}, vector, accessed_at FROM memctl_memories WHERE subdir = %s"
+                                " AND seq > %s ORDER BY seq LIMIT 1000", (self.subdir, last)):
+            yield from ((_memory(row), _vector_bytes(row[7]), row[8]) for row in rows)
+            last = rows[-1][0]
+
+    def put_rows(self, rows: Sequence[tuple[Memory, bytes, str | None]], info: ModelInfo, dimension: int) -> None:
+        import numpy as np
+
+        if not rows:
+            return
+        self._ensure_vector_index(dimension)
+        with self._write():
+            self._record_model(info, dimension)
+            self._insert_rows([(self.subdir, m.id, m.text, m.area, m.created_at, m.updated_at,
+                                json.dumps(m.metadata, ensure_ascii=False), np.frombuffer(blob, dtype="<f4"),
+                                content_hash(m.text), self._keywords(m.metadata), accessed)
+                               for m, blob, accessed in rows], with_access=True)
+
+    def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
+        with self._write(), self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO memctl_links (subdir, parent_id, child_id, kind, created_at)"
+                            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                            [(self.subdir, *link) for link in links])
+
+    def put_archive(self, rows: Sequence[ArchivedMemory]) -> None:
+        import numpy as np
+
+        with self._write(), self.conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO memctl_archive (subdir, {_ARCHIVE_COLUMNS}) VALUES"
+                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (subdir, id) DO NOTHING",
+                [(self.subdir, a.memory.id, a.memory.text, a.memory.area, a.memory.created_at, a.memory.updated_at,
+                  json.dumps(a.memory.metadata, ensure_ascii=False),
+                  None if a.vector is None else np.frombuffer(a.vector, dtype="<f4"), a.model, a.accessed_at,
+                  a.archived_at, a.op, a.actor) for a in rows])
+
+    # -- replacing a whole store (restore-backup) ----------------------------------------
+    def lock_writers(self) -> None:
+        """Inside a transaction: make every other writer of memctl's tables wait until it ends (reads go on)."""
+        self._execute("LOCK TABLE " + ", ".join(_STORE_TABLES) + " IN SHARE ROW EXCLUSIVE MODE")
+
+    def has_content(self) -> bool:
+        """True when the store holds memories, history, archive rows, behaviour rules or knowledge state."""
+        return bool(self._one("SELECT " + " OR ".join(f"EXISTS (SELECT 1 FROM {t} WHERE subdir = %s)"
+                                                      for t in _STORE_TABLES if t != "memctl_stores"),
+                              [self.subdir] * (len(_STORE_TABLES) - 1))[0])
+
+    def clear(self) -> None:
+        """Delete every row of the store (its model record too). Joins an open transaction."""
+        with self._write():
+            for table in _STORE_TABLES:
+                self._execute(f"DELETE FROM {table} WHERE subdir = %s", (self.subdir,))
 
 
 def _memory(row: Sequence[Any]) -> Memory:
@@ -774,3 +998,17 @@ def _vector_bytes(value: Any) -> bytes:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _archived(row: Sequence[Any]) -> ArchivedMemory:
+    metadata = json.loads(row[5]) if isinstance(row[5], str) else row[5]
+    memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4], metadata=metadata)
+    vector = None if row[6] is None else _vector_bytes(row[6])
+    return ArchivedMemory(memory, vector, row[7], row[8], row[9], row[10], row[11])
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

@@ -70,3 +70,16 @@ class DeleteResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class ArchivedMemory:
+    """The last removed version of a memory as the archive keeps it (`restore`, backups)."""
+
+    memory: Memory
+    vector: bytes | None  # little-endian float32, as the store had it
+    model: str | None  # provider:model that made the vector
+    accessed_at: str | None
+    archived_at: str
+    op: str  # delete, prune, replace, merge, ...
+    actor: str

@@ -112,12 +112,19 @@ def backup(
     dest: Annotated[Path, typer.Argument(help="New folder for the backup (a store folder you can open or restore).")],
     force: Annotated[bool, typer.Option("--force", help="Replace DEST if it is not empty.")] = False,
 ) -> None:
-    """Write a consistent snapshot of the store to DEST while other processes may keep writing."""
-    from memctl.backup import backup_store
+    """Write a consistent snapshot of the store to DEST while other processes may keep writing.
+
+    DEST is a folder store (a PostgreSQL store is written as one) that restore-backup restores into either backend.
+    """
+    from memctl.backup import backup_rows, backup_store
     from memctl.paths import resolve_root, store_dir
 
     st = state(ctx)
-    report = backup_store(store_dir(resolve_root(st.root), st.subdir), dest, subdir=st.subdir, force=force)
+    if st.store_url() is None:
+        report = backup_store(store_dir(resolve_root(st.root), st.subdir), dest, subdir=st.subdir, force=force)
+    else:
+        with st.open_store(actor="backup") as store:
+            report = backup_rows(store, dest, force=force)
     emit(st, {"subdir": st.subdir, **report.to_dict()},
          lambda c: c.print(f"backed up {report.count} memories to {report.path} ({report.bytes} bytes)"))
 
@@ -129,14 +136,19 @@ def restore_backup(
     force: Annotated[bool, typer.Option("--force", help="Replace a store that is not empty.")] = False,
 ) -> None:
     """Replace the store (--subdir) with a backup: checked, copied beside it, then swapped in."""
+    from memctl.backup import aside_path, restore_backup_rows
     from memctl.backup import restore_backup as run_restore_backup
     from memctl.config import load_config
     from memctl.paths import resolve_root, store_dir
 
     st = state(ctx)
     folder = store_dir(resolve_root(st.root), st.subdir)
-    timeout = float(load_config(folder if folder.is_dir() else None, st.overrides)["lock_timeout"])
-    report = run_restore_backup(source, folder, force=force, lock_timeout=timeout)
+    if st.store_url() is None:
+        timeout = float(load_config(folder if folder.is_dir() else None, st.overrides)["lock_timeout"])
+        report = run_restore_backup(source, folder, force=force, lock_timeout=timeout)
+    else:  # one transaction in the database; a replaced store is kept as a backup folder under the root
+        with st.open_store(actor="restore-backup") as store:
+            report = restore_backup_rows(source, store, aside=aside_path(folder), force=force)
     if report.kept_old:
         info(st, f"the replaced store was kept at {report.kept_old}; delete it when you no longer need it")
     emit(st, {"subdir": st.subdir, **report.to_dict()},

@@ -90,21 +90,29 @@ def export(
 
 
 def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: str | None) -> None:
-    from memctl.cli.state import State
     from memctl.lifecycle import export_all
-    from memctl.paths import resolve_root
 
     st = state(ctx)
     if output is None or str(output) == "-":
         raise UsageError("--all-subdirs needs -o DIR", hint="e.g. memctl export --all-subdirs -o exports/")
-    if st.store_url() is not None:
-        raise UsageError("export --all-subdirs exports the folder stores under the root, not PostgreSQL",
-                         hint="export each subdir (`memctl subdirs` lists them) with `memctl -s NAME export -o FILE`")
-    root = resolve_root(st.root)
-    written = export_all(root, output, lambda name: State(st.root, name, overrides=st.overrides).open_store(),
-                         with_vectors=vectors, area=area)
-    emit(st, {"root": str(root), "path": str(output), "vectors": vectors, "subdirs": written},
+    where = _where(st)
+    written = export_all(None, output, lambda name: State(st.root, name, overrides=st.overrides,
+                                                          store=st.store).open_store(),
+                         with_vectors=vectors, area=area, subdirs=st.subdir_names())
+    emit(st, {"root": where, "path": str(output), "vectors": vectors, "subdirs": written},
          lambda c: c.print(f"exported {len(written)} stores to {output}"))
+
+
+def _where(st: State) -> str:
+    """The root folder, or the PostgreSQL database (no password) that holds the stores."""
+    from memctl.paths import resolve_root
+
+    url = st.store_url()
+    if url is None:
+        return str(resolve_root(st.root))
+    from memctl.store.postgres import redact
+
+    return redact(url)
 
 
 @app.command("import")
