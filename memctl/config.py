@@ -40,11 +40,19 @@ def resource_path(name: str) -> Path:
     raise ConfigError(f"memctl resource {name!r} is missing", hint="reinstall memctl")
 
 
+def yaml_load(text: str) -> Any:
+    """`yaml.safe_load` through libyaml when PyYAML has it: ~10x faster than the pure-Python parser
+    (reading default_config.yaml took 40 ms of every CLI call)."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     if data is None:
@@ -97,7 +105,7 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         key = name[len(ENV_PREFIX) :].lower()
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = yaml_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
         if key in defaults() and _expected_type(key) is str and value is not None:

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memctl.config import ENV_PREFIX, Config, _read_yaml, check_value, defaults, resource_path, user_config_path
+from memctl.config import (
+    ENV_PREFIX,
+    Config,
+    _read_yaml,
+    check_value,
+    defaults,
+    resource_path,
+    user_config_path,
+    yaml_load,
+)
 from memctl.errors import ConfigError, UsageError
 
 SCOPES = ("user", "store")
@@ -61,7 +70,7 @@ def parse_value(key: str, raw: str) -> Any:
         value: Any = raw  # a string key keeps the raw text ("123" stays a string)
     else:
         try:
-            value = yaml.safe_load(raw) if raw.strip() else None
+            value = yaml_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
     return check_value(key, value, f"config set {key}")
@@ -81,7 +90,7 @@ def set_value(path: Path, key: str, value: Any) -> Any:
                           width=1 << 30).rstrip("\n")
     new_text = _replace_key(old_text, key, line)
     try:
-        parsed = yaml.safe_load(new_text) or {}
+        parsed = yaml_load(new_text) or {}
     except yaml.YAMLError:
         parsed = None
     if parsed != wanted:
