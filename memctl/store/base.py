@@ -586,7 +586,9 @@ class StoreBase:
 
         1. The vector side ranks with the query minus the names found in over 10 % of the store (a
            chat partner's name is in half the turns and pulls the embedding towards any turn that
-           names them); the keyword side drops those words too.
+           names them); the keyword side drops those words too. At any store size the keyword side
+           also drops words found in the text of over `hybrid_common_word_share` of the memories
+           (and over 3): "use" in a one-project store matches at random.
         2. base = (1 - share) x min-max-normalised similarity + share x BM25 / best BM25, over the
            candidates of both sides (`hybrid_keyword_share`).
         3. + `hybrid_metadata_boost` when a query word is one of the memory's keyword metadata values
