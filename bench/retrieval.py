@@ -39,6 +39,7 @@ MODES: list[tuple[str, str, dict]] = [
 ABLATIONS: list[tuple[str, str, dict]] = [
     ("  hybrid without name drop", "hybrid", {"hybrid_drop_common_names": False}),
     ("  hybrid without BM25 (share 0)", "hybrid", {"hybrid_keyword_share": 0.0}),
+    ("  hybrid without common-word drop", "hybrid", {"hybrid_common_word_share": 0.0}),
     ("  hybrid without metadata boost", "hybrid", {"hybrid_metadata_boost": 0.0}),
     ("  hybrid without neighbour boost", "hybrid", {"hybrid_neighbour_boost": 0.0}),
 ]

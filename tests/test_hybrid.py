@@ -142,3 +142,28 @@ def test_fusion_setting(store):
     store.config.values["hybrid_fusion"] = "borda"
     with pytest.raises(UsageError, match="hybrid_fusion"):
         store.search("alpha")
+
+
+@pytest.mark.usefixtures("backend")
+def test_words_common_in_texts_leave_the_keyword_query(home: Path):
+    from memctl.embeddings import FakeEmbedder
+
+    with memctl.open_store(home, "common", embedder=FakeEmbedder()) as store:
+        store.add([f"Weather note number {i}" for i in range(20)])
+        store.add([f"Service {name} uses a queue" for name in "ABCDEF"])  # "use" in 6 of 30 texts (> 10 %)
+        store.add(["The HTTP API is built on FastAPI"], metadata=[{"speaker": "Ann"}])
+        store.add([f"Note {i}" for i in range(5)], metadata=[{"speaker": "Ann"}] * 5)  # Ann: metadata only
+
+        def matched(query: str, text_df: int) -> set[str]:
+            return {h.text for _, h in store._seq_hits(store._keyword_pairs(query, 50, None, None, 0, text_df))}
+
+        assert len(matched("Which API should the new endpoint use?", 0)) == 7  # "use" matches at random
+        assert matched("Which API should the new endpoint use?", 3) == {"The HTTP API is built on FastAPI"}
+        assert len(matched("What does it use?", 3)) == 6  # only common words: kept, rather than nothing
+        assert len(matched("API Ann", 3)) == 6  # a speaker in keyword metadata is not a common text word
+        store.config.values["hybrid_keyword_share"] = 1.0  # rank by BM25 alone: the common word ranked nothing
+        hits = store.search("Which API should the new endpoint use?", limit=2, threshold=0.0)
+        assert hits[0].text == "The HTTP API is built on FastAPI"
+        store.config.values["hybrid_common_word_share"] = 0.0
+        off = store.search("Which API should the new endpoint use?", limit=2, threshold=0.0)
+        assert off[1].text.endswith("uses a queue")

@@ -47,6 +47,9 @@ RARE_TOKEN_SHARE = 0.002
 COMMON_TOKEN_SHARE = 0.1
 # Names are left out of the vector query only in stores of at least 100 memories (10 % = 10).
 COMMON_NAME_MIN_DF = 10
+# Score fusion leaves out of the BM25 query only words found in the text of more than this many memories
+# (so that a rare token, found in at most 3, always stays).
+COMMON_WORD_MIN_DF = 3
 
 
 class _RandomPool:
@@ -326,8 +329,10 @@ class StoreBase:
         raise NotImplementedError
 
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
-                       common_df: int) -> list[tuple[int, float]]:
-        """Top-k (key, keyword score; higher is better) among memories in `area` / `only`."""
+                       common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
+        """Top-k (key, keyword score; higher is better) among memories in `area` / `only`, leaving out
+        query words found in over `common_df` memories (when > 50) or, when > 0, in over
+        `common_text_df` memory texts (unless that leaves none)."""
         raise NotImplementedError
 
     def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
@@ -581,7 +586,9 @@ class StoreBase:
 
         1. The vector side ranks with the query minus the names found in over 10 % of the store (a
            chat partner's name is in half the turns and pulls the embedding towards any turn that
-           names them); the keyword side drops those words too.
+           names them); the keyword side drops those words too. At any store size the keyword side
+           also drops words found in the text of over `hybrid_common_word_share` of the memories
+           (and over 3): "use" in a one-project store matches at random.
         2. base = (1 - share) x min-max-normalised similarity + share x BM25 / best BM25, over the
            candidates of both sides (`hybrid_keyword_share`).
         3. + `hybrid_metadata_boost` when a query word is one of the memory's keyword metadata values
@@ -605,8 +612,10 @@ class StoreBase:
             stripped = without_words(query, self._common_tokens(name_tokens(query), common_df))
             ranking = vector if stripped == query else self._embed_query(stripped)
         dense = self._dense_pairs(ranking, depth, only)
+        text_share = float(config["hybrid_common_word_share"])
+        common_text_df = max(int(total * text_share), COMMON_WORD_MIN_DF) if text_share > 0 else 0
         keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
-                                      common_df)
+                                      common_df, common_text_df)
         pool = list(dict.fromkeys([key for key, _ in dense] + [key for key, _ in keyword]))
         hits = dict(self._seq_hits([(key, 0.0) for key in pool]))
         base = _BaseScores(self, ranking, dense, keyword, float(config["hybrid_keyword_share"]))

@@ -559,10 +559,10 @@ class EmbeddedStore(StoreBase):
         return np.array([seq for seq, _ in self._rows(area, flt)], dtype=np.int64)
 
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Any,
-                       common_df: int) -> list[tuple[int, float]]:
+                       common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
         from memctl.store.keyword import keyword_search
 
-        return keyword_search(self.db, query, k, area, only, common_df=common_df)
+        return keyword_search(self.db, query, k, area, only, common_df=common_df, common_text_df=common_text_df)
 
     def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
         from memctl.store.keyword import rare_tokens

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset("""
@@ -38,9 +38,11 @@ def match_expression(tokens: Sequence[str]) -> str | None:
     return " OR ".join(quoted) if quoted else None
 
 
-def doc_freq(db: sqlite3.Connection, token: str) -> int:
-    """Memories containing `token` (as FTS5 tokenises and stems it)."""
+def doc_freq(db: sqlite3.Connection, token: str, text_only: bool = False) -> int:
+    """Memories containing `token` (as FTS5 tokenises and stems it); in their text only, not in keyword metadata."""
     expression = match_expression([token])
+    if expression is not None and text_only:
+        expression = "text : " + expression
     try:
         return int(db.execute("SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
                               (expression,)).fetchone()[0])
@@ -49,15 +51,20 @@ def doc_freq(db: sqlite3.Connection, token: str) -> int:
 
 
 def keyword_search(db: sqlite3.Connection, query: str, k: int, area: str | None = None,
-                   only: Sequence[int] | None = None, common_df: int = 0) -> list[tuple[int, float]]:
+                   only: Sequence[int] | None = None, common_df: int = 0,
+                   common_text_df: int = 0) -> list[tuple[int, float]]:
     """Top-k (seq, bm25 score; higher is better) among memories in `area` / `only`.
 
     Words found in more than `common_df` memories (when > 50) are left out: in a chat store a
     speaker's name is in half the turns, and BM25 would then rank the shortest such turns first.
+    Words found in the text of more than `common_text_df` memories (when > 0) are left out too,
+    unless that would leave none (see common_text_words).
     """
     tokens = query_tokens(query)
     if common_df > 50:
         tokens = [t for t in tokens if doc_freq(db, t) <= common_df]
+    if common_text_df > 0:
+        tokens = common_text_words(tokens, common_text_df, lambda t: doc_freq(db, t, text_only=True))
     expression = match_expression(tokens)
     if expression is None or k <= 0:
         return []
@@ -77,6 +84,17 @@ def keyword_search(db: sqlite3.Connection, query: str, k: int, area: str | None 
         return [(int(seq), float(score)) for seq, score in db.execute(sql, args)]
     except sqlite3.OperationalError:
         return []  # an expression FTS5 cannot parse finds nothing by keyword; dense still answers
+
+
+def common_text_words(tokens: list[str], max_df: int, text_df: Callable[[str], int]) -> list[str]:
+    """`tokens` without those found in the text of more than `max_df` memories — all of them if every one is.
+
+    A word in many memory texts ("use", "new" in a store about one project) matches memories at
+    random, and dividing by the best BM25 score would give such a match the full keyword share.
+    Keyword metadata (a session date, a speaker) is not counted: it is matched as metadata.
+    """
+    kept = [t for t in tokens if text_df(t) <= max_df]
+    return kept or tokens
 
 
 def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], max_df: int) -> set[str]:

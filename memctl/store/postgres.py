@@ -640,13 +640,22 @@ class PostgresStore(StoreBase):
                              f" AND tsv @@ plainto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
                              (self.subdir, token, cap + 1))[0])
 
+    def _text_doc_freq(self, token: str, cap: int) -> int:
+        """Memories holding `token` in their text (not their keyword metadata), counted up to `cap` + 1 only."""
+        return int(self._one(f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories, plainto_tsquery('{_TS_CONFIG}', %s)"
+                             f" AS q WHERE subdir = %s AND tsv @@ q AND to_tsvector('{_TS_CONFIG}',"
+                             f" regexp_replace(text, '[[:punct:]]', ' ', 'g')) @@ q LIMIT %s) AS s",
+                             (token, self.subdir, cap + 1))[0])
+
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
-                       common_df: int) -> list[tuple[int, float]]:
-        from memctl.store.keyword import query_tokens
+                       common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
+        from memctl.store.keyword import common_text_words, query_tokens
 
         tokens = query_tokens(query)
         if common_df > 50:
             tokens = [t for t in tokens if self._doc_freq(t, common_df) <= common_df]
+        if common_text_df > 0:
+            tokens = common_text_words(tokens, common_text_df, lambda t: self._text_doc_freq(t, common_text_df))
         if not tokens or k <= 0:
             return []
         # websearch_to_tsquery never fails on user text; the tokens are \w+ runs, joined by OR.
