@@ -269,7 +269,8 @@ def load_app(app: Any = None) -> App:
     from memctl import __version__
 
     if app is None:
-        from memctl.cli.app import app
+        from memctl.cli.app import app, register
+        register()
     root = _walk(typer.main.get_command(app), (PROG,), None)
     callback = getattr(getattr(app, "registered_callback", None), "callback", None)
     callback_doc = (inspect.getdoc(callback) or "") if callback is not None else ""

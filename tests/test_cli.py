@@ -274,3 +274,27 @@ def test_help_and_version(cli):
     result = cli("--help")
     assert result.code == 0 and "save" in result.out and "forget" in result.out
     assert cli("--version").out.startswith("memctl ")
+
+
+def test_the_command_module_map_matches_where_each_command_is_defined():
+    from typer.main import get_command
+
+    from memctl.cli.app import COMMAND_MODULES, app, register
+
+    register()
+    defined = {info.name or info.callback.__name__: info.callback.__module__.rsplit(".", 1)[1]
+               for info in app.registered_commands}
+    defined.update({group.name: "config" for group in app.registered_groups})
+    assert defined == COMMAND_MODULES
+    assert list(get_command(app).commands) == list(COMMAND_MODULES)  # --help order
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (["load", "q"], "load"), (["--json", "load", "q"], "load"), (["--root", "/x", "-s", "a", "save", "t"], "save"),
+    (["load", "q", "--subdir", "a"], "load"), (["--store=embedded", "config", "show"], "config"), ([], None),
+    (["--help"], None), (["--version"], None), (["-q", "--", "load"], None), (["nosuch"], "nosuch"),
+])
+def test_command_name_finds_the_command_among_global_options(args, name):
+    from memctl.cli.app import command_name
+
+    assert command_name(args) == name

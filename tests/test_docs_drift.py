@@ -47,7 +47,9 @@ def rendered() -> dict[str, str]:
 
 def _command_paths() -> list[tuple[str, ...]]:
     """Every (sub)command of the live app as a path below `memctl`, read from the click tree."""
-    from memctl.cli.app import app
+    from memctl.cli.app import app, register
+
+    register()
 
     def walk(command: object, path: tuple[str, ...], parent: object) -> list[tuple[str, ...]]:
         found = [path] if path else []

@@ -201,15 +201,20 @@ def test_load_records_access_for_not_accessed_for(backend, cli, store):
 
 
 def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
-    import filelock
+    import sqlite3
+    import time
 
     from memctl.store import embedded
 
     mid = store.add(["touch me"])[0]
     monkeypatch.setattr(embedded, "TOUCH_WAIT", 0.05)
-    other = filelock.FileLock(str(store.folder / embedded.LOCK_FILE), timeout=0)
-    with other:
-        assert store.touch([mid]) == 0
+    other = sqlite3.connect(store.folder / embedded.DB_FILE, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer's open transaction
+    start = time.monotonic()
+    assert store.touch([mid]) == 0
+    assert time.monotonic() - start < 2  # a short wait, not lock_timeout
+    other.execute("COMMIT")
+    other.close()
     assert store.touch([mid]) == 1
     assert store.db.execute("SELECT accessed_at FROM memories WHERE id = ?", (mid,)).fetchone()[0]
 

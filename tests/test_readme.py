@@ -29,7 +29,9 @@ def test_exactly_two_setup_commands_run_by_ci():
 def test_every_command_is_documented():
     from typer.main import get_command
 
-    from memctl.cli.app import app
+    from memctl.cli.app import app, register
+
+    register()
 
     for name in get_command(app).commands:
         assert f"`memctl {name}" in README, f"README CLI reference lacks `memctl {name}`"

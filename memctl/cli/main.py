@@ -20,9 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     import typer
     from typer.main import get_command
 
-    from memctl.cli.app import app
+    from memctl.cli.app import app, command_name, register
 
     args = list(sys.argv[1:] if argv is None else argv)
+    register(command_name(args))
     as_json = "--json" in args[: _dashdash(args)]
     command = get_command(app)
     try:

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.commands import memories, stores  # noqa: F401 - registered first, so --help lists them first
 from memctl.cli.render import emit, progress
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.commands.memories import DryRunOpt  # also registers the memory commands first (--help order)
+from memctl.cli.commands.memories import DryRunOpt
 from memctl.cli.render import emit, info, progress, short
 from memctl.errors import EXIT_PARTIAL
 
