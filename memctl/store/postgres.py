@@ -544,29 +544,24 @@ class PostgresStore(StoreBase):
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         """Oldest first, in batches by key (no long-running transaction)."""
-        last = 0
-        sql = f"SELECT {_COLUMNS}{', vector' if with_vectors else ''} FROM memctl_memories WHERE subdir = %s"
-        args: list[Any] = [self.subdir]
-        if area:
-            sql += " AND area = %s"
-            args.append(check_area(area))
-        while rows := self._all(sql + " AND seq > %s ORDER BY seq LIMIT 1000", [*args, last]):
-            for row in rows:
-                blob = _vector_bytes(row[7]) if with_vectors else None
-                yield _memory(row), blob
-            last = rows[-1][0]
+        for row in self._rows_by_seq(", vector" if with_vectors else "", area):
+            yield _memory(row), _vector_bytes(row[7]) if with_vectors else None
 
     def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
         """Every memory (oldest first) with when `load` last returned it (None: never)."""
+        for row in self._rows_by_seq(", accessed_at", area):
+            yield _memory(row), row[7]
+
+    def _rows_by_seq(self, extra_columns: str, area: str | None) -> Iterator[tuple[Any, ...]]:
+        """The subdir's rows (the memory columns, then `extra_columns`) in pages of 1,000 by key."""
         last = 0
-        sql = f"SELECT {_COLUMNS}, accessed_at FROM memctl_memories WHERE subdir = %s"
+        sql = f"SELECT {_COLUMNS}{extra_columns} FROM memctl_memories WHERE subdir = %s"
         args: list[Any] = [self.subdir]
         if area:
             sql += " AND area = %s"
             args.append(check_area(area))
         while rows := self._all(sql + " AND seq > %s ORDER BY seq LIMIT 1000", [*args, last]):
-            for row in rows:
-                yield _memory(row), row[7]
+            yield from rows
             last = rows[-1][0]
 
     def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
