@@ -99,6 +99,8 @@ unset VIRTUAL_ENV PYTHONPATH PYTHONHOME PYTHONSTARTUP
 # MEMCTL_TEST_* are test switches (the PostgreSQL server .ci/run started), not configuration: keep them.
 while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^MEMCTL_' | grep -v '^MEMCTL_TEST_' || true)
 export HF_HOME="$TMP/hf-home"
+# A fresh user cache too: the first `memctl load` must export and verify the ONNX model here.
+export XDG_CACHE_HOME="$TMP/xdg-cache"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1   # the model must come from the installed package
 "$PYTHON_BIN" -m venv "$TMP/venv"
 # shellcheck disable=SC1091
@@ -140,6 +142,9 @@ memctl save "$E2E_TEXT"
 LOADED="$(memctl load "$E2E_QUERY" --json)" || fail "memctl load exited non-zero; output: $LOADED"
 grep -qF "$E2E_TEXT" <<<"$LOADED" || fail "memctl load did not return the saved memory; output: $LOADED"
 log "load found the saved memory"
+compgen -G "$XDG_CACHE_HOME/memctl/onnx/*.onnx.data" >/dev/null \
+    || fail "no ONNX export in the fresh user cache $XDG_CACHE_HOME/memctl/onnx"
+log "the ONNX model was exported and verified in the fresh venv"
 unset MEMCTL_HOME
 
 # --- 6. the README's test command, with this script's arguments -----------------------------
