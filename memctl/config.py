@@ -64,7 +64,39 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def defaults() -> dict[str, Any]:
-    return _read_yaml(resource_path("default_config.yaml"))
+    """The shipped defaults: parsed once per version of the file, then read back as JSON from the
+    user cache, so a CLI call with no config file of its own never imports PyYAML (~25 ms)."""
+    import json
+
+    path = resource_path("default_config.yaml")
+    cached = _defaults_cache(path)
+    if cached is not None:
+        try:
+            return dict(json.loads(cached.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            pass
+    data = _read_yaml(path)
+    if cached is not None and json.loads(json.dumps(data)) == data:  # plain JSON types only
+        from memctl.store.vector_index import atomic_write_bytes
+
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(cached, json.dumps(data).encode())
+        except OSError:
+            pass  # a read-only cache: parse the YAML every time
+    return data
+
+
+def _defaults_cache(path: Path) -> Path | None:
+    import hashlib
+
+    from memctl.embed_onnx import cache_root
+
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
+    return cache_root() / "config" / f"default_config-{digest}.json"
 
 
 def _expected_type(key: str) -> type | None:
@@ -97,12 +129,12 @@ def user_config_path() -> Path:
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
-    import yaml
-
     layer: dict[str, Any] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX) or name in ENV_NOT_KEYS or name.startswith(ENV_NOT_KEY_PREFIXES):
             continue
+        import yaml  # only when a variable sets a key
+
         key = name[len(ENV_PREFIX) :].lower()
         try:
             value = yaml_load(raw) if raw.strip() else None

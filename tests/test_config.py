@@ -166,3 +166,21 @@ def test_config_path(cli, home: Path, tmp_path: Path):
     assert doc["store"] == str(home / "projects" / "web" / "config.yaml")
     assert doc["defaults"].endswith("default_config.yaml") and doc["exists"]["defaults"] is True
     assert doc["exists"]["user"] is False
+
+
+def test_defaults_are_cached_as_json_and_a_damaged_cache_falls_back_to_the_yaml(tmp_path, monkeypatch):
+    from memctl import config
+
+    monkeypatch.setenv("MEMCTL_CACHE_DIR", str(tmp_path))
+    shipped = yaml.safe_load(config.resource_path("default_config.yaml").read_text())
+    config.defaults.cache_clear()
+    try:
+        assert config.defaults() == shipped
+        [cached] = (tmp_path / "config").glob("default_config-*.json")
+        config.defaults.cache_clear()
+        assert config.defaults() == shipped  # read back from the JSON
+        cached.write_text("{not json")
+        config.defaults.cache_clear()
+        assert config.defaults() == shipped
+    finally:
+        config.defaults.cache_clear()
