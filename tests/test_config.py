@@ -178,7 +178,9 @@ def test_defaults_are_cached_as_json_and_a_damaged_cache_falls_back_to_the_yaml(
         assert config.defaults() == shipped
         [cached] = (tmp_path / "config").glob("default_config-*.json")
         config.defaults.cache_clear()
-        assert config.defaults() == shipped  # read back from the JSON
+        with monkeypatch.context() as patch:
+            patch.setattr(config, "_read_yaml", lambda path: pytest.fail("the YAML was parsed again"))
+            assert config.defaults() == shipped  # read back from the JSON
         cached.write_text("{not json")
         config.defaults.cache_clear()
         assert config.defaults() == shipped
