@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import StoreError, UnsafePickleError, UsageError
+from memctl.files import file_sha256, fsync_dir
 from memctl.store.records import AREAS, RESERVED_METADATA_KEYS
-from memctl.store.vector_index import file_sha256, fsync_dir
 
 if TYPE_CHECKING:
     import numpy as np

@@ -23,10 +23,11 @@ from typing import Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import LockTimeoutError, NotFoundError, StoreError, UsageError
+from memctl.files import file_sha256, fsync_dir
 from memctl.store.base import iter_chunks
 from memctl.store.embedded import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
 from memctl.store.records import now_iso
-from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE, file_sha256, fsync_dir
+from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE
 
 MANIFEST = "backup.json"
 BACKUP_FORMAT = 1

@@ -77,7 +77,7 @@ def defaults() -> dict[str, Any]:
             pass
     data = _read_yaml(path)
     if cached is not None and json.loads(json.dumps(data)) == data:  # plain JSON types only
-        from memctl.store.vector_index import atomic_write_bytes
+        from memctl.files import atomic_write_bytes
 
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +90,7 @@ def defaults() -> dict[str, Any]:
 def _defaults_cache(path: Path) -> Path | None:
     import hashlib
 
-    from memctl.embed_onnx import cache_root
+    from memctl.files import cache_root
 
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]

@@ -80,7 +80,7 @@ def set_value(path: Path, key: str, value: Any) -> Any:
     """Set `key` in the YAML file at `path` (created if missing); return the previous value (None if unset)."""
     import yaml
 
-    from memctl.store.vector_index import atomic_write_bytes
+    from memctl.files import atomic_write_bytes
 
     value = check_value(key, value, f"config set {key}")
     old_text = path.read_text(encoding="utf-8") if path.is_file() else ""

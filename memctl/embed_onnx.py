@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.errors import EmbeddingError
+from memctl.files import cache_root
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,14 +34,6 @@ CHECK_TEXTS = [
     "数据库使用 PostgreSQL 16，端口 5432",
     "A long paragraph about configuring the build: " + "the cache lives in a shared folder and " * 40,
 ]
-
-
-def cache_root() -> Path:
-    if os.environ.get("MEMCTL_CACHE_DIR"):
-        return Path(os.environ["MEMCTL_CACHE_DIR"]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("memctl", appauthor=False))
 
 
 def _weights_digest(model_dir: Path) -> str:

@@ -475,8 +475,8 @@ def export_all(root: Path | None, out_dir: Path, opener: Callable[[str], StoreBa
     The subdirs are `subdirs` (e.g. those of a PostgreSQL database), else the stores under `root`."""
     import io
 
+    from memctl.files import atomic_write_bytes
     from memctl.paths import list_subdirs
-    from memctl.store.vector_index import atomic_write_bytes
 
     written = []
     names = list(subdirs) if subdirs is not None else list_subdirs(root) if root is not None else []

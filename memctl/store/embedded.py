@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, UsageError
+from memctl.files import atomic_write_bytes
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
     COMMON_TOKEN_SHARE,
@@ -35,7 +36,7 @@ from memctl.store.records import (
     relevance,
 )
 from memctl.store.schema import apply_migrations
-from memctl.store.vector_index import IndexOptions, VectorIndex, atomic_write_bytes
+from memctl.store.vector_index import IndexOptions, VectorIndex
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,7 +10,6 @@ never an empty index, never a re-embedding.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import sqlite3
@@ -19,46 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memctl.files import atomic_write_bytes, file_sha256
+
 if TYPE_CHECKING:
     import numpy as np
 
 INDEX_FILE = "index.faiss"
 SIDECAR_FILE = "index.faiss.sha256"
-_CHUNK = 1 << 20
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename, fsync the folder."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
 
 
 def vectors_from_blobs(blobs: list[bytes], dimension: int) -> np.ndarray:

@@ -66,8 +66,8 @@ def export(
                                               "that gets one SUBDIR.jsonl per store.")] = False,
 ) -> None:
     """Write the store as JSONL: a header line, then one memory per line."""
+    from memctl.files import atomic_write_bytes
     from memctl.lifecycle import export_jsonl
-    from memctl.store.vector_index import atomic_write_bytes
 
     st = state(ctx)
     if all_subdirs:
