@@ -245,6 +245,19 @@ class StoreBase:
 
         return nullcontext(self)
 
+    def _checked_dimension(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo) -> int:
+        """The dimension of a batch about to be inserted (0 for an empty batch), once the model, the
+        record/vector counts and the store's dimension agree."""
+        self.check_model(info)
+        if len(records) != len(vectors):
+            raise UsageError(f"{len(records)} records but {len(vectors)} vectors")
+        dim = int(vectors.shape[1]) if len(records) else 0
+        known_dim = self.dimension()
+        if known_dim is not None and dim and dim != known_dim and not self._is_empty():
+            raise ModelMismatchError(f"vectors of dimension {dim} cannot join a store of dimension {known_dim}",
+                                     hint="run `memctl reindex`")
+        return dim
+
     def _prepare_rows(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, taken: set[str],
                       on_conflict: str, op: str, actor: str | None) -> tuple[list[PreparedRow], list[tuple[Any, ...]]]:
         """Validated rows to insert and their history rows; resolves id conflicts (skip / error / new-id)."""

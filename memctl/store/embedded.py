@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, UsageError
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError
 from memctl.files import atomic_write_bytes
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
@@ -307,14 +307,7 @@ class EmbeddedStore(StoreBase):
         on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
         Returns the ids inserted (skipped records are left out).
         """
-        self.check_model(info)
-        if len(records) != len(vectors):
-            raise UsageError(f"{len(records)} records but {len(vectors)} vectors")
-        dim = int(vectors.shape[1]) if len(records) else 0
-        known_dim = self.dimension()
-        if known_dim is not None and len(self) and dim and dim != known_dim:
-            raise ModelMismatchError(f"vectors of dimension {dim} cannot join a store of dimension {known_dim}",
-                                     hint="run `memctl reindex`")
+        dim = self._checked_dimension(records, vectors, info)
         inserted: list[str] = []
         with self._write() as db:
             if dim:

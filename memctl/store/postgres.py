@@ -309,14 +309,7 @@ class PostgresStore(StoreBase):
         import numpy as np
         import psycopg
 
-        self.check_model(info)
-        if len(records) != len(vectors):
-            raise UsageError(f"{len(records)} records but {len(vectors)} vectors")
-        dim = int(vectors.shape[1]) if len(records) else 0
-        known_dim = self.dimension()
-        if known_dim is not None and dim and dim != known_dim and not self._is_empty():
-            raise ModelMismatchError(f"vectors of dimension {dim} cannot join a store of dimension {known_dim}",
-                                     hint="run `memctl reindex`")
+        dim = self._checked_dimension(records, vectors, info)
         if dim:
             self._ensure_vector_index(dim)
         inserted: list[str] = []
