@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Validate the domain-split evaluation corpus and print its counts.
+
+Usage: python eval/corpus/check.py [DIR ...]   (default: tune/ and report/ next to this file)
+
+Exit codes: 0 = valid (warnings may be printed), 1 = schema error(s), 2 = bad arguments.
+Stdlib only.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROLES = {"user", "assistant", "tool"}
+LANGS = {"en", "zh", "mixed"}
+HALVES = {"tune", "report"}
+LIST_FIELDS = ("expected_fragments", "expected_solutions", "must_not_store")
+CJK = re.compile(r"[\u3400-\u9fff]")
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:+-]*")
+STOP = set(
+    "the a an and or of to in on at for with is are was were be by from as it its this that "
+    "user user's users has have had not no via into than then any all per".split()
+)
+
+
+def tokens(text: str) -> set[str]:
+    """Latin words (>=3 chars, not stopwords) plus CJK character bigrams."""
+    out = {w.lower().strip("._:/-+") for w in WORD.findall(text)}
+    out = {w for w in out if len(w) >= 3 and w not in STOP}
+    cjk = "".join(CJK.findall(text))
+    out |= {cjk[i : i + 2] for i in range(len(cjk) - 1)}
+    return out
+
+
+def is_chinese(text: str) -> bool:
+    return bool(CJK.search(text))
+
+
+class Checker:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+        self.ids: dict[str, Path] = {}
+        self.docs: list[tuple[Path, dict]] = []
+
+    def err(self, path: Path, msg: str) -> None:
+        self.errors.append(f"ERROR {path}: {msg}")
+
+    def warn(self, path: Path, msg: str) -> None:
+        self.warnings.append(f"warn  {path}: {msg}")
+
+    def load(self, path: Path) -> None:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self.err(path, f"cannot read JSON: {exc}")
+            return
+        if not isinstance(doc, dict):
+            self.err(path, "top level is not an object")
+            return
+        self.docs.append((path, doc))
+
+    def check_doc(self, path: Path, d: dict) -> None:
+        for key, typ in (("id", str), ("series", str), ("domain", str), ("half", str),
+                         ("language", str), ("messages", list)):
+            if not isinstance(d.get(key), typ):
+                self.err(path, f"missing or non-{typ.__name__} field {key!r}")
+        for key in LIST_FIELDS + ("updates", "recall_probes"):
+            if not isinstance(d.get(key), list):
+                self.err(path, f"missing or non-list field {key!r}")
+        if d.get("acceptable") is not None and not isinstance(d.get("acceptable"), list):
+            self.err(path, "'acceptable' must be a list")
+        if self.errors and any(str(path) in e for e in self.errors):
+            return
+        if d["id"] in self.ids:
+            self.err(path, f"duplicate id {d['id']!r} (also in {self.ids[d['id']]})")
+        self.ids[d["id"]] = path
+        if d["id"] != path.stem and not d["id"].endswith(path.stem):
+            self.warn(path, f"id {d['id']!r} does not match file name")
+        if d["half"] not in HALVES:
+            self.err(path, f"half must be one of {sorted(HALVES)}")
+        elif path.parent.name in HALVES and path.parent.name != d["half"]:
+            self.err(path, f"half {d['half']!r} but file lives in {path.parent.name}/")
+        if d["language"] not in LANGS:
+            self.err(path, f"language must be one of {sorted(LANGS)}")
+        n = len(d["messages"])
+        if not 10 <= n <= 25:
+            self.warn(path, f"{n} messages (expected 10-25)")
+        for i, m in enumerate(d["messages"]):
+            if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+                self.err(path, f"message {i}: needs role in {sorted(ROLES)} and string content")
+        for key in LIST_FIELDS + ("acceptable",):
+            for i, s in enumerate(d.get(key) or []):
+                if not isinstance(s, str) or not s.strip():
+                    self.err(path, f"{key}[{i}] is not a non-empty string")
+        for i, u in enumerate(d["updates"]):
+            if not isinstance(u, dict) or not all(isinstance(u.get(k), str) for k in ("old", "new")):
+                self.err(path, f"updates[{i}] needs string 'old' and 'new'")
+        for i, p in enumerate(d["recall_probes"]):
+            if not isinstance(p, dict) or not isinstance(p.get("query"), str):
+                self.err(path, f"recall_probes[{i}] needs a string 'query'")
+            elif "should_recall" not in p or not (p["should_recall"] is None or isinstance(p["should_recall"], str)):
+                self.err(path, f"recall_probes[{i}] needs 'should_recall' (string or null)")
+        # must_not_store overlap with expected items is a labelling error
+        keep = set(d["expected_fragments"]) | set(d["expected_solutions"])
+        for s in d["must_not_store"]:
+            if s in keep:
+                self.err(path, f"statement is both expected and must_not_store: {s!r}")
+        # grounding: labelled statements must be findable in the messages
+        text = "\n".join(m.get("content", "") for m in d["messages"] if isinstance(m, dict))
+        have = tokens(text)
+        for key in LIST_FIELDS:
+            for s in d[key]:
+                want = tokens(s)
+                if not want:
+                    continue
+                frac = len(want & have) / len(want)
+                if frac < 0.5:
+                    self.warn(path, f"weakly grounded ({frac:.0%}) {key}: {s!r}")
+
+    def check_series(self) -> None:
+        series: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
+        for path, d in self.docs:
+            if isinstance(d.get("series"), str):
+                series[d["series"]].append((path, d))
+        for name, docs in series.items():
+            docs.sort(key=lambda pd: pd[1]["id"])
+            answers: set[str] = set()
+            nots: set[str] = set()
+            for _, d in docs:
+                answers |= set(d.get("expected_fragments", [])) | set(d.get("expected_solutions", []))
+                answers |= {u["new"] for u in d.get("updates", []) if isinstance(u, dict) and "new" in u}
+                nots |= set(d.get("must_not_store", []))
+            for path, d in docs:
+                for u in d.get("updates", []):
+                    if isinstance(u, dict) and u.get("old") not in nots:
+                        self.err(path, f"updates.old not in any must_not_store of series {name}: {u.get('old')!r}")
+                    if isinstance(u, dict) and u.get("new") not in answers:
+                        self.err(path, f"updates.new is not an expected item of series {name}: {u.get('new')!r}")
+                for p in d.get("recall_probes", []):
+                    sr = p.get("should_recall") if isinstance(p, dict) else None
+                    if sr is not None and sr not in answers:
+                        self.err(path, f"should_recall is not an expected item / updates.new of series {name}: {sr!r}")
+            final = [d for _, d in docs if "series_final_state" in d]
+            last_path, last = docs[-1]
+            if not final:
+                self.warn(last_path, f"series {name}: no series_final_state in its last transcript")
+            elif "series_final_state" not in last:
+                self.err(last_path, f"series {name}: series_final_state must be in the last transcript")
+            else:
+                fs = last["series_final_state"]
+                for key in ("facts", "solutions", "superseded"):
+                    if not isinstance(fs.get(key), list):
+                        self.err(last_path, f"series_final_state.{key} must be a list")
+                for s in fs.get("facts", []) + fs.get("solutions", []):
+                    if s not in answers:
+                        self.err(last_path, f"series_final_state fact/solution not an expected item: {s!r}")
+                for s in fs.get("superseded", []):
+                    if s not in nots:
+                        self.err(last_path, f"series_final_state.superseded not in a must_not_store: {s!r}")
+                    if s in fs.get("facts", []) + fs.get("solutions", []):
+                        self.err(last_path, f"superseded value also listed as current: {s!r}")
+                for p in fs.get("probes", []):
+                    sr = p.get("should_recall")
+                    if sr is not None and sr not in answers:
+                        self.err(last_path, f"final probe should_recall not an expected item: {sr!r}")
+                    mnr = p.get("must_not_recall")
+                    if mnr is not None and mnr not in nots:
+                        self.err(last_path, f"final probe must_not_recall not in a must_not_store: {mnr!r}")
+
+
+def report(docs: list[tuple[Path, dict]]) -> None:
+    def blank() -> dict:
+        return defaultdict(int)
+
+    by_half: dict[str, dict] = defaultdict(blank)
+    by_dom: dict[tuple[str, str], dict] = defaultdict(blank)
+    for _, d in docs:
+        for bucket in (by_half[d.get("half", "?")], by_dom[(d.get("half", "?"), d.get("domain", "?"))]):
+            bucket["transcripts"] += 1
+            for key, label in (("expected_fragments", "fact"), ("expected_solutions", "solution"),
+                               ("must_not_store", "noise")):
+                for s in d.get(key, []):
+                    bucket[label] += 1
+                    bucket["statements"] += 1
+                    if is_chinese(s):
+                        bucket["zh"] += 1
+            bucket["updates"] += len(d.get("updates", []))
+            for p in d.get("recall_probes", []):
+                if p.get("should_recall") is None:
+                    bucket["negatives"] += 1
+                else:
+                    bucket["probes"] += 1
+                if is_chinese(p.get("query", "")):
+                    bucket["zh_probes"] += 1
+
+    cols = ("transcripts", "statements", "fact", "solution", "noise", "zh", "updates", "probes", "negatives", "zh_probes")
+    header = f"{'half/domain':<32}" + "".join(f"{c:>12}" for c in cols) + f"{'%fact':>7}{'%sol':>6}{'%noise':>7}{'%zh':>6}"
+
+    def row(name: str, b: dict) -> str:
+        st = b["statements"] or 1
+        pct = lambda k: f"{100 * b[k] / st:.0f}"  # noqa: E731
+        return (f"{name:<32}" + "".join(f"{b[c]:>12}" for c in cols)
+                + f"{pct('fact'):>7}{pct('solution'):>6}{pct('noise'):>7}{pct('zh'):>6}")
+
+    print(header)
+    for (half, dom), b in sorted(by_dom.items()):
+        print(row(f"{half}/{dom}", b))
+    for half, b in sorted(by_half.items()):
+        print(row(f"TOTAL {half}", b))
+
+
+def main(argv: list[str]) -> int:
+    here = Path(__file__).resolve().parent
+    dirs = [Path(a) for a in argv] or [p for p in (here / "tune", here / "report") if p.is_dir()]
+    if not dirs:
+        print("usage: check.py [DIR ...]  (no corpus directories found)", file=sys.stderr)
+        return 2
+    c = Checker()
+    for dr in dirs:
+        if not dr.is_dir():
+            print(f"not a directory: {dr}", file=sys.stderr)
+            return 2
+        for path in sorted(dr.glob("*.json")):
+            c.load(path)
+    for path, d in c.docs:
+        c.check_doc(path, d)
+    if not c.errors:
+        c.check_series()
+    for w in c.warnings:
+        print(w)
+    for e in c.errors:
+        print(e)
+    report([pd for pd in c.docs if isinstance(pd[1], dict)])
+    print(f"{len(c.docs)} files, {len(c.errors)} errors, {len(c.warnings)} warnings")
+    return 1 if c.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
