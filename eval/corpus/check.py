@@ -20,6 +20,7 @@ HALVES = {"tune", "report"}
 LIST_FIELDS = ("expected_fragments", "expected_solutions", "must_not_store")
 CJK = re.compile(r"[\u3400-\u9fff]")
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:+-]*")
+CJK_STOP = {"用户", "助手"}
 STOP = set(
     "the a an and or of to in on at for with is are was were be by from as it its this that "
     "user user's users has have had not no via into than then any all per".split()
@@ -31,7 +32,7 @@ def tokens(text: str) -> set[str]:
     out = {w.lower().strip("._:/-+") for w in WORD.findall(text)}
     out = {w for w in out if len(w) >= 3 and w not in STOP}
     cjk = "".join(CJK.findall(text))
-    out |= {cjk[i : i + 2] for i in range(len(cjk) - 1)}
+    out |= {cjk[i : i + 2] for i in range(len(cjk) - 1)} - CJK_STOP
     return out
 
 
@@ -109,17 +110,37 @@ class Checker:
         for s in d["must_not_store"]:
             if s in keep:
                 self.err(path, f"statement is both expected and must_not_store: {s!r}")
-        # grounding: labelled statements must be findable in the messages
-        text = "\n".join(m.get("content", "") for m in d["messages"] if isinstance(m, dict))
-        have = tokens(text)
+
+    def ground(self, path: Path, d: dict, series_messages: list) -> None:
+        """Warn when a labelled statement's words barely occur in the messages.
+
+        A superseded value (an updates.old of the series) is grounded against the whole
+        series, since it was stated in an earlier session.
+        """
+        def text_of(msgs: list) -> str:
+            return "\n".join(m.get("content", "") for m in msgs if isinstance(m, dict))
+
+        have = tokens(text_of(d["messages"]))
+        have_series = tokens(text_of(series_messages))
+        olds = getattr(self, "_olds", {}).get(d.get("series"), set())
         for key in LIST_FIELDS:
             for s in d[key]:
                 want = tokens(s)
                 if not want:
                     continue
-                frac = len(want & have) / len(want)
+                pool = have_series if s in olds else have
+                frac = len(want & pool) / len(want)
                 if frac < 0.5:
                     self.warn(path, f"weakly grounded ({frac:.0%}) {key}: {s!r}")
+
+    def ground_all(self) -> None:
+        series_msgs: dict[str, list] = defaultdict(list)
+        self._olds: dict[str, set] = defaultdict(set)
+        for _, d in self.docs:
+            series_msgs[d["series"]].extend(d["messages"])
+            self._olds[d["series"]] |= {u["old"] for u in d["updates"]}
+        for path, d in self.docs:
+            self.ground(path, d, series_msgs[d["series"]])
 
     def check_series(self) -> None:
         series: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
@@ -197,13 +218,15 @@ def report(docs: list[tuple[Path, dict]]) -> None:
                 if is_chinese(p.get("query", "")):
                     bucket["zh_probes"] += 1
 
-    cols = ("transcripts", "statements", "fact", "solution", "noise", "zh", "updates", "probes", "negatives", "zh_probes")
-    header = f"{'half/domain':<32}" + "".join(f"{c:>12}" for c in cols) + f"{'%fact':>7}{'%sol':>6}{'%noise':>7}{'%zh':>6}"
+    cols = ("transcripts", "statements", "fact", "solution", "noise", "zh",
+            "updates", "probes", "negatives", "zh_probes")
+    header = (f"{'half/domain':<28}" + "".join(f"{c:>11}" for c in cols)
+              + f"{'%fact':>7}{'%sol':>6}{'%noise':>7}{'%zh':>6}")
 
     def row(name: str, b: dict) -> str:
         st = b["statements"] or 1
         pct = lambda k: f"{100 * b[k] / st:.0f}"  # noqa: E731
-        return (f"{name:<32}" + "".join(f"{b[c]:>12}" for c in cols)
+        return (f"{name:<28}" + "".join(f"{b[c]:>11}" for c in cols)
                 + f"{pct('fact'):>7}{pct('solution'):>6}{pct('noise'):>7}{pct('zh'):>6}")
 
     print(header)
@@ -228,6 +251,8 @@ def main(argv: list[str]) -> int:
             c.load(path)
     for path, d in c.docs:
         c.check_doc(path, d)
+    if not c.errors:
+        c.ground_all()
     if not c.errors:
         c.check_series()
     for w in c.warnings:
