@@ -3,6 +3,10 @@
 
 Usage: python eval/corpus/check.py [DIR ...]   (default: tune/ and report/ next to this file)
 
+Counts: "noise" is every must_not_store item; "superseded" is the part of it that is the old
+value of an update in the same series (the rest is transient noise). "zh" counts statements
+containing Chinese characters.
+
 Exit codes: 0 = valid (warnings may be printed), 1 = schema error(s), 2 = bad arguments.
 Stdlib only.
 """
@@ -199,6 +203,9 @@ def report(docs: list[tuple[Path, dict]]) -> None:
 
     by_half: dict[str, dict] = defaultdict(blank)
     by_dom: dict[tuple[str, str], dict] = defaultdict(blank)
+    olds: dict[str, set] = defaultdict(set)
+    for _, d in docs:
+        olds[d.get("series")] |= {u.get("old") for u in d.get("updates", []) if isinstance(u, dict)}
     for _, d in docs:
         for bucket in (by_half[d.get("half", "?")], by_dom[(d.get("half", "?"), d.get("domain", "?"))]):
             bucket["transcripts"] += 1
@@ -206,6 +213,8 @@ def report(docs: list[tuple[Path, dict]]) -> None:
                                ("must_not_store", "noise")):
                 for s in d.get(key, []):
                     bucket[label] += 1
+                    if label == "noise" and s in olds[d.get("series")]:
+                        bucket["superseded"] += 1
                     bucket["statements"] += 1
                     if is_chinese(s):
                         bucket["zh"] += 1
@@ -218,7 +227,7 @@ def report(docs: list[tuple[Path, dict]]) -> None:
                 if is_chinese(p.get("query", "")):
                     bucket["zh_probes"] += 1
 
-    cols = ("transcripts", "statements", "fact", "solution", "noise", "zh",
+    cols = ("transcripts", "statements", "fact", "solution", "noise", "superseded", "zh",
             "updates", "probes", "negatives", "zh_probes")
     header = (f"{'half/domain':<28}" + "".join(f"{c:>11}" for c in cols)
               + f"{'%fact':>7}{'%sol':>6}{'%noise':>7}{'%zh':>6}")
