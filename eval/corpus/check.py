@@ -78,7 +78,7 @@ class Checker:
                 self.err(path, f"missing or non-list field {key!r}")
         if d.get("acceptable") is not None and not isinstance(d.get("acceptable"), list):
             self.err(path, "'acceptable' must be a list")
-        if self.errors and any(str(path) in e for e in self.errors):
+        if any(e.startswith(f"ERROR {path}:") for e in self.errors):
             return
         if d["id"] in self.ids:
             self.err(path, f"duplicate id {d['id']!r} (also in {self.ids[d['id']]})")
@@ -153,22 +153,28 @@ class Checker:
                 series[d["series"]].append((path, d))
         for name, docs in series.items():
             docs.sort(key=lambda pd: pd[1]["id"])
-            answers: set[str] = set()
+            expected: set[str] = set()
             nots: set[str] = set()
             for _, d in docs:
-                answers |= set(d.get("expected_fragments", [])) | set(d.get("expected_solutions", []))
-                answers |= {u["new"] for u in d.get("updates", []) if isinstance(u, dict) and "new" in u}
+                expected |= set(d.get("expected_fragments", [])) | set(d.get("expected_solutions", []))
                 nots |= set(d.get("must_not_store", []))
+            answers = set(expected)
+            for _, d in docs:
+                answers |= {u["new"] for u in d.get("updates", []) if isinstance(u, dict) and "new" in u}
+            earlier: set[str] = set()
             for path, d in docs:
                 for u in d.get("updates", []):
-                    if isinstance(u, dict) and u.get("old") not in nots:
-                        self.err(path, f"updates.old not in any must_not_store of series {name}: {u.get('old')!r}")
-                    if isinstance(u, dict) and u.get("new") not in answers:
+                    if isinstance(u, dict) and u.get("old") not in d.get("must_not_store", []):
+                        self.err(path, f"updates.old not in this transcript's must_not_store: {u.get('old')!r}")
+                    if isinstance(u, dict) and u.get("old") not in earlier:
+                        self.warn(path, f"updates.old is not expected in an earlier transcript: {u.get('old')!r}")
+                    if isinstance(u, dict) and u.get("new") not in expected:
                         self.err(path, f"updates.new is not an expected item of series {name}: {u.get('new')!r}")
                 for p in d.get("recall_probes", []):
                     sr = p.get("should_recall") if isinstance(p, dict) else None
                     if sr is not None and sr not in answers:
                         self.err(path, f"should_recall is not an expected item / updates.new of series {name}: {sr!r}")
+                earlier |= set(d.get("expected_fragments", [])) | set(d.get("expected_solutions", []))
             final = [d for _, d in docs if "series_final_state" in d]
             last_path, last = docs[-1]
             if not final:
@@ -258,17 +264,22 @@ def main(argv: list[str]) -> int:
             return 2
         for path in sorted(dr.glob("*.json")):
             c.load(path)
+    valid = []
     for path, d in c.docs:
+        before = len(c.errors)
         c.check_doc(path, d)
-    if not c.errors:
-        c.ground_all()
-    if not c.errors:
-        c.check_series()
+        if len(c.errors) == before:
+            valid.append((path, d))
+    # cross-file checks run on the files whose own schema is valid
+    all_docs, c.docs = c.docs, valid
+    c.ground_all()
+    c.check_series()
+    c.docs = all_docs
     for w in c.warnings:
         print(w)
     for e in c.errors:
         print(e)
-    report([pd for pd in c.docs if isinstance(pd[1], dict)])
+    report(valid)
     print(f"{len(c.docs)} files, {len(c.errors)} errors, {len(c.warnings)} warnings")
     return 1 if c.errors else 0
 
