@@ -285,4 +285,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        sys.exit(0)
