@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(_report("interrupted; committed changes are kept", "Interrupted", 130, None, as_json))
     except BrokenPipeError:
         return _exit(0)
+    except (OSError, UnicodeError, OverflowError, RecursionError, MemoryError) as exc:
+        from memctl.cli.failures import describe
+
+        failure = describe(exc)
+        return _exit(_report(failure.message, failure.kind, failure.exit_code, failure.hint, as_json))
     return _exit(result if isinstance(result, int) else 0)
 
 

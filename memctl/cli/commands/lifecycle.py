@@ -147,7 +147,7 @@ def restore_backup(
         timeout = float(load_config(folder if folder.is_dir() else None, st.overrides)["lock_timeout"])
         report = run_restore_backup(source, folder, force=force, lock_timeout=timeout)
     else:  # one transaction in the database; a replaced store is kept as a backup folder under the root
-        with st.open_store(actor="restore-backup") as store:
+        with st.open_store(actor="restore-backup", create=True) as store:
             report = restore_backup_rows(source, store, aside=aside_path(folder), force=force)
     if report.kept_old:
         info(st, f"the replaced store was kept at {report.kept_old}; delete it when you no longer need it")

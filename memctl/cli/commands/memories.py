@@ -34,7 +34,7 @@ def save(
 ) -> None:
     """Save one memory and print its id."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(create=True) as store:
         ids = store.add([read_text(text)], area=area, metadata=[parse_meta(meta)])
     emit(st, {"subdir": st.subdir, "area": area, "ids": ids}, lambda c: c.print(ids[0]))
 
