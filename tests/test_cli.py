@@ -159,7 +159,8 @@ def test_forget_deletes_in_batches_until_exhausted(backend, cli, store, monkeypa
     dry = cli("forget", "the build cache lives in gradle folder", "--dry-run", "--json").json
     assert dry["count"] == 250 and dry["dry_run"] is True
     assert cli("list", "--json").json["total"] == 251
-    real = cli("forget", "the build cache lives in gradle folder", "--json").json
+    assert cli("forget", "the build cache lives in gradle folder", "--json").json["dry_run"] is True  # no TTY
+    real = cli("forget", "the build cache lives in gradle folder", "--yes", "--json").json
     assert real["count"] == 250 and {m["id"] for m in real["deleted"]} == {m["id"] for m in dry["deleted"]}
     assert [m["id"] for m in cli("list", "--json").json["items"]] == [keep]
     assert cli("forget", "the build cache lives in gradle folder", "--json").code == 3
@@ -168,7 +169,7 @@ def test_forget_deletes_in_batches_until_exhausted(backend, cli, store, monkeypa
 def test_forget_exact(backend, cli):
     a = _save(cli, "Temporary marker XYZ")
     _save(cli, "Temporary marker XYZ and more")
-    doc = cli("forget", "Temporary marker XYZ", "--exact", "--json").json
+    doc = cli("forget", "Temporary marker XYZ", "--exact", "--yes", "--json").json
     assert [m["id"] for m in doc["deleted"]] == [a]
 
 
@@ -255,7 +256,7 @@ def test_json_documents_of_every_command(backend, cli, tmp_path: Path):
         ("list",): {"subdir", "total", "page", "page_size", "items"},
         ("history",): {"subdir", "id", "entries"},
         ("subdirs",): {"root", "subdirs"},
-        ("update", mid, "--meta", "k=v"): {"subdir", "memory", "reembedded"},
+        ("update", mid, "--meta", "k=v"): {"subdir", "memory", "changed", "reembedded"},
         ("export", "-o", str(tmp_path / "e.jsonl")): {"subdir", "path", "count", "vectors"},
         ("import", str(tmp_path / "e.jsonl"), "-s", "b"): {"subdir", "source", "imported", "skipped", "reembedded",
                                                            "batches"},

@@ -59,11 +59,15 @@ app = typer.Typer(
 )
 
 
+# Set by main() before parsing: --version is eager, so it runs before --json is parsed.
+JSON_REQUESTED = False
+
+
 def _version(value: bool) -> None:
     if value:
         from memctl import __version__
 
-        typer.echo(f"memctl {__version__}")
+        typer.echo(f'{{"version": "{__version__}"}}' if JSON_REQUESTED else f"memctl {__version__}")
         raise typer.Exit()
 
 

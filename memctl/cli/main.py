@@ -9,10 +9,14 @@ from memctl.errors import EXIT_ERROR, EXIT_USAGE, MemctlError
 
 
 def _report(message: str, kind: str, code: int, hint: str | None, as_json: bool) -> int:
-    sys.stderr.write(f"memctl: error: {message}" + (f"\n  hint: {hint}" if hint else "") + "\n")
-    if as_json:
-        doc = {"error": {"type": kind, "message": message, "hint": hint, "exit_code": code}}
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    try:
+        sys.stderr.write(f"memctl: error: {message}" + (f"\n  hint: {hint}" if hint else "") + "\n")
+        if as_json:
+            doc = {"error": {"type": kind, "message": message, "hint": hint, "exit_code": code}}
+            sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+    except (OSError, ValueError):  # stdout is the full disk or a closed pipe: the exit code still tells
+        pass
     return code
 
 
@@ -25,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     register(command_name(args))
     as_json = "--json" in args[: _dashdash(args)]
+    import memctl.cli.app as app_module
+
+    app_module.JSON_REQUESTED = as_json
     command = get_command(app)
     try:
         result = command.main(args=args, prog_name="memctl", standalone_mode=False)
@@ -57,7 +64,10 @@ def _dashdash(args: list[str]) -> int:
 
 
 def _exit(code: int) -> int:
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return code or 1
     return code
 
 

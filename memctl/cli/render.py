@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -13,11 +14,29 @@ from memctl.cli.state import State
 def emit(state: State, document: dict[str, Any], human: Callable[[Any], None] | None = None) -> None:
     """Print `document` as JSON, or call `human(console)` to draw it for people."""
     if state.json:
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=None) + "\n")
+        sys.stdout.write(to_json(document) + "\n")
         sys.stdout.flush()
         return
     if human is not None and not state.quiet:
         human(console())
+
+
+def to_json(document: Any) -> str:
+    """Strict JSON: a non-finite float (NaN/Infinity are not JSON) becomes null."""
+    try:
+        return json.dumps(document, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(document), ensure_ascii=False, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def console(stderr: bool = False) -> Any:

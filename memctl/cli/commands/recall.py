@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.inputs import read_text
+from memctl.cli.inputs import read_text, unit_interval
 from memctl.cli.render import emit, info, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
@@ -28,7 +28,7 @@ def recall(
                                              "query from the message and history.")] = False,
     post_filter: Annotated[bool, typer.Option("--post-filter", help="Let the utility model drop results that "
                                               "do not help with the message.")] = False,
-    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0,
+    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
                                                     help="Minimum relevance [config search_threshold].")] = None,
 ) -> None:
     """Recall memories and solutions for MESSAGE, rendered for an agent's prompt. Exit 3 if none."""
