@@ -57,7 +57,38 @@ def short(text: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+class PlainLines:
+    """Lines printed exactly as they are: no wrapping at the console width, no markup, nothing cut."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        for line in self.lines:
+            yield Segment(line)
+            yield Segment.line()
+
+
+def _cell(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def memory_rows(memories: Iterable[Any], *, score: bool = False) -> PlainLines:
+    """Tab-separated records for pipes (`cut`, `sort`, `awk`): a header line, then one memory per line,
+    the text whole (tab, newline and backslash escaped as \\t, \\n, \\\\)."""
+    lines = ["\t".join(["id", "area", *(["score"] if score else []), "created", "text"])]
+    for m in memories:
+        cells = [m.id, m.area, *([f"{m.score:.3f}"] if score else []), m.created_at[:19], m.text]
+        lines.append("\t".join(_cell(str(c)) for c in cells))
+    return PlainLines(lines)
+
+
 def memory_table(memories: Iterable[Any], *, score: bool = False, title: str | None = None) -> Any:
+    """A table for people on a terminal; plain tab-separated records when stdout is a pipe or file."""
+    if not sys.stdout.isatty():
+        return memory_rows(memories, score=score)
     from rich.table import Table
 
     table = Table(title=title, show_lines=False, expand=False)

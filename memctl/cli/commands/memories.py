@@ -152,16 +152,16 @@ def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="I
 
 
 def _show(console: object, memory: object, derived: list[str]) -> None:
+    """`key: value` lines, the text whole (never cut to a column width)."""
     import json
 
-    from rich.table import Table
+    from memctl.cli.render import PlainLines
 
-    table = Table(show_header=False, box=None)
-    for key, value in memory.to_dict().items():  # type: ignore[attr-defined]
-        table.add_row(key, json.dumps(value, ensure_ascii=False) if key == "metadata" else str(value))
+    lines = [f"{key}: {json.dumps(value, ensure_ascii=False) if key == 'metadata' else value}"
+             for key, value in memory.to_dict().items()]  # type: ignore[attr-defined]
     if derived:
-        table.add_row("derived", " ".join(derived))
-    console.print(table)  # type: ignore[attr-defined]
+        lines.append(f"derived: {' '.join(derived)}")
+    console.print(PlainLines(lines))  # type: ignore[attr-defined]
 
 
 @app.command("list")

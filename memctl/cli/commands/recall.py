@@ -10,7 +10,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.inputs import read_text, unit_interval
-from memctl.cli.render import emit, info, memory_table
+from memctl.cli.render import emit, info, memory_rows, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
 FORMATS = ("prompt", "json", "table")
@@ -53,6 +53,8 @@ def recall(
         emit(st, {"subdir": st.subdir, **result.to_dict()})
     elif output_format == "prompt":
         sys.stdout.write(render_prompt(result))
+    elif not sys.stdout.isatty():  # one tab-separated record set for pipes; the area column tells them apart
+        emit(st, {}, lambda c: c.print(memory_rows([*result.memories, *result.solutions], score=True)))
     else:
         emit(st, {}, lambda c: [c.print(memory_table(hits, score=True, title=title))
                                 for title, hits in (("memories", result.memories), ("solutions", result.solutions))
