@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     import typer
     from typer.main import get_command
 
-    from memctl.cli.app import app, command_name, register
+    from memctl.cli.app import app, command_name, empty_root, register
 
     args = list(sys.argv[1:] if argv is None else argv)
     register(command_name(args))
@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
 
     app_module.JSON_REQUESTED = as_json
     command = get_command(app)
+    if empty_root(args):
+        return _exit(_report("--root is empty", "UsageError", EXIT_USAGE,
+                             "name a folder, or leave --root out for the default", as_json))
     try:
         result = command.main(args=args, prog_name="memctl", standalone_mode=False)
     except MemctlError as exc:

@@ -42,8 +42,10 @@ def _finite(value: Any) -> Any:
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    # Rich turns colour off itself when the stream is not a TTY or NO_COLOR is set.
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    # Rich turns colour off itself when the stream is not a TTY or NO_COLOR is set. Soft wrap for a
+    # pipe or file: lines are neither wrapped nor cropped at Rich's assumed 80 columns.
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())
 
 
 def info(state: State, message: str) -> None:
