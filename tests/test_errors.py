@@ -195,3 +195,96 @@ def test_b11_small_things(cli):
     _refused(cli, ["delete", ""], 2, "empty")
     assert cli("update", mid, "--unset", "nokey", "--json").json["changed"] is False
     assert [e["op"] for e in cli("history", mid, "--json").json["entries"]] == ["add"]
+
+
+def _mount(args: list[str]) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture
+def read_only_copy(tmp_path: Path):
+    """A read-only bind mount of a folder (root only): read-only media for the store."""
+    source, target = tmp_path / "src", tmp_path / "ro"
+    source.mkdir()
+    target.mkdir()
+    if not (_mount(["--bind", str(source), str(target)])):
+        pytest.skip("cannot bind-mount here (needs root)")
+    yield source, target
+    subprocess.run(["umount", str(target)], check=False)
+
+
+def test_a12_damaged_database(cli, home: Path, tmp_path: Path):
+    lines = "\n".join(json.dumps({"text": f"memory number {i} about things"}) for i in range(2000))
+    (tmp_path / "many.jsonl").write_text(lines)
+    assert cli("import", str(tmp_path / "many.jsonl")).code == 0
+    database = home / "default" / "memories.sqlite"
+    database.write_bytes(database.read_bytes()[: -4 * 4096])  # short by a few pages
+    for args in (["stats"], ["save", "x"], ["load", "memory number 5"]):
+        _refused(cli, args, 1, "malformed")
+
+
+def test_a12_b2_b4_damaged_model_record(cli, home: Path):
+    import sqlite3
+
+    _save(cli)
+    record = home / "default" / "embedding.json"
+    # a store made by this memctl keeps the record in its database too: a lost file is rewritten
+    record.unlink()
+    assert cli("load", "dark mode editor", "--threshold", "0", "--json").json["count"] == 1
+    assert json.loads(record.read_text())["dimension"] == 384
+    # a store from before that copy: a wrong, garbage or missing file is an error naming `reindex`,
+    # and reindex repairs it
+    with sqlite3.connect(home / "default" / "memories.sqlite") as db:
+        db.execute("DELETE FROM meta WHERE key = 'model'")
+    for damage in ('{"provider": "fake", "model": "hash-384", "dimension": 999}', "garbage{", None):
+        if damage is None:
+            record.unlink()
+        else:
+            record.write_text(damage)
+        _refused(cli, ["load", "dark mode editor"], 1, "reindex" if damage else "lost its model record")
+        assert cli("reindex", "--json").json["count"] == 1
+        assert cli("load", "dark mode editor", "--threshold", "0", "--json").json["count"] == 1
+        with sqlite3.connect(home / "default" / "memories.sqlite") as db:
+            db.execute("DELETE FROM meta WHERE key = 'model'")
+
+
+def test_a13_disk_full_during_save_names_the_disk(cli, tmp_path: Path):
+    small = tmp_path / "small"
+    small.mkdir()
+    if not _mount(["-t", "tmpfs", "-o", "size=600k", "tmpfs", str(small)]):
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        assert cli("--root", str(small), "save", "first").code == 0
+        before = cli("--root", str(small), "list", "--json").json["total"]
+        result = cli("--root", str(small), "save", "x" * 2_000_000)
+        assert result.code in (1, 2) and "Traceback" not in result.err
+        assert "no transaction is active" not in result.err
+        assert cli("--root", str(small), "list", "--json").json["total"] == before
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def test_a14_b3_store_on_read_only_media(cli, read_only_copy):
+    source, target = read_only_copy
+    assert cli("--root", str(source), "save", "User prefers dark mode in every editor").code == 0
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(target)], check=False)
+    assert cli("--root", str(target), "load", "dark mode editor", "--threshold", "0", "--json").json["count"] == 1
+    assert cli("--root", str(target), "list", "--json").json["total"] == 1
+    assert cli("--root", str(target), "stats", "--json").code == 0
+    assert cli("--root", str(target), "export").code == 0
+    _refused(cli, ["--root", str(target), "save", "x"], 1, "read-only")
+
+
+def test_a15_agent_zero_index_declaring_a_huge_size(cli, tmp_path: Path):
+    import struct
+
+    from memctl.agent_zero import dump_index_pkl
+
+    folder = tmp_path / "a0"
+    folder.mkdir()
+    (folder / "index.pkl").write_bytes(dump_index_pkl([("k1", "a memory", {"id": "k1", "area": "main"})]))
+    header = b"IxFI" + struct.pack("<iq", 384, 10**12) + b"\0" * 300  # declares 1.5 PB in 316 bytes
+    (folder / "index.faiss").write_bytes(header)
+    doc = cli("import-agent-zero", str(folder), "--json").json
+    assert doc["imported"] == 1 and doc["reembedded"] == 1
+    assert any("declares more vectors" in note for note in doc["notes"])

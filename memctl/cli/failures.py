@@ -38,6 +38,13 @@ _OS_CAUSES: dict[int, tuple[str, str]] = {
 
 
 def describe(exc: BaseException) -> Failure:
+    import sqlite3
+
+    if isinstance(exc, sqlite3.Error):
+        from memctl.errors import sqlite_hint
+
+        return Failure(f"the store database refused the change: {exc}", sqlite_hint(str(exc)), EXIT_ERROR,
+                       "StoreError")
     if isinstance(exc, UnicodeError):
         return Failure("the input is not valid UTF-8 text (binary data or a lone surrogate)",
                        "pass text: memories, queries and files must be UTF-8", EXIT_USAGE, "InputError")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 
 from memctl.errors import EXIT_ERROR, EXIT_USAGE, MemctlError
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(_report("interrupted; committed changes are kept", "Interrupted", 130, None, as_json))
     except BrokenPipeError:
         return _exit(0)
-    except (OSError, UnicodeError, OverflowError, RecursionError, MemoryError) as exc:
+    except (OSError, UnicodeError, OverflowError, RecursionError, MemoryError, sqlite3.Error) as exc:
         from memctl.cli.failures import describe
 
         failure = describe(exc)
