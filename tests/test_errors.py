@@ -210,7 +210,7 @@ def read_only_copy(tmp_path: Path):
     if not (_mount(["--bind", str(source), str(target)])):
         pytest.skip("cannot bind-mount here (needs root)")
     yield source, target
-    subprocess.run(["umount", str(target)], check=False)
+    subprocess.run(["umount", "-l", str(target)], check=False)
 
 
 def test_a12_damaged_database(cli, home: Path, tmp_path: Path):
@@ -261,7 +261,7 @@ def test_a13_disk_full_during_save_names_the_disk(cli, tmp_path: Path):
         assert "no transaction is active" not in result.err
         assert cli("--root", str(small), "list", "--json").json["total"] == before
     finally:
-        subprocess.run(["umount", str(small)], check=False)
+        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def test_a14_b3_store_on_read_only_media(cli, read_only_copy):

@@ -14,7 +14,7 @@ def _report(message: str, kind: str, code: int, hint: str | None, as_json: bool)
         sys.stderr.write(f"memctl: error: {message}" + (f"\n  hint: {hint}" if hint else "") + "\n")
         if as_json:
             doc = {"error": {"type": kind, "message": message, "hint": hint, "exit_code": code}}
-            sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+            sys.stdout.write(json.dumps(doc) + "\n")  # ASCII: one line whatever the message holds
             sys.stdout.flush()
     except (OSError, ValueError):  # stdout is the full disk or a closed pipe: the exit code still tells
         pass

@@ -21,12 +21,18 @@ def emit(state: State, document: dict[str, Any], human: Callable[[Any], None] | 
         human(console())
 
 
+# Characters JSON allows raw inside strings but that many line readers (Python's splitlines, some
+# editors and JavaScript before ES2019) take for line ends: escaped, so one document stays one line.
+_LINE_BREAKERS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
 def to_json(document: Any) -> str:
-    """Strict JSON: a non-finite float (NaN/Infinity are not JSON) becomes null."""
+    """Strict JSON on one line: a non-finite float (NaN/Infinity are not JSON) becomes null."""
     try:
-        return json.dumps(document, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(document, ensure_ascii=False, allow_nan=False)
     except ValueError:
-        return json.dumps(_finite(document), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(_finite(document), ensure_ascii=False, allow_nan=False)
+    return text.translate(_LINE_BREAKERS)
 
 
 def _finite(value: Any) -> Any:
