@@ -95,6 +95,11 @@ def test_a6_a7_a8_hostile_jsonl_and_nan(cli, home: Path, tmp_path: Path):
 def test_a10_a11_unwritable_destinations(cli, home: Path, tmp_path: Path):
     _save(cli)
     _refused(cli, ["export", "-o", "/proc/memctl-test.jsonl"], 1, "")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    _refused(cli, ["export", "-o", str(a_file / "x.jsonl")], 1, "not a folder")
+    _refused(cli, ["backup", str(a_file / "b")], 1, "where a folder is needed")
+    _refused(cli, ["export-agent-zero", str(a_file / "a0")], 1, "where a folder is needed")
     for args in (["list", "--json"], ["list"], ["export"]):
         with open("/dev/full", "w") as full:
             done = subprocess.run([sys.executable, "-m", "memctl", *args], stdout=full, stderr=subprocess.PIPE,
