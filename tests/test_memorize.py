@@ -169,6 +169,7 @@ def test_echo_of_recalled_memories_is_gated(cli, tmp_path, scripted):
 
 
 def test_consolidate_and_behaviour_commands_need_a_model(cli):
+    cli("save", "a memory, so the store exists")
     assert cli("consolidate", "--json").code == 2
     assert cli("behaviour", "adjust", "be brief", "--json").code == 2
 

@@ -132,7 +132,7 @@ def import_(
         raise UsageError(f"--on-conflict must be skip, new-id or error, not {on_conflict!r}")
     path = None if source == "-" else Path(source)
     lines = _read_lines(path)
-    with st.open_store(actor="import") as store:
+    with st.open_store(actor="import", create=True) as store:
         bar = progress(st, None, "import")
         try:
             report = import_jsonl(store, path, lines, batch_size=batch_size or int(store.config["import_batch_size"]),
