@@ -466,6 +466,10 @@ def test_backup_on_postgres_while_another_process_writes(pg: str, cli, tmp_path:
                               stderr=subprocess.PIPE, text=True)
     counts = []
     try:
+        deadline = time.monotonic() + 120  # the store exists once the writer's first batch is in
+        while "default" not in [s["name"] for s in cli("--store", pg, "subdirs", "--json").json["subdirs"]]:
+            assert time.monotonic() < deadline and writer.poll() is None, "the writer never wrote"
+            time.sleep(0.1)
         for n in range(4):
             time.sleep(1.0)
             result = cli("--store", pg, "backup", tmp_path / f"b{n}", "--json")
