@@ -25,6 +25,7 @@ from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter
     new_id,
 )
 from memctl.store.base import json_or_none as _json_or_none
+from memctl.store.keyword import register_functions
 from memctl.store.records import (
     AREAS,
     ArchivedMemory,
@@ -100,6 +101,7 @@ class EmbeddedStore(StoreBase):
                     db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")
                 db.execute("PRAGMA foreign_keys=ON")
+                register_functions(db)  # the keyword index's triggers call memctl_fts_text
                 db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
                 return db
             except sqlite3.OperationalError as exc:
