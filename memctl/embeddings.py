@@ -188,6 +188,13 @@ class LiteLLMEmbedder:
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
+def _words(text: str) -> list[str]:
+    """Lower-case \\w+ words; CJK runs cut into words (so shared Chinese words mean shared vectors)."""
+    from memctl.segment import has_cjk, words
+
+    return words(text) if has_cjk(text) else _TOKEN.findall(text.lower())
+
+
 class FakeEmbedder:
     """Deterministic bag-of-words hashing embedder. For tests only: no semantics beyond shared words."""
 
@@ -209,7 +216,7 @@ class FakeEmbedder:
         self.calls.append(list(texts))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
-            tokens = _TOKEN.findall(text.lower()) or [text]
+            tokens = _words(text) or [text]
             for token in tokens:
                 out[row] += self._token_vector(token)
             out[row] += 0.25 * self._token_vector("\x00" + text)  # distinct texts, distinct vectors
