@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memctl.embeddings import Embedder, ModelInfo, content_hash
+from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError
 from memctl.files import atomic_write_bytes
 from memctl.filters import Filter
@@ -585,7 +585,7 @@ class EmbeddedStore(StoreBase):
         self.check_model()
         embedder = self.embedder
         with ThreadPoolExecutor(max_workers=1) as pool:
-            future = pool.submit(embedder.embed, [query])
+            future = pool.submit(embed_queries, embedder, [query])
             self.vector_index()
             vector = future.result()[0]
         dim = self.dimension()

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from memctl.embeddings import Embedder, ModelInfo, content_hash
+from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
 from memctl.store.base import StoreBase, check_area, check_metadata
@@ -572,7 +572,7 @@ class PostgresStore(StoreBase):
     # -- searching: the primitives StoreBase builds on -----------------------------------
     def _embed_query(self, query: str) -> np.ndarray:
         self.check_model()
-        vector = self.embedder.embed([query])[0]
+        vector = embed_queries(self.embedder, [query])[0]
         dim = self.dimension()
         if dim is not None and vector.shape[0] != dim:
             raise ModelMismatchError(f"embedding dimension {vector.shape[0]} differs from the store's {dim}",
