@@ -77,11 +77,17 @@ def test_rare_identifier_next_to_han_is_found_by_hybrid(store):
 
 
 def test_common_chinese_word_is_left_out_of_the_keyword_side(store):
-    # 项目 (project) is in every memory: BM25 ranks on the rare word 预算 (budget) instead.
+    # 项目 (project) is in every memory: the common-word rule drops it, BM25 ranks on 预算 (budget).
     filler = [f"项目第{i}周的例会记录" for i in range(30)]
     store.add(filler + ["项目预算在三月底之前提交"])
     hits = store.search("项目预算", threshold=0.0, mode="keyword", limit=3)
     assert hits[0].text == "项目预算在三月底之前提交"
+    every_word = store._keyword_pairs("项目的预算", 50, None, None, 0, 0)
+    assert len(every_word) == 31  # 项目 OR 预算: the words, not the run "项目的预算"
+    without_common = store._keyword_pairs("项目的预算", 50, None, None, 0, 5)
+    assert len(without_common) == 1
+    assert store._rare_tokens(["预算", "项目"], 3) == {"预算"}
+    assert store._common_tokens(["预算", "项目"], 10) == {"项目"}
 
 
 def test_forget_by_chinese_text(cli, cjk_store):
