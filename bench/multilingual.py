@@ -24,9 +24,9 @@ unchanged to the REPORT half; cold start (a fresh process: import, load, embed o
 peak RSS; and for the models memctl ships, a cold `memctl load` (Chinese query) on a store of the
 report half with its peak RSS.
 
---store-modes: Recall@5 of `memctl` keyword and hybrid search (default model) on the report half by
-query language, with whatever memctl is first on PYTHONPATH (run it once on an older checkout for a
-before/after comparison).
+--store-modes: Recall@5 of `memctl` keyword, hybrid and dense search on the report half by query
+language, with whatever memctl is first on PYTHONPATH (run it once on an older checkout for a
+before/after comparison) and the configured model (MEMCTL_EMBEDDING_MODEL).
 """
 
 from __future__ import annotations
@@ -247,6 +247,7 @@ def run_store_modes(args: argparse.Namespace) -> None:
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-ml-modes-"))
     rows = []
     with memctl.open_store(home, "default", overrides={"embedding_cache": False}) as store:
+        model = store.config["embedding_model"]
         store.add(items)
         for mode in ("keyword", "hybrid", "dense"):
             cells = []
@@ -256,7 +257,7 @@ def run_store_modes(args: argparse.Namespace) -> None:
                             for q, want in positives)
                 cells.append(f"{found}/{len(positives)} = {found / max(1, len(positives)):.3f}")
             rows.append([mode, *cells])
-    print(table(f"memctl ({Path(memctl.__file__).parent.parent}) Recall@{K} on {args.report}, default model",
+    print(table(f"memctl ({Path(memctl.__file__).parent.parent}) Recall@{K} on {args.report}, model {model}",
                 ["mode", "en queries", "zh queries"], rows))
 
 
