@@ -6,16 +6,19 @@ word is ever found. memctl splits the two sides differently, so that they always
 
 - Index side (`index_text`): every CJK character becomes its own token (a space either side).
   Deterministic, dictionary-free and cheap; nothing to import when a memory is written.
-- Query side (`words`): a CJK run is cut into words — Chinese with rjieba (jieba's dictionary,
-  imported only when a query holds Han characters), Japanese at script changes (kanji compounds,
+- Query side (`words`): a CJK run is cut into words — Chinese into overlapping character pairs,
+  or with rjieba (jieba's dictionary) where it is installed (`memctl[multilingual]`; imported only
+  when a query holds Han characters), Japanese at script changes (kanji compounds,
   katakana words; short hiragana runs are particles), Korean by the space-separated word minus
   its trailing particle. Each query word is then searched as a phrase of its characters
   (`phrase`), i.e. as an exact substring: "气象站" finds "我在气象站工作" whatever a segmenter
   would have made of the stored sentence.
 
 So the keyword rules that count documents per query word (common words, rare tokens, BM25's
-IDF) see words, not characters. Without rjieba installed, Han runs fall back to overlapping
-character pairs, which still find every two-character word.
+IDF) see words (or pairs), not characters. Pairs find every word of two characters or more; jieba's
+words also find one-character words inside a run (猫 in 我的猫叫什么). Keyword Recall@5 on the
+Chinese probes of the tune half was the same either way (20/28), and importing rjieba costs a cold
+`load` 0.1 s (0.55 s on a busy machine), so it is not part of the core install.
 """
 
 from __future__ import annotations

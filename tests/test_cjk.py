@@ -157,10 +157,26 @@ def test_old_keyword_index_is_rebuilt_on_open(home: Path, backend: str, monkeypa
 
 
 # -- segmentation (no store) ----------------------------------------------------------------------
-def test_query_words_and_index_form_agree():
+def test_chinese_query_words_with_jieba():
+    pytest.importorskip("rjieba")
     assert query_tokens("论文第三章用什么数据验证") == ["论文", "第三章", "数据", "验证"]
     assert query_tokens("以后请用中文回答我，但专业术语保留英文") == ["中文", "回答", "专业术语", "保留", "英文"]
     assert query_tokens("我们用Kafka做消息队列") == ["kafka", "做", "消息", "队列"]
+
+
+def test_chinese_query_words_without_jieba(store, monkeypatch: pytest.MonkeyPatch):
+    from memctl import segment
+
+    monkeypatch.setattr(segment, "_segmenter", lambda: None)  # the core install: character pairs
+    assert query_tokens("论文第三章") == ["论文", "文第", "第三", "三章"]
+    assert query_tokens("猫") == ["猫"] and query_tokens("数据") == ["数据"]
+    assert query_tokens("我们用Kafka做消息队列") == ["们用", "kafka", "做消", "消息", "息队", "队列"]
+    store.add(MEMORIES)
+    for query, want in [("气象站", 0), ("论文第三章用什么数据验证", 2), ("专业术语", 3)]:
+        assert store.search(query, threshold=0.0, mode="keyword")[0].text == MEMORIES[want]
+
+
+def test_query_words_and_index_form_agree():
     assert words("東京の天気を教えてください") == ["東京", "天気", "教"]
     assert words("서울에서 회의를 했어요") == ["서울", "회의", "했어요"]
     assert index_text("用Kafka做") == " 用 Kafka 做 "
