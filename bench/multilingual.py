@@ -243,6 +243,15 @@ def run_models(args: argparse.Namespace) -> None:
 def run_store_modes(args: argparse.Namespace) -> None:
     import memctl
 
+    segmenter = "-"
+    try:
+        from memctl import segment
+    except ImportError:
+        pass  # a memctl from before CJK keyword search
+    else:
+        if args.pairs:
+            segment._segmenter = lambda: None  # what the core install (no rjieba) does
+        segmenter = "character pairs" if segment._segmenter() is None else "rjieba"
     items, probes = load_half(args.report)
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-ml-modes-"))
     rows = []
@@ -257,7 +266,8 @@ def run_store_modes(args: argparse.Namespace) -> None:
                             for q, want in positives)
                 cells.append(f"{found}/{len(positives)} = {found / max(1, len(positives)):.3f}")
             rows.append([mode, *cells])
-    print(table(f"memctl ({Path(memctl.__file__).parent.parent}) Recall@{K} on {args.report}, model {model}",
+    print(table(f"memctl ({Path(memctl.__file__).parent.parent}) Recall@{K} on {args.report}, model {model},"
+                f" Chinese query words: {segmenter}",
                 ["mode", "en queries", "zh queries"], rows))
 
 
@@ -268,6 +278,7 @@ def main() -> None:
     parser.add_argument("--models", type=lambda s: s.split(","), default=MODELS)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--store-modes", action="store_true")
+    parser.add_argument("--pairs", action="store_true", help="--store-modes: Chinese query words as character pairs")
     parser.add_argument("--child-eval")
     parser.add_argument("--child-cold")
     args = parser.parse_args()
