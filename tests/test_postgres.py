@@ -62,7 +62,7 @@ def test_schema_migrated_once_by_racing_first_users(pg: str):
     assert not errors
     with psycopg.connect(pg, autocommit=True) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == [
-            "m001_initial", "m002_behaviour_knowledge"]
+            "m001_initial", "m002_behaviour_knowledge", "m003_fts_cjk_characters"]
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
     assert {"memctl_memories_hnsw_384", "memctl_memories_tsv", "memctl_memories_subdir_id"} <= indexes
     with open_pg(pg, "race") as store:
@@ -302,7 +302,7 @@ def test_migrating_a_database_of_an_older_memctl(pg: str):
         assert store.read_behaviour() == "- be brief\n"
     with psycopg.connect(pg, autocommit=True) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == [
-            "m001_initial", "m002_behaviour_knowledge"]
+            "m001_initial", "m002_behaviour_knowledge", "m003_fts_cjk_characters"]
 
 
 def _rows_holding(url: str, needle: str) -> list[str]:
