@@ -84,7 +84,8 @@ def _anchored(text: str) -> bool:
 _GREETING = re.compile(
     r"^\s*(hi+|hello|hey|good (morning|afternoon|evening|night)|thanks?( you)?|thank you|bye|goodbye|cheers|"
     r"see you|you'?re welcome|ok(ay)?|great|perfect)\b[\s!.,:;)\-]*\w{0,12}[\s!.]*$"
-    r"|\b(greet(s|ed|ing)?|said (hi|hello|hey|bye|goodbye|thanks)|thank(s|ed) the (assistant|agent)|"
+    r"|\b(greet(s|ed|ing)? (the )?(assistant|agent|bot|ai)|said (hi|hello|hey|bye|goodbye|thanks)|"
+    r"thank(s|ed) the (assistant|agent)|"
     r"small talk|asked how (its|the assistant'?s|the agent'?s|your) day)\b"
     r"|^\s*(你好|您好|嗨|哈喽|早上好|早安|晚上好|晚安|下午好|谢谢|多谢|感谢|再见|拜拜|好的)[啊呀呢吧了！!。，,~\s]*$"
     r"|(打了?(个)?招呼|问好|寒暄|道谢|表示感谢|说了?(声)?(谢谢|你好|再见))",
