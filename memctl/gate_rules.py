@@ -98,14 +98,16 @@ _DATE_ONLY = re.compile(
     re.IGNORECASE)
 
 _AGENT_SUBJECT = re.compile(
-    r"^\s*(the\s+)?(agent|assistant|ai|bot|model|llm|chatbot|i|we|memctl|it|claude|gpt)\s+(has\s+|have\s+|had\s+|"
+    r"^\s*(the\s+)?(agent|assistant|ai|bot|model|llm|chatbot|i|we|memctl|it|claude|gpt)('ve|'d)?\s+(has\s+|have\s+|had\s+|"
     r"then\s+|also\s+|just\s+|successfully\s+|first\s+)*(\w+ed|ran|wrote|made|built|set|put|did|sent|found|gave|"
     r"took|got|read|kept|began|chose|brought|told|showed|shown|done|run|written|searched|fixed|tried)\b",
     re.IGNORECASE)
 _VERB_FIRST = re.compile(
     r"^\s*(created|deleted|removed|ran|edited|updated|installed|uninstalled|wrote|added|fixed|generated|"
     r"executed|searched|opened|saved|renamed|moved|copied|deployed|reformatted|applied|restarted|started|"
-    r"stopped|built|downloaded|uploaded|committed|pushed|merged|sent|booked|scheduled|reset|changed)\b",
+    r"stopped|built|downloaded|uploaded|committed|pushed|merged|sent|booked|scheduled|reset|changed|suggested|"
+    r"recommended|explained|proposed|drafted|summari[sz]ed|translated|converted|calculated|checked|looked up|"
+    r"reviewed)\b",
     re.IGNORECASE)
 _ZH_ACTS = ("创建|新建|删除|删掉|运行|执行|跑了|修改|改了|编辑|安装|卸载|写了|写入|更新|生成|搜索|"
             "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
@@ -113,7 +115,8 @@ _ZH_ACTS = ("创建|新建|删除|删掉|运行|执行|跑了|修改|改了|编�
 _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
     rf"(帮|为|给|替)?(用户|你|他|她)?\s*({_ZH_ACTS})"
-    rf"|^\s*(已经?|刚刚?)\s*({_ZH_ACTS})",
+    rf"|^\s*(已经?|刚刚?)\s*({_ZH_ACTS})"
+    rf"|^\s*(助手|智能体|代理|AI|机器人|模型)\s*(已经?|刚刚?|先|又|还|也)?\s*(把|将)",
     re.IGNORECASE)
 
 # --- command output, tool status lines, raw errors ---------------------------------------------------
@@ -144,6 +147,8 @@ _COMMAND_OUTPUT = re.compile(
     r"gateway timeout|moved permanently|found|not modified)\b"
     r"|\b(finished|completed|ended|exited|failed|aborted) with (errors?|warnings?|status|failures?)\b"
     r"|\b\d{4,}\s*bytes\b|(编译|生成|输出|导出)(出来|出|了)\s*\d+\s*(页|个|行)"
+    r"|\b(dmesg|journalctl|syslog|logcat|the logs?|console|stderr|stdout)\s+(shows?|showed|says|said|reports?|"
+    r"reported|printed|prints)\b|(日志|控制台|终端)(里|中|上)?(显示|提示|报|打印)"
     r"|\b\d+(\.\d+)?% packet loss\b|^\s*(ping|curl|dig|nslookup|traceroute|wget)\s+\S+\s*:"
     r"|(发现|找到|检测到|扫描到|删除了|导入了?|处理了?|同步了?|跳过了?)\s*\d+\s*(个|条|张|行|项|处|份)"
     r"|\d+\s*个?(测试|用例)\s*(通过|失败|跳过)|(测试|用例)(全部)?(通过|失败)了?\s*\d|退出码\s*[:：]?\s*-?\d+|"
@@ -210,6 +215,10 @@ _EPHEMERAL_ID = [
                r"session)\s+(number|no\.?|id|#|reference|ref\.?|code)?\s*[:#]?\s*[A-Z0-9][\w-]*\d", re.IGNORECASE),
     re.compile(r"\b(pnr|booking ref(erence)?|record locator|confirmation code|seat)\s*[:#]?\s*[A-Z0-9]*\d[A-Z0-9]*\b",
                re.IGNORECASE),
+    re.compile(r"\b(referral|invite|invitation|verification|promo|discount|pickup|redeem|access|one-time)\s+code\s*[:#]?"
+               r"\s*[A-Za-z0-9-]*\d[A-Za-z0-9-]*|\botp\s*[:#]?\s*\d{4,}", re.IGNORECASE),
+    re.compile(r"https?://\S*[?&](token|sig|signature|key|code|session|sid|auth)=\S+", re.IGNORECASE),
+    re.compile(r"(内推码|邀请码|验证码|取件码|兑换码|取餐码)\s*[:：]?\s*[A-Za-z0-9]+"),
     re.compile(r"(工单|订单|预订|预约|单号|编号|流水号|会话)\s*(号|编号|id|ID)?\s*[:：#]?\s*[A-Za-z0-9][\w-]*\d"),
 ]
 
@@ -234,6 +243,7 @@ _RUN_DETAIL = re.compile(
     r"|\b(run|job|build|pipeline|workflow|task|attempt|deployment)\s+#?\d{5,}\b"
     rf"|{_DATA_FILE}.{{0,40}}?\b\d[\d,.]*\s*(k|m)?\s+(rows?|lines?|records?|entries|events)\b"
     rf"|\b\d[\d,.]*\s*(k|m)?\s+(rows?|lines?|records?|entries)\s+(in|from|to|into|of|inside)\s+(the\s+)?(file\s+)?{_DATA_FILE}"
+    r"|\b\d{1,3}(,\d{3})+\s+(rows|records|lines|entries|events)\b|\b\d{5,}\s+(rows|records|lines|entries|events)\b"
     r"|\bon (host|node|server|machine|instance|worker)\s+[\w.-]*\d[\w.-]*\b|\bip-\d+-\d+-\d+-\d+\b"
     r"|\b(did|device id|serial( number)?|s/n|imei|mac)\s*[:=#]?\s*[0-9a-f:]{6,}\b|设备\s*(号|id|ID)\s*[:：]?\s*\d{6,}"
     rf"|(进程号?|PID)\s*[:：#]?\s*\d+|偏移(量)?\s*[:：]?\s*(0x)?[0-9a-fA-F]+|第\s*\d+\s*(字节|次构建|次运行)"
@@ -271,6 +281,11 @@ _PASSING = re.compile(
     r"|\b(is|are) (down|offline|failing|broken|red) (right now|again|at the moment)\b"
     r"|\b(rssi|snr|signal strength|latency|ping)\s*(is|of|=|:)?\s*-?\d+(\.\d+)?\s*(dbm|db|ms)?\b"
     r"|(信号强度|延迟)\s*\S{0,4}\s*(为|是|=|:|：)\s*-?\d+"
+    r"|\b(hit|reached|peaked at|spiked to|dropped to|climbed to|maxed out at)\s+\d+(\.\d+)?\s?(°\s?[cf]|%|ms|fps|gb|mb)"
+    r"|\b(is|are|stands at) (now|currently) (at )?\d[\d,.]*\s*(k\s)?(words|pages|%|rows|items|files|lines|chapters)\b"
+    r"|(现在|目前|当前)\s*(有|共|一共|已经有|已有|写了|是)\s*\d+\s*(字|页|行|条|个文件|%)"
+    r"|\b(is|are) (still )?waiting (for|on)\b|(在|正在)等(待)?\S{0,12}(结果|回复|通知|offer|消息|审核|批准|答复)"
+    r"|已(投|发|完成|处理|提交|导入|写)了?\s*\d+|\b\d+ of \d+ (done|complete|finished|processed|sent|applied)\b"
     r"|\b\d+(\.\d+)?\s?%\s+(used|full|free|utili[sz]ed|done|complete|busy|idle|cpu|memory|ram|disk|load)\b"
     r"|\b(cpu|memory|ram|disk|load|usage|battery)\s+(is\s+|at\s+|is at\s+)\d+(\.\d+)?\s?%"
     r"|\b(still|only) \d+ [\w-]+( \w+)? (left|remaining|to go|pending)\b|\b\d+ [\w-]+ (left|remaining) (in|on|to)\b"
@@ -282,7 +297,7 @@ _PASSING = re.compile(
 _DEADLINE = re.compile(
     rf"\b(is|are|was|were)\s+due\s*([.,;]|$)|\bdue\s+(on|by|next|this|tomorrow|today|tonight|soon|{_WEEKDAYS})\b"
     r"|\bthe deadline\b|\bdeadline (is|was|for)\b|\bhas to be (done|finished|submitted|sent) by\b"
-    r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期",
+    r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期|(本|这个?)?月底(前|之前)",
     re.IGNORECASE)
 
 
@@ -395,7 +410,7 @@ _PAST_EVENT = re.compile(
     rf"\b({_IRREGULAR_PAST})\b"
     r"|\b(was|were)\s+(\w+ly\s+)?(\w+ed|sent|built|made|run|done|set|put|cut|hit|shut|split|rebuilt|"
     r"rerun|reset|found|lost|paid|sold|told|kept|left|given|taken|written|broken|shown|seen)\b(?!\s+(by|in|as)\b)"
-    r"|\b(was|were)\s+\d"
+    r"|\b(was|were)\s+\d|\b(crashed|panicked|segfaulted|oom-?killed)\b"
     r"|\b\w+ed\s+\d+\s+[a-z]+s\b"
     r"|(^|\s)[\w:./-]*\d[\w:./-]*\s+(started|stopped|finished|completed|deployed|failed|crashed|exited|"
     r"restarted|created|deleted|succeeded|timed out)\b",
@@ -406,7 +421,8 @@ _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(
 # Chinese: a change that happened once, told with a completed-action ending ("出差取消了")
 _ZH_PAST = re.compile(r"(被)?(取消|推迟|延期|改期|结束|完成|失败|崩溃|中断|挂掉?|宕机|重启|发出|寄出|送达|退款|超时)了"
                       r"\s*[。.！!]?\s*$"
-                      r"|(刚刚|刚才|已经)\S{0,8}(取消|推迟|失败|崩溃|中断|挂|宕机|重启|发出|寄出|送达)了")
+                      r"|(刚刚|刚才|已经)\S{0,8}(取消|推迟|失败|崩溃|中断|挂|宕机|重启|发出|寄出|送达)了"
+                      r"|[了过]一次|刚(买|到|装|换|收到|提交|发|下单)")
 
 
 def _past_event(text: str) -> str | None:
