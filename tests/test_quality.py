@@ -193,8 +193,8 @@ RULE_CASES = [
      ["User greets customers in Portuguese and English", "用户用葡萄牙语和英语接待客户"]),
     ("date_only", ["Today is Friday, 14 June", "今天是星期五"], ["User's birthday is 3 March", "用户的生日是3月3日"]),
     ("bare_topic", ["Quarterly revenue figures table"],
-     ["Home lab services: Nextcloud, Jellyfin, Pi-hole and Home Assistant", "家里跑的服务：Nextcloud、Jellyfin、Pi-hole",
-      "第三章的数据集：CIFAR-10、FEMNIST"]),
+     ["Home lab services: Nextcloud, Jellyfin, Pi-hole and Home Assistant",
+      "家里跑的服务：Nextcloud、Jellyfin、Pi-hole", "第三章的数据集：CIFAR-10、FEMNIST"]),
 ]
 
 
