@@ -147,7 +147,8 @@ _COMMAND_OUTPUT = re.compile(
     r"gateway timeout|moved permanently|found|not modified)\b"
     r"|\b(finished|completed|ended|exited|failed|aborted) with (errors?|warnings?|status|failures?)\b"
     r"|\b\d{4,}\s*bytes\b|(编译|生成|输出|导出)(出来|出|了)\s*\d+\s*(页|个|行)"
-    r"|\b(dmesg|journalctl|syslog|logcat|the logs?|console|stderr|stdout)\s+(shows?|showed|says|said|reports?|"
+    r"|\b(dmesg|journalctl|syslog|logcat|the logs?|console|stderr|stdout|dashboard|status page|tracking|grafana)"
+    r"\s+(shows?|showed|says|said|reports?|"
     r"reported|printed|prints)\b|(日志|控制台|终端)(里|中|上)?(显示|提示|报|打印)"
     r"|\b\d+(\.\d+)?% packet loss\b|^\s*(ping|curl|dig|nslookup|traceroute|wget)\s+\S+\s*:"
     r"|(发现|找到|检测到|扫描到|删除了|导入了?|处理了?|同步了?|跳过了?)\s*\d+\s*(个|条|张|行|项|处|份)"
@@ -276,6 +277,7 @@ _PASSING = re.compile(
     r"away|sick|ill|tired|exhausted|busy|hungry|stressed|bored|in a meeting|running late|off work|out of office|"
     r"jet-?lagged|hungover|annoyed|frustrated|in a hurry)\b"
     r"|\b(exhausted|tired|sick|hungover) (today|now|tonight)\b"
+    r"|\b(has|have|had|got) (a |an )?(headache|cold|fever|migraine|sore throat|hangover|flu)\b"
     r"|\b(currently|right now|at present|still) (failing|broken|down|offline|unavailable|building|deploying|"
     r"blocked|waiting|away|traveling|travelling|sick|red)\b"
     r"|\b(is|are) (down|offline|failing|broken|red) (right now|again|at the moment)\b"
@@ -362,7 +364,7 @@ _REQUEST = re.compile(
     r"|\bhelp (with|me|them|him|her)\b"
     r"|\b(is|are|am|was|were) (looking for|trying to|searching for|shopping for|wondering|deciding whether)\b"
     r"|^\s*(please|can you|could you|would you|let'?s|book|find|remind|check|translate|summari[sz]e|convert|"
-    r"calculate|look up|search|draft|write me|tell me|show me|give me)\b"
+    r"calculate|look up|search|draft|write me|tell me|show me|give me)\b(?!\s+(is|was|are|were|has|had|of)\b)"
     r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫)(助手|你|AI)"
     r"|(用户|他|她)?想(知道|了解|问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)",
     re.IGNORECASE)
@@ -410,8 +412,9 @@ _PAST_EVENT = re.compile(
     rf"\b({_IRREGULAR_PAST})\b"
     r"|\b(was|were)\s+(\w+ly\s+)?(\w+ed|sent|built|made|run|done|set|put|cut|hit|shut|split|rebuilt|"
     r"rerun|reset|found|lost|paid|sold|told|kept|left|given|taken|written|broken|shown|seen)\b(?!\s+(by|in|as)\b)"
-    r"|\b(was|were)\s+\d|\b(crashed|panicked|segfaulted|oom-?killed)\b"
-    r"|\b\w+ed\s+\d+\s+[a-z]+s\b"
+    r"|\b(was|were)\s+(about |around |only |just )?\d[\d,.]*\s*(%|words|pages|lines|rows|files|items|ms|s|sec|"
+    r"seconds|minutes|min|mb|gb|kb|tb|k|x|times|°)(?!\w)|\b(crashed|panicked|segfaulted|oom-?killed)\b"
+    r"|\b\w+ed\s+\d+\s+(?!(years|months|weeks|days|hours)\b)[a-z]+s\b"
     r"|(^|\s)[\w:./-]*\d[\w:./-]*\s+(started|stopped|finished|completed|deployed|failed|crashed|exited|"
     r"restarted|created|deleted|succeeded|timed out)\b",
     re.IGNORECASE)
@@ -430,8 +433,8 @@ def _past_event(text: str) -> str | None:
         found = _ZH_PAST.search(text)
         return found.group(0).strip() if found else None
     found = _PAST_EVENT.search(text)
-    if not found:
-        return None
+    if not found or _ABSOLUTE_DATE.search(text):
+        return None  # a dated past event is history ("emigrated in 1952", "published in 2019"), not the session
     word = found.group(0).strip()
     if word.lower().endswith("ed") and _BE_OR_HAVE.search(text) and " " not in word:
         return None
@@ -456,6 +459,10 @@ _AFTER_VERB = set("""
 in on at to for with from by into onto via over under about as the a an all every each its their his her our my
 your only always never no some any more less up out off down back it them him us
 """.split())
+
+
+_VERBS.update(_IRREGULAR_PAST.split("|"))
+_VERBS.update("died left lost paid sold told kept held met led fought won became".split())
 
 
 def _has_verb(words: list[str]) -> bool:
