@@ -68,9 +68,10 @@ _RECURRING = re.compile(
     rf"yearly|annually|quarterly|fortnightly|biweekly|bi-weekly|semesterly|per (day|week|month|year|quarter)|"
     rf"a (day|week|month|year)|by default|default|going forward|from now on|in general|whenever|"
     rf"standing|recurring|regular(ly)?|routine|mornings|afternoons|evenings|nights|weekends|weekdays|weeknights|"
+    rf"holidays|public holidays|bank holidays|"
     rf"({_WEEKDAYS})s|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s*(-|–|to|through|thru)\s*(mon|tue|wed|thu|fri|sat|sun))\b"
     rf"|\b({_WEEKDAYS})\s+(and|&|or|,)\s+({_WEEKDAYS})\b"
-    rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|周末|"
+    rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|周末|习惯|一般|往往|节假日|"
     rf"[周礼拜星期]{_ZH_DAY}(到|至|和|、|-|–)[周礼拜星期]?{_ZH_DAY}",
     re.IGNORECASE)
 
@@ -141,12 +142,14 @@ _COMMAND_OUTPUT = re.compile(
     r"deletions?|objects?|documents?|users?)\s*(\(\S*\)\s*)?(changed|added|removed|deleted|updated|processed|"
     r"collected|found|inserted|modified|scanned|indexed|failed|passed|written|copied|affected)\b"
     r"|\b(collected|processed|found|inserted|deleted|updated|scanned|indexed|shows|wrote|copied|affected)\s+"
-    r"\d+\s+(\w+\s+)?(items?|files?|rows?|records?|tests?|packages?|events?|lines?|objects?|documents?)\b"
+    r"\d+\s+(\w+\s+){0,2}(items?|files?|rows?|records?|tests?|packages?|events?|lines?|objects?|documents?)\b"
     r"|\b(stdout|stderr|exit code|[$#] \w+)"
     r"|\b\d+m\s?\d+(\.\d+)?s\b|\b[1-5]\d\d (conflict|too many requests|bad gateway|service unavailable|"
     r"gateway timeout|moved permanently|found|not modified)\b"
     r"|\b(finished|completed|ended|exited|failed|aborted) with (errors?|warnings?|status|failures?)\b"
     r"|\b\d{4,}\s*bytes\b|(编译|生成|输出|导出)(出来|出|了)\s*\d+\s*(页|个|行)"
+    r"|(?-i:^\s*[a-z][\w.-]*\s+(reports?|reported|shows?|showed|says|said|prints?|printed|warned|warns|returned|"
+    r"outputs?|found)\b)|\b[\w.-]+ (warned|warns|complained|errored|reported|failed|says|said):"
     r"|\b(dmesg|journalctl|syslog|logcat|the logs?|console|stderr|stdout|dashboard|status page|tracking|grafana)"
     r"\s+(shows?|showed|says|said|reports?|"
     r"reported|printed|prints)\b|(日志|控制台|终端)(里|中|上)?(显示|提示|报|打印)"
@@ -174,6 +177,8 @@ _RAW_ERROR = re.compile(
     r"command not found|broken pipe|address already in use|out of memory|oom-?killed|killed by signal|"
     r"undefined reference to|cannot find module|module not found|unexpected token|syntax error at|"
     r"could not resolve host|name or service not known|certificate verify failed|access denied for user)\b"
+    r"|(^|:\s*)(could not|couldn't|cannot|can't|failed to|unable to) (resolve|fetch|find|connect|open|load|read|"
+    r"write|bind|create|start|mount|locate|allocate|access)\b"
     r"|(报错|错误|异常)\s*[:：]\s*\S|(拒绝访问|权限不足|找不到(文件|模块)|连接被拒绝|连接超时)",
     re.IGNORECASE)
 
@@ -191,6 +196,7 @@ _CALCULATION = re.compile(
 _LOCAL = re.compile(
     r"\blocalhost\b|\b127\.\d+\.\d+\.\d+\b|\b0\.0\.0\.0\b|\[::1\]"
     r"|\b10\.\d{1,3}\.\d{1,3}\.\d{1,3}\b|\b192\.168\.\d{1,3}\.\d{1,3}\b|\b172\.(1[6-9]|2\d|3[01])\.\d{1,3}\.\d{1,3}\b"
+    r"|(^|[\s(\"'`=:：])/dev/(sd[a-z]|nvme\d|hd[a-z]|disk\d|mmcblk\d)\w*"
     r"|(^|[\s(\"'`=:：])(~|/home|/root|/tmp|/var/tmp|/workspace|/workspaces|/app|/mnt|/Users|/private/var|"
     r"/var/folders|/data|/srv|/opt/[\w.-]+/(src|work))(/|\b)"
     r"|\b[A-Za-z]:\\(Users|Temp|tmp)\\"
@@ -257,7 +263,8 @@ _RELATIVE = re.compile(
     rf"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week|weekend|month|sprint)|"
     rf"tonight's|today's|tomorrow's|yesterday's|this week's|right now|just now|later (today|tonight|this week|on)|"
     rf"earlier (today|this week)|(next|last|coming|following|past) (week|weekend|month|few days|couple of days|"
-    rf"{_WEEKDAYS})|the long weekend|in (a|an|one|two|three|a few|\d+) (minutes?|hours?|days?)|"
+    rf"{_WEEKDAYS})|the long weekend|in (a|an|one|two|three|a few|\d+([-–]\d+)?) (business |working )?"
+    rf"(minutes?|hours?|days?|weeks?)|after (work|lunch|dinner|the meeting|class|school)|"
     rf"at the moment|for now|for the time being|as of now|until further notice|temporar(y|ily)|"
     rf"any (minute|moment) now|soon|shortly|last night('s)?|this past (week|weekend)|so far)\b"
     rf"|今天|今晚|今早|今日|明天|明早|明晚|后天|昨天|昨晚|前天|本周|这周|这个周末|这周末|下周|上周|下个?月|上个?月|"
@@ -278,6 +285,13 @@ _PASSING = re.compile(
     r"jet-?lagged|hungover|annoyed|frustrated|in a hurry)\b"
     r"|\b(exhausted|tired|sick|hungover) (today|now|tonight)\b"
     r"|\b(has|have|had|got) (a |an )?(headache|cold|fever|migraine|sore throat|hangover|flu)\b"
+    r"|\b(is|are|was|were|got|gets|seems|keeps)\s+(still |currently |now |again )?(stuck|jammed|broken|down|offline|"
+    r"frozen|hung|retrying|failing|pending|blocked|queued|charging|syncing|rebuilding|resilvering|throttling|"
+    r"overheating|unresponsive|flaky|red)\b(?!\s+with\b)"
+    r"|\b(still|again) (charging|syncing|running|failing|broken|pending|stuck)\b"
+    r"|\b(stayed|ran|held|sat|idled|peaked|averaged|hovered|settled)\s+(at|around|near)\s+\d"
+    r"|\bfor the (second|third|fourth|fifth|\d+(st|nd|rd|th)) time\b"
+    r"|还差|还没(改|写|做|弄|跑|装)完|(改|写|做|弄|跑|装|修)完了|卡(住|在)了?|又(挂|坏|卡|崩)了"
     r"|\b(currently|right now|at present|still) (failing|broken|down|offline|unavailable|building|deploying|"
     r"blocked|waiting|away|traveling|travelling|sick|red)\b"
     r"|\b(is|are) (down|offline|failing|broken|red) (right now|again|at the moment)\b"
@@ -296,10 +310,17 @@ _PASSING = re.compile(
     r"(现在|目前|暂时)(挂了|宕机|不可用|失败|报错|打不开)",
     re.IGNORECASE)
 
+def _passing(text: str) -> str | None:
+    found = _PASSING.search(text)
+    if not found or _RECURRING.search(text):
+        return None  # "down for maintenance every first Saturday" is a schedule
+    return found.group(0).strip()
+
+
 _DEADLINE = re.compile(
     rf"\b(is|are|was|were)\s+due\s*([.,;]|$)|\bdue\s+(on|by|next|this|tomorrow|today|tonight|soon|{_WEEKDAYS})\b"
     r"|\bthe deadline\b|\bdeadline (is|was|for)\b|\bhas to be (done|finished|submitted|sent) by\b"
-    r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期|(本|这个?)?月底(前|之前)",
+    r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期|(本|这个?)?月底(前|之前)|(周|星期|礼拜)[一二三四五六日天](前|之前)",
     re.IGNORECASE)
 
 
@@ -330,7 +351,7 @@ def _expiring(text: str) -> str | None:
 _ONE_OFF_NOUN = (r"flight|train|bus|ferry|appointment|meeting|call|booking|reservation|check-?in|pick-?up|"
                  r"delivery|interview|dinner|lunch|party|viewing|visit|haircut|concert|show")
 _ONE_OFF_EVENT = re.compile(
-    rf"\b(on|this|next|last|coming|by|until|before|after)\s+({_WEEKDAYS})\b(?!s)"
+    rf"\b(on|this|next|last|coming|by|until|before|after|for)\s+({_WEEKDAYS})\b(?!s)"
     rf"|\b({_WEEKDAYS})\s+(at\s+)?\d{{1,2}}([:h.]\d{{2}}|\s?(am|pm))\b"
     rf"|\b({_ONE_OFF_NOUN})\b.{{0,40}}(\b\d{{1,2}}[:h]\d{{2}}\b|\b\d{{1,2}}\s?(am|pm)\b)"
     rf"|(这|下|上)(个)?(周|星期|礼拜){_ZH_DAY}|(航班|火车|高铁|预约|会议|面试|聚餐).{{0,12}}\d{{1,2}}[:：点]\d{{0,2}}",
@@ -385,9 +406,10 @@ _MAYBE = re.compile(
     r"sooner or later|thinking (about|of)|considering|toying with|not sure (if|whether)|if time permits)\b"
     r"|\b(will|'ll|is going to|are going to|plans? to|intends? to|wants? to)\b.{0,60}\b(later|soon|sometime|"
     r"when (they|he|she|i|we) (have|get) (time|a chance)|afterwards|after (that|this))\b"
-    r"|\b(user|they|he|she|we|i) (will|'ll|is going to|are going to) (try|look|check|think|see|add|send|do|"
-    r"call|email|ask|read|review|fix|update|write)\b"
-    r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后",
+    r"|\b(user|they|he|she|we|i) (will|'ll|is going to|are going to) (?!(always|never|be|have|need|keep)\b)[a-z]+\b"
+    r"|\b(plans?|intends?|wants?|hopes?|is going|are going) to\b.{0,60}\b(once|when|after|if|as soon as)\b"
+    r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
+    r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再",
     re.IGNORECASE)
 
 
@@ -414,10 +436,15 @@ _PAST_EVENT = re.compile(
     r"rerun|reset|found|lost|paid|sold|told|kept|left|given|taken|written|broken|shown|seen)\b(?!\s+(by|in|as)\b)"
     r"|\b(was|were)\s+(about |around |only |just )?\d[\d,.]*\s*(%|words|pages|lines|rows|files|items|ms|s|sec|"
     r"seconds|minutes|min|mb|gb|kb|tb|k|x|times|°)(?!\w)|\b(crashed|panicked|segfaulted|oom-?killed)\b"
+    r"|\b(arrived|shipped|got delivered|was delivered|timed out|rolled back|sent back|came back|went down|bounced|"
+    r"fell through|got cancell?ed|was cancell?ed|was postponed|got postponed)\b"
     r"|\b\w+ed\s+\d+\s+(?!(years|months|weeks|days|hours)\b)[a-z]+s\b"
     r"|(^|\s)[\w:./-]*\d[\w:./-]*\s+(started|stopped|finished|completed|deployed|failed|crashed|exited|"
     r"restarted|created|deleted|succeeded|timed out)\b",
     re.IGNORECASE)
+_HISTORY = re.compile(r"\b\d+ (years|decades|centuries|generations)\b"
+                      r"|\b(years|decades|centuries) (ago|before|earlier)\b"
+                      r"|\b(as a child|in (his|her|their) youth|when (he|she|they) was)\b", re.IGNORECASE)
 _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(\w+ly\s+)?\w+ed\b", re.IGNORECASE)
 
 
@@ -433,7 +460,7 @@ def _past_event(text: str) -> str | None:
         found = _ZH_PAST.search(text)
         return found.group(0).strip() if found else None
     found = _PAST_EVENT.search(text)
-    if not found or _ABSOLUTE_DATE.search(text):
+    if not found or _ABSOLUTE_DATE.search(text) or _HISTORY.search(text):
         return None  # a dated past event is history ("emigrated in 1952", "published in 2019"), not the session
     word = found.group(0).strip()
     if word.lower().endswith("ed") and _BE_OR_HAVE.search(text) and " " not in word:
@@ -586,7 +613,7 @@ RULES: list[Rule] = [
     Rule("run_detail", FRAGMENT, _any(_RUN_DETAIL),
          "one run of one tool: a process id, byte offset, run or build number, crash host, rows of one file"),
     Rule("relative_time", FRAGMENT, _relative_time, "relative time with no date: today, tonight, next week"),
-    Rule("passing_state", FRAGMENT, _any(_PASSING), "a passing state: tired, on vacation, currently down"),
+    Rule("passing_state", FRAGMENT, _passing, "a passing state: tired, on vacation, currently down"),
     Rule("deadline", FRAGMENT, _deadline, "a deadline with no date and no recurrence"),
     Rule("expiring_offer", FRAGMENT, _expiring, "an offer, coupon or anything that expires"),
     Rule("one_off_event", FRAGMENT, _one_off_event, "a one-off event on one weekday or at one time"),
