@@ -71,7 +71,7 @@ _RECURRING = re.compile(
     rf"holidays|public holidays|bank holidays|"
     rf"({_WEEKDAYS})s|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s*(-|–|to|through|thru)\s*(mon|tue|wed|thu|fri|sat|sun))\b"
     rf"|\b({_WEEKDAYS})\s+(and|&|or|,)\s+({_WEEKDAYS})\b"
-    rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|周末|习惯|一般|往往|节假日|"
+    rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|习惯|一般|往往|节假日|"
     rf"[周礼拜星期]{_ZH_DAY}(到|至|和|、|-|–)[周礼拜星期]?{_ZH_DAY}",
     re.IGNORECASE)
 
@@ -112,7 +112,8 @@ _VERB_FIRST = re.compile(
     re.IGNORECASE)
 _ZH_ACTS = ("创建|新建|删除|删掉|运行|执行|跑了|修改|改了|编辑|安装|卸载|写了|写入|更新|生成|搜索|"
             "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
-            "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了")
+            "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了|推荐了|建议了|比较了|对比了|整理了|"
+            "列出了|找了|算了")
 _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
     rf"(帮|为|给|替)?(用户|你|他|她)?\s*({_ZH_ACTS})"
@@ -144,6 +145,7 @@ _COMMAND_OUTPUT = re.compile(
     r"|\b(collected|processed|found|inserted|deleted|updated|scanned|indexed|shows|wrote|copied|affected)\s+"
     r"\d+\s+(\w+\s+){0,2}(items?|files?|rows?|records?|tests?|packages?|events?|lines?|objects?|documents?)\b"
     r"|\b(stdout|stderr|exit code|[$#] \w+)"
+    r"|\b(found|detected|flagged|banned|blocked|rejected|skipped|quarantined)\s+\d+\b"
     r"|\b\d+m\s?\d+(\.\d+)?s\b|\b[1-5]\d\d (conflict|too many requests|bad gateway|service unavailable|"
     r"gateway timeout|moved permanently|found|not modified)\b"
     r"|\b(finished|completed|ended|exited|failed|aborted) with (errors?|warnings?|status|failures?)\b"
@@ -177,6 +179,7 @@ _RAW_ERROR = re.compile(
     r"command not found|broken pipe|address already in use|out of memory|oom-?killed|killed by signal|"
     r"undefined reference to|cannot find module|module not found|unexpected token|syntax error at|"
     r"could not resolve host|name or service not known|certificate verify failed|access denied for user)\b"
+    r"|(?-i:CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Evicted)"
     r"|(^|:\s*)(could not|couldn't|cannot|can't|failed to|unable to) (resolve|fetch|find|connect|open|load|read|"
     r"write|bind|create|start|mount|locate|allocate|access)\b"
     r"|(报错|错误|异常)\s*[:：]\s*\S|(拒绝访问|权限不足|找不到(文件|模块)|连接被拒绝|连接超时)",
@@ -217,6 +220,7 @@ _EPHEMERAL_ID = [
     re.compile(r"\b[a-z]{1,6}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{3,}\b"),  # rem_8f21c, ch_9XkQ, doc_5521
     re.compile(r"(^|[\s(（])#\d{3,}\b"),  # ticket #48213
     re.compile(r"\b[A-Z]{2,5}-\d{3,}(-\d+)*\b"),  # TDC-55819, INV-2024-0891
+    re.compile(r"\b[a-z][\w-]*-(?=[a-z0-9]*\d)[a-z0-9]{5,10}-[a-z0-9]{5}\b"),  # pod names: web-7d9f8c5b-x2k4q
     re.compile(r"\b(?=\w*[a-z])(?=\w*[A-Z])(?=\w*\d)[A-Za-z0-9]{4,}-[A-Za-z0-9]{3,}\b"),  # Zk81-QQ7e
     re.compile(r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|transaction|tracking|"
                r"session)\s+(number|no\.?|id|#|reference|ref\.?|code)?\s*[:#]?\s*[A-Z0-9][\w-]*\d", re.IGNORECASE),
@@ -266,7 +270,8 @@ _RELATIVE = re.compile(
     rf"{_WEEKDAYS})|the long weekend|in (a|an|one|two|three|a few|\d+([-–]\d+)?) (business |working )?"
     rf"(minutes?|hours?|days?|weeks?)|after (work|lunch|dinner|the meeting|class|school)|"
     rf"at the moment|for now|for the time being|as of now|until further notice|temporar(y|ily)|"
-    rf"any (minute|moment) now|soon|shortly|last night('s)?|this past (week|weekend)|so far)\b"
+    rf"any (minute|moment) now|soon|shortly|last night('s)?|this past (week|weekend)|so far|"
+    rf"just (upgraded|installed|bought|finished|got|received|updated|ordered|submitted|sent|booked))\b"
     rf"|今天|今晚|今早|今日|明天|明早|明晚|后天|昨天|昨晚|前天|本周|这周|这个周末|这周末|下周|上周|下个?月|上个?月|"
     rf"这个月|刚才|刚刚|待会|等一下|稍后|过几天|这两天|这几天|目前暂时|暂时|快到了|快要到|就要到|即将|马上就要|昨晚的",
     re.IGNORECASE)
@@ -274,8 +279,8 @@ _RELATIVE = re.compile(
 
 def _relative_time(text: str) -> str | None:
     found = _RELATIVE.search(text)
-    if not found or _ABSOLUTE_DATE.search(text):
-        return None
+    if not found or _ABSOLUTE_DATE.search(text) or _RECURRING.search(text):
+        return None  # "the last Thursday of every month" is a schedule
     return found.group(0).strip()
 
 
@@ -291,6 +296,10 @@ _PASSING = re.compile(
     r"|\b(still|again) (charging|syncing|running|failing|broken|pending|stuck)\b"
     r"|\b(stayed|ran|held|sat|idled|peaked|averaged|hovered|settled)\s+(at|around|near)\s+\d"
     r"|\bfor the (second|third|fourth|fifth|\d+(st|nd|rd|th)) time\b"
+    r"|\b(read|reads|showed|measured|registered|logged)\s+\d+(\.\d+)?\s?(°|%|kg|km|bpm|ms|fps)"
+    r"|\b(is|are|was|were|shows?|has|have) (a |an |still |currently )?(pending|in progress|in transit|"
+    r"out for delivery|on hold|under review|awaiting)\b"
+    r"|(飙到|涨到|降到|升到|跌到|掉到)\s*\d|还没(到|来|回|发|收到|好|修好|回复)"
     r"|还差|还没(改|写|做|弄|跑|装)完|(改|写|做|弄|跑|装|修)完了|卡(住|在)了?|又(挂|坏|卡|崩)了"
     r"|\b(currently|right now|at present|still) (failing|broken|down|offline|unavailable|building|deploying|"
     r"blocked|waiting|away|traveling|travelling|sick|red)\b"
@@ -300,7 +309,8 @@ _PASSING = re.compile(
     r"|\b(hit|reached|peaked at|spiked to|dropped to|climbed to|maxed out at)\s+\d+(\.\d+)?\s?(°\s?[cf]|%|ms|fps|gb|mb)"
     r"|\b(is|are|stands at) (now|currently) (at )?\d[\d,.]*\s*(k\s)?(words|pages|%|rows|items|files|lines|chapters)\b"
     r"|(现在|目前|当前)\s*(有|共|一共|已经有|已有|写了|是)\s*\d+\s*(字|页|行|条|个文件|%)"
-    r"|\b(is|are) (still )?waiting (for|on)\b|(在|正在)等(待)?\S{0,12}(结果|回复|通知|offer|消息|审核|批准|答复)"
+    r"|\b(is|are) (still )?waiting (for|on)\b|(在|正在)等(待)?.{0,12}?"
+    r"(结果|回复|通知|offer|消息|审核|批准|答复|review|合并|处理|确认)"
     r"|已(投|发|完成|处理|提交|导入|写)了?\s*\d+|\b\d+ of \d+ (done|complete|finished|processed|sent|applied)\b"
     r"|\b\d+(\.\d+)?\s?%\s+(used|full|free|utili[sz]ed|done|complete|busy|idle|cpu|memory|ram|disk|load)\b"
     r"|\b(cpu|memory|ram|disk|load|usage|battery)\s+(is\s+|at\s+|is at\s+)\d+(\.\d+)?\s?%"
@@ -407,15 +417,16 @@ _MAYBE = re.compile(
     r"|\b(will|'ll|is going to|are going to|plans? to|intends? to|wants? to)\b.{0,60}\b(later|soon|sometime|"
     r"when (they|he|she|i|we) (have|get) (time|a chance)|afterwards|after (that|this))\b"
     r"|\b(user|they|he|she|we|i) (will|'ll|is going to|are going to) (?!(always|never|be|have|need|keep)\b)[a-z]+\b"
-    r"|\b(plans?|intends?|wants?|hopes?|is going|are going) to\b.{0,60}\b(once|when|after|if|as soon as)\b"
+    r"|\b(plans?|intends?|wants?|hopes?|is going|are going) to\b.{0,60}\b(once|when|after|if|as soon as|before)\b"
+    r"|\bwants? to try\b|\bone of these (days|weekends|evenings)\b"
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
-    r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再",
+    r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)",
     re.IGNORECASE)
 
 
 def _maybe(text: str) -> str | None:
     found = _MAYBE.search(text)
-    if not found or _anchored(text):
+    if not found or _anchored(text[:found.start()] + " " + text[found.end():]):
         return None  # "will defend the thesis on 12 June 2027" is a dated plan, a fact
     return found.group(0).strip()
 
@@ -437,7 +448,7 @@ _PAST_EVENT = re.compile(
     r"|\b(was|were)\s+(about |around |only |just )?\d[\d,.]*\s*(%|words|pages|lines|rows|files|items|ms|s|sec|"
     r"seconds|minutes|min|mb|gb|kb|tb|k|x|times|°)(?!\w)|\b(crashed|panicked|segfaulted|oom-?killed)\b"
     r"|\b(arrived|shipped|got delivered|was delivered|timed out|rolled back|sent back|came back|went down|bounced|"
-    r"fell through|got cancell?ed|was cancell?ed|was postponed|got postponed)\b"
+    r"fell through|got cancell?ed|was cancell?ed|was postponed|got postponed|failed to)\b"
     r"|\b\w+ed\s+\d+\s+(?!(years|months|weeks|days|hours)\b)[a-z]+s\b"
     r"|(^|\s)[\w:./-]*\d[\w:./-]*\s+(started|stopped|finished|completed|deployed|failed|crashed|exited|"
     r"restarted|created|deleted|succeeded|timed out)\b",
@@ -452,7 +463,7 @@ _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(
 _ZH_PAST = re.compile(r"(被)?(取消|推迟|延期|改期|结束|完成|失败|崩溃|中断|挂掉?|宕机|重启|发出|寄出|送达|退款|超时)了"
                       r"\s*[。.！!]?\s*$"
                       r"|(刚刚|刚才|已经)\S{0,8}(取消|推迟|失败|崩溃|中断|挂|宕机|重启|发出|寄出|送达)了"
-                      r"|[了过]一次|刚(买|到|装|换|收到|提交|发|下单)")
+                      r"|[了过]一次|刚(刚)?(买|到|装|换|收到|提交|发|下单|把)")
 
 
 def _past_event(text: str) -> str | None:
