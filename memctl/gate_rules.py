@@ -68,7 +68,7 @@ _RECURRING = re.compile(
     rf"yearly|annually|quarterly|fortnightly|biweekly|bi-weekly|semesterly|per (day|week|month|year|quarter)|"
     rf"a (day|week|month|year)|by default|default|going forward|from now on|in general|whenever|"
     rf"standing|recurring|regular(ly)?|routine|mornings|afternoons|evenings|nights|weekends|weekdays|weeknights|"
-    rf"holidays|public holidays|bank holidays|"
+    rf"(?<!the )holidays|"
     rf"({_WEEKDAYS})s|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s*(-|–|to|through|thru)\s*(mon|tue|wed|thu|fri|sat|sun))\b"
     rf"|\b({_WEEKDAYS})\s+(and|&|or|,)\s+({_WEEKDAYS})\b"
     rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|习惯|一般|往往|节假日|"
@@ -118,7 +118,8 @@ _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
     rf"(帮|为|给|替)?(用户|你|他|她)?\s*({_ZH_ACTS})"
     rf"|^\s*(已经?|刚刚?)\s*({_ZH_ACTS})"
-    rf"|^\s*(助手|智能体|代理|AI|机器人|模型)\s*(已经?|刚刚?|先|又|还|也)?\s*(把|将)",
+    rf"|^\s*(助手|智能体|代理|AI|机器人|模型)\s*(已经?|刚刚?|先|又|还|也)?\s*(把|将)"
+    rf"|^\s*已(经)?(为|给|帮)(用户|你|他|她)",
     re.IGNORECASE)
 
 # --- command output, tool status lines, raw errors ---------------------------------------------------
@@ -146,6 +147,7 @@ _COMMAND_OUTPUT = re.compile(
     r"\d+\s+(\w+\s+){0,2}(items?|files?|rows?|records?|tests?|packages?|events?|lines?|objects?|documents?)\b"
     r"|\b(stdout|stderr|exit code|[$#] \w+)"
     r"|\b(found|detected|flagged|banned|blocked|rejected|skipped|quarantined)\s+\d+\b"
+    r"|\breturned (queued|ok|success|succeeded|error|null|none|false|true|empty|nothing)\b"
     r"|\b\d+m\s?\d+(\.\d+)?s\b|\b[1-5]\d\d (conflict|too many requests|bad gateway|service unavailable|"
     r"gateway timeout|moved permanently|found|not modified)\b"
     r"|\b(finished|completed|ended|exited|failed|aborted) with (errors?|warnings?|status|failures?)\b"
@@ -179,6 +181,7 @@ _RAW_ERROR = re.compile(
     r"command not found|broken pipe|address already in use|out of memory|oom-?killed|killed by signal|"
     r"undefined reference to|cannot find module|module not found|unexpected token|syntax error at|"
     r"could not resolve host|name or service not known|certificate verify failed|access denied for user)\b"
+    r"|^\s*(execution|build|compilation|task|job|deployment|upload|sync) failed\b|\bfailed for task\b"
     r"|(?-i:CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Evicted)"
     r"|(^|:\s*)(could not|couldn't|cannot|can't|failed to|unable to) (resolve|fetch|find|connect|open|load|read|"
     r"write|bind|create|start|mount|locate|allocate|access)\b"
@@ -213,13 +216,20 @@ _LOCAL = re.compile(
     re.IGNORECASE)
 
 # names of standards that look like ticket ids (ISO-8601, RFC-7231): never ephemeral
-_STANDARDS = re.compile(r"\b(ISO|RFC|PEP|DIN|IEC|IEEE|EN|UTF|SHA|AES|RSA|ECMA|ANSI|BS|GB|JIS)-\d")
+_STANDARDS = re.compile(r"\b(ISO|RFC|PEP|DIN|IEC|IEEE|EN|UTF|SHA|AES|RSA|ECMA|ANSI|BS|GB|JIS|COVID|GPT|CVE|USB|HDMI|"
+                        r"DDR|PCIE|LPDDR|WIFI|IPV|MP|H|X|A|B|C|Q|FY)-\w")
 _EPHEMERAL_ID = [
     re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,}\b"),  # commit, task, container ids
     re.compile(r"\b(?=[0-9A-F]*\d[0-9A-F]*[A-F])[0-9A-F]{8,}\b"),  # the same in capitals (not DE2987...)
     re.compile(r"\b[a-z]{1,6}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{3,}\b"),  # rem_8f21c, ch_9XkQ, doc_5521
     re.compile(r"(^|[\s(（])#\d{3,}\b"),  # ticket #48213
     re.compile(r"\b[A-Z]{2,5}-\d{3,}(-\d+)*\b"),  # TDC-55819, INV-2024-0891
+    re.compile(r"\b[A-Z]{2,10}-(?=[A-Z0-9]*\d[A-Z])[A-Z0-9]{3,}\b"),  # MOBILE-4F2 (not RAID-Z2)
+    re.compile(r"(?<!user's )(?<!my )\b(student|customer|candidate|application|applicant|patient|case|reference|"
+               r"ref|meeting|zoom|"
+               r"room|validation|verification|request|trace|correlation|transaction|upload|tracking|parcel|shipment)"
+               r"\s+(number|no\.?|id|#|code)\s*(is|:|=|#)?\s*[\w-]*\d[\w -]*", re.IGNORECASE),
+    re.compile(r"(会议号|会议\\s?ID|房间号|快递单号|运单号)\s*[:：是]?\s*\d[\d ]*"),
     re.compile(r"\b[a-z][\w-]*-(?=[a-z0-9]*\d)[a-z0-9]{5,10}-[a-z0-9]{5}\b"),  # pod names: web-7d9f8c5b-x2k4q
     re.compile(r"\b(?=\w*[a-z])(?=\w*[A-Z])(?=\w*\d)[A-Za-z0-9]{4,}-[A-Za-z0-9]{3,}\b"),  # Zk81-QQ7e
     re.compile(r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|transaction|tracking|"
@@ -271,9 +281,12 @@ _RELATIVE = re.compile(
     rf"(minutes?|hours?|days?|weeks?)|after (work|lunch|dinner|the meeting|class|school)|"
     rf"at the moment|for now|for the time being|as of now|until further notice|temporar(y|ily)|"
     rf"any (minute|moment) now|soon|shortly|last night('s)?|this past (week|weekend)|so far|"
-    rf"just (upgraded|installed|bought|finished|got|received|updated|ordered|submitted|sent|booked))\b"
+    rf"just (upgraded|installed|bought|finished|got|received|updated|ordered|submitted|sent|booked)|"
+    rf"(by |at |before )?(the )?end of (the |this |next )?(day|week|month|term|sprint|semester)|eod|eow|asap|"
+    rf"as soon as possible|urgently|in the future|down the line|later on|sometime)\b"
     rf"|今天|今晚|今早|今日|明天|明早|明晚|后天|昨天|昨晚|前天|本周|这周|这个周末|这周末|下周|上周|下个?月|上个?月|"
-    rf"这个月|刚才|刚刚|待会|等一下|稍后|过几天|这两天|这几天|目前暂时|暂时|快到了|快要到|就要到|即将|马上就要|昨晚的",
+    rf"这个月|刚才|刚刚|待会|等一下|稍后|过几天|这两天|这几天|目前暂时|暂时|快到了|快要到|就要到|即将|马上就要|昨晚的|尽快|赶紧|抓紧|"
+    rf"要在.{{0,6}}(天|周|小时)(内|之内)",
     re.IGNORECASE)
 
 
@@ -292,10 +305,16 @@ _PASSING = re.compile(
     r"|\b(has|have|had|got) (a |an )?(headache|cold|fever|migraine|sore throat|hangover|flu)\b"
     r"|\b(is|are|was|were|got|gets|seems|keeps)\s+(still |currently |now |again )?(stuck|jammed|broken|down|offline|"
     r"frozen|hung|retrying|failing|pending|blocked|queued|charging|syncing|rebuilding|resilvering|throttling|"
-    r"overheating|unresponsive|flaky|red)\b(?!\s+with\b)"
+    r"overheating|unresponsive|flaky|red|processing|uploading|compiling|indexing|deploying|downloading)\b"
+    r"(?!\s+with\b)"
     r"|\b(still|again) (charging|syncing|running|failing|broken|pending|stuck)\b"
     r"|\b(stayed|ran|held|sat|idled|peaked|averaged|hovered|settled)\s+(at|around|near)\s+\d"
     r"|\bfor the (second|third|fourth|fifth|\d+(st|nd|rd|th)) time\b"
+    r"|\bstill needs (a|an|to|more|some)\b|\bnot \w+ yet\b|\byet\s*[.!]?\s*$|\bno \w+ yet\b"
+    r"|\b(is|are) (on|at) (the )?(first|second|third|final|last|\d+(st|nd|rd|th)) (pass|round|draft|revision|"
+    r"iteration|attempt|step|stage)\b"
+    r"|\b(has|have) (applied|sent|submitted|pitched|queried) (to )?\d+\b|(投|发|寄|交)(给)?了\s*\d+\s*(家|份|个|封)"
+    r"|\b(code|led|display|screen|counter|meter|gauge)s? (shows|showed|displays|reads)\b"
     r"|\b(read|reads|showed|measured|registered|logged)\s+\d+(\.\d+)?\s?(°|%|kg|km|bpm|ms|fps)"
     r"|\b(is|are|was|were|shows?|has|have) (a |an |still |currently )?(pending|in progress|in transit|"
     r"out for delivery|on hold|under review|awaiting)\b"
@@ -320,8 +339,14 @@ _PASSING = re.compile(
     r"(现在|目前|暂时)(挂了|宕机|不可用|失败|报错|打不开)",
     re.IGNORECASE)
 
+_COUNT_NOW = re.compile(r"\b(word count|page count|row count|line count|file size|size|total)\s+"
+                        r"(is|was|:|=|after|now)\b.{0,30}\d", re.IGNORECASE)
+_TARGET = re.compile(r"\b(target|limit|max|maximum|minimum|at most|at least|under|below|above|goal)\b|目标|上限|不超过",
+                     re.IGNORECASE)
+
+
 def _passing(text: str) -> str | None:
-    found = _PASSING.search(text)
+    found = _PASSING.search(text) or (None if _TARGET.search(text) else _COUNT_NOW.search(text))
     if not found or _RECURRING.search(text):
         return None  # "down for maintenance every first Saturday" is a schedule
     return found.group(0).strip()
@@ -329,7 +354,8 @@ def _passing(text: str) -> str | None:
 
 _DEADLINE = re.compile(
     rf"\b(is|are|was|were)\s+due\s*([.,;]|$)|\bdue\s+(on|by|next|this|tomorrow|today|tonight|soon|{_WEEKDAYS})\b"
-    r"|\bthe deadline\b|\bdeadline (is|was|for)\b|\bhas to be (done|finished|submitted|sent) by\b"
+    r"|\bthe deadline\b|\bdeadline (is|was|for)\b|\b(has|have|needs?) to be (done|finished|submitted|sent|in|ready|"
+    r"marked|returned) (by|before)\b"
     r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期|(本|这个?)?月底(前|之前)|(周|星期|礼拜)[一二三四五六日天](前|之前)",
     re.IGNORECASE)
 
@@ -399,6 +425,23 @@ _REQUEST = re.compile(
     r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫)(助手|你|AI)"
     r"|(用户|他|她)?想(知道|了解|问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)",
     re.IGNORECASE)
+_TODO = re.compile(
+    r"\b(needs|has|have|need|must|should|got) to (email|call|phone|text|send|reply|book|buy|pay|renew|submit|finish|"
+    r"fix|chase|ask|print|upload|sign|return|cancel|order|contact|write|prepare|pick up|drop off|schedule|follow up|"
+    r"remind|collect|post|ship|file|confirm)\b"
+    r"|\b(wants?|needs?|would like) (a|an|some) [\w-]+( [\w-]+)? (for|about|on) (the|this|her|his|their|my|tomorrow|"
+    r"next|tonight)\b"
+    r"|(要|得|需要)(给|跟|和).{1,8}(发|打|回|写)|记得(要)?(给|去|把|买|交|回)",
+    re.IGNORECASE)
+
+
+def _todo(text: str) -> str | None:
+    found = _TODO.search(text)
+    if not found or _anchored(text):
+        return None  # "has to renew the passport by 2028-08-31" is a dated plan
+    return found.group(0).strip()
+
+
 _DURABLE_WISH = re.compile(r"\b(always|every|everything|all|any|never|by default|default|from now on|"
                            r"going forward|in general|whenever|each)\b"
                            r"|始终|总是|一直|每次|所有|以后都|从现在起|今后|默认|永远|都用|都要", re.IGNORECASE)
@@ -419,8 +462,10 @@ _MAYBE = re.compile(
     r"|\b(user|they|he|she|we|i) (will|'ll|is going to|are going to) (?!(always|never|be|have|need|keep)\b)[a-z]+\b"
     r"|\b(plans?|intends?|wants?|hopes?|is going|are going) to\b.{0,60}\b(once|when|after|if|as soon as|before)\b"
     r"|\bwants? to try\b|\bone of these (days|weekends|evenings)\b"
+    r"|\bmay (look|try|switch|move|consider|add|start|want|use|write|apply)\b"
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
-    r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)",
+    r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
+    r"|考虑(以后|将来|转|换|要不要|是否|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)",
     re.IGNORECASE)
 
 
@@ -629,6 +674,7 @@ RULES: list[Rule] = [
     Rule("expiring_offer", FRAGMENT, _expiring, "an offer, coupon or anything that expires"),
     Rule("one_off_event", FRAGMENT, _one_off_event, "a one-off event on one weekday or at one time"),
     Rule("one_off_request", FRAGMENT, _request, "a one-off request, not a lasting preference"),
+    Rule("to_do", FRAGMENT, _todo, "a one-off task for the user to do, with no date"),
     Rule("maybe_intention", FRAGMENT, _maybe, "a maybe or a some-day intention with no date"),
     Rule("session_topic", FRAGMENT, _any(_SESSION_TOPIC), "what the conversation was about"),
     Rule("past_event", FRAGMENT, _past_event, "a one-time event of the session, not a standing fact"),
