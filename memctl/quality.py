@@ -39,7 +39,7 @@ from memctl.grounding import (
 __all__ = [
     "MAX_FRAGMENT_CHARS", "MAX_SOLUTION_CHARS", "REASONS", "EmbedFn", "Grounding", "Verdict", "check",
     "cjk_share", "content_stems", "enabled_rules", "gate", "key_entities", "parse_recalled", "recall_headings",
-    "rule_reason", "split_recalled", "stem",
+    "learned_gate_embed", "rule_reason", "split_recalled", "stem",
 ]
 
 GATE_DATA = Path(__file__).with_name("data") / "gate.json"
@@ -47,6 +47,7 @@ GATE_DATA = Path(__file__).with_name("data") / "gate.json"
 # reason -> what it means (shown by `memctl memorize` and documented in the README).
 REASONS: dict[str, str] = {rule.name: rule.meaning for rule in RULES if "fragments" in rule.areas}
 REASONS.update({rule.name: rule.meaning for rule in RULES if rule.name not in REASONS})
+REASONS["classifier"] = "the learned gate (memorize_gate: classifier) is confident it is noise"
 REASONS["ungrounded"] = "not supported by anything the user or a tool said in the transcript"
 REASONS["echo"] = "only restates a memory that memctl recalled into the conversation"
 
@@ -96,13 +97,39 @@ def rule_reason(text: str, area: str = "fragments", rules: Sequence[Rule] | None
     return None
 
 
-def check(text: str, area: str = "fragments", grounding: Grounding | None = None) -> Verdict:
-    """The verdict on one candidate: form rules first, then grounding and echo (with a transcript)."""
-    found = rule_reason(text, area)
+def learned_gate_embed(model: Any, embed: EmbedFn) -> EmbedFn | None:
+    """`embed` when the learned gate can use it: a classifier is shipped and `model` (the embedder's
+    ModelInfo) is the local model it was trained on; otherwise None (the rules decide)."""
+    data = gate_data().get("classifier") or {}
+    if not data.get("weights") or getattr(model, "provider", None) != "local":
+        return None
+    return embed if getattr(model, "model", None) == data.get("embedding_model") else None
+
+
+def _learned_reason(text: str, embed: EmbedFn) -> tuple[str, str] | None:
+    from memctl.gate_classifier import GateClassifier
+
+    found = GateClassifier.load().reason(text, "fragments", embed)
+    if found is None:
+        return None
+    named = rule_reason(text, "fragments")  # name the rule that agrees, when one does
+    return (named[0], f"{named[1]}; {found[1]}") if named else found
+
+
+def check(text: str, area: str = "fragments", grounding: Grounding | None = None,
+          embed: EmbedFn | None = None) -> Verdict:
+    """The verdict on one candidate: form rules first, then grounding and echo (with a transcript).
+    With `embed` (see `learned_gate_embed`), the learned gate decides fragment candidates instead of
+    the rules (the rules are among its inputs); solutions always go through the rules."""
+    if embed is not None and _area(area) == "fragments":
+        found = _learned_reason(" ".join(text.split()), embed)
+    else:
+        found = rule_reason(text, area)
     if found is None and grounding is not None:
         found = grounding.check(text, _area(area))
     return Verdict(text, area, *(found or (None, "")))
 
 
-def gate(texts: Sequence[str], area: str = "fragments", grounding: Grounding | None = None) -> list[Verdict]:
-    return [check(t, area, grounding) for t in texts]
+def gate(texts: Sequence[str], area: str = "fragments", grounding: Grounding | None = None,
+         embed: EmbedFn | None = None) -> list[Verdict]:
+    return [check(t, area, grounding, embed) for t in texts]

@@ -323,3 +323,56 @@ def test_hand_written_examples_outside_the_tune_domains():
     assert not dropped_facts
     kept_noise = [t for t in examples["noise"] if check(t).ok]
     assert len(kept_noise) <= 0.1 * len(examples["noise"]), kept_noise
+
+
+def test_learned_gate_only_with_the_model_it_was_trained_on():
+    from memctl.embeddings import DEFAULT_LOCAL_MODEL, ModelInfo
+    from memctl.gate_classifier import GateClassifier
+    from memctl.quality import learned_gate_embed
+
+    if not GateClassifier.available():
+        pytest.skip("no classifier shipped")
+
+    def embed(texts):
+        raise AssertionError("not called")
+
+    assert learned_gate_embed(ModelInfo("local", DEFAULT_LOCAL_MODEL), embed) is embed
+    assert learned_gate_embed(ModelInfo("fake", "fake"), embed) is None
+    assert learned_gate_embed(ModelInfo("local", "/models/other-model"), embed) is None
+
+
+def test_learned_gate_decides_fragments_and_names_the_agreeing_rule(monkeypatch):
+    from memctl import gate_classifier
+
+    class Stub:
+        def reason(self, text, area, embed):
+            return ("classifier", "p(noise) 0.99") if "noise" in text else None
+
+    monkeypatch.setattr(gate_classifier.GateClassifier, "load", classmethod(lambda cls: Stub()))
+    embed = object()
+    # the classifier keeps what a rule alone would drop, and drops what no rule names
+    assert check("User has to call the landlord tomorrow", embed=embed).ok
+    learned = check("User mentioned some noise about printers", embed=embed)
+    assert learned.reason == "classifier" and "0.99" in learned.detail
+    agreed = check("User has noise to deal with tomorrow", embed=embed)
+    assert agreed.reason == "relative_time" and "0.99" in agreed.detail
+    # solutions always go through the rules
+    assert check("docker compose -f compose.yml up -d [exit code 1]", "solutions", embed=embed).reason == "tool_status"
+
+
+def test_memorize_gate_setting_is_checked():
+    from types import SimpleNamespace
+
+    from memctl.embeddings import ModelInfo
+    from memctl.errors import UsageError
+    from memctl.memorize import _gate_embed
+
+    def store(choice, provider="fake"):
+        return SimpleNamespace(config={"memorize_gate": choice}, embed=lambda texts: None,
+                               embedder=SimpleNamespace(info=ModelInfo(provider, "fake")))
+
+    notes: list[str] = []
+    assert _gate_embed(store("rules"), notes) is None and not notes
+    assert _gate_embed(store("classifier"), notes) is None and "MiniLM" in notes[0]
+    with pytest.raises(UsageError, match="memorize_gate"):
+        _gate_embed(store("bayes"), notes)
