@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from memctl.gate_rules import _ABSOLUTE_DATE, _RECURRING, rules_for, size
+from memctl.gate_rules import _ABSOLUTE_DATE, _RECURRING, MAX_FRAGMENT_CHARS, rules_for, size
 from memctl.grounding import cjk_share
 
 EmbedFn = Callable[[list[str]], np.ndarray]
@@ -22,7 +22,7 @@ EmbedFn = Callable[[list[str]], np.ndarray]
 
 def shape_features(text: str) -> list[float]:
     """What the rules see, as numbers: each fragment rule fires or not, plus a few shapes."""
-    clean = " ".join(text.split())
+    clean = " ".join(text.split())[:MAX_FRAGMENT_CHARS + 1]  # longer is too_long anyway; bounds regex time
     fired = [1.0 if rule.check(clean) else 0.0 for rule in rules_for("fragments")]
     return fired + [
         cjk_share(clean),
