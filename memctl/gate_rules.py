@@ -239,6 +239,7 @@ _EPHEMERAL_ID = [
     re.compile(r"\b(referral|invite|invitation|verification|promo|discount|pickup|redeem|access|one-time)\s+code\s*[:#]?"
                r"\s*[A-Za-z0-9-]*\d[A-Za-z0-9-]*|\botp\s*[:#]?\s*\d{4,}", re.IGNORECASE),
     re.compile(r"https?://\S*[?&](token|sig|signature|key|code|session|sid|auth)=\S+", re.IGNORECASE),
+    re.compile(r"https?://\S+/(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{6,12}\b"),
     re.compile(r"(内推码|邀请码|验证码|取件码|兑换码|取餐码)\s*[:：]?\s*[A-Za-z0-9]+"),
     re.compile(r"(工单|订单|预订|预约|单号|编号|流水号|会话)\s*(号|编号|id|ID)?\s*[:：#]?\s*[A-Za-z0-9][\w-]*\d"),
 ]
@@ -281,11 +282,13 @@ _RELATIVE = re.compile(
     rf"(minutes?|hours?|days?|weeks?)|after (work|lunch|dinner|the meeting|class|school)|"
     rf"at the moment|for now|for the time being|as of now|until further notice|temporar(y|ily)|"
     rf"any (minute|moment) now|soon|shortly|last night('s)?|this past (week|weekend)|so far|"
-    rf"just (upgraded|installed|bought|finished|got|received|updated|ordered|submitted|sent|booked)|"
+    rf"just (upgraded|installed|bought|finished|got|received|updated|ordered|submitted|sent|booked|applied|"
+    rf"interviewed|did|had)|"
     rf"(by |at |before )?(the )?end of (the |this |next )?(day|week|month|term|sprint|semester)|eod|eow|asap|"
     rf"as soon as possible|urgently|in the future|down the line|later on|sometime)\b"
     rf"|今天|今晚|今早|今日|明天|明早|明晚|后天|昨天|昨晚|前天|本周|这周|这个周末|这周末|下周|上周|下个?月|上个?月|"
     rf"这个月|刚才|刚刚|待会|等一下|稍后|过几天|这两天|这几天|目前暂时|暂时|快到了|快要到|就要到|即将|马上就要|昨晚的|尽快|赶紧|抓紧|"
+    rf"(上午|下午|晚上|中午)(刚|刚刚|要去|要和|有个|有场)|"
     rf"要在.{{0,6}}(天|周|小时)(内|之内)",
     re.IGNORECASE)
 
@@ -314,11 +317,12 @@ _PASSING = re.compile(
     r"|\b(is|are) (on|at) (the )?(first|second|third|final|last|\d+(st|nd|rd|th)) (pass|round|draft|revision|"
     r"iteration|attempt|step|stage)\b"
     r"|\b(has|have) (applied|sent|submitted|pitched|queried) (to )?\d+\b|(投|发|寄|交)(给)?了\s*\d+\s*(家|份|个|封)"
+    r"|(推荐|发|给|找|列|投|面|拿到|收到|做)了?\s*\d+\s*(个|家|份|条|场|次|封|道)"
     r"|\b(code|led|display|screen|counter|meter|gauge)s? (shows|showed|displays|reads)\b"
     r"|\b(read|reads|showed|measured|registered|logged)\s+\d+(\.\d+)?\s?(°|%|kg|km|bpm|ms|fps)"
     r"|\b(is|are|was|were|shows?|has|have) (a |an |still |currently )?(pending|in progress|in transit|"
     r"out for delivery|on hold|under review|awaiting)\b"
-    r"|(飙到|涨到|降到|升到|跌到|掉到)\s*\d|还没(到|来|回|发|收到|好|修好|回复)"
+    r"|(飙到|涨到|降到|升到|跌到|掉到)\s*\d|还没(有)?(到|来|回|发|收到|好|修好|回复|出来|出|定|消息|结果|通知)"
     r"|还差|还没(改|写|做|弄|跑|装)完|(改|写|做|弄|跑|装|修)完了|卡(住|在)了?|又(挂|坏|卡|崩)了"
     r"|\b(currently|right now|at present|still) (failing|broken|down|offline|unavailable|building|deploying|"
     r"blocked|waiting|away|traveling|travelling|sick|red)\b"
@@ -371,7 +375,9 @@ _OFFER = re.compile(
     r"\b(on offer|on sale|discount(ed)?|promo( code)?|coupon|voucher|limited[- ]time|special offer)\b"
     r"|(打折|促销|优惠券|特价|限时)",
     re.IGNORECASE)
-_EXPIRY = re.compile(r"\b(valid (until|till|through)|expir(es|ing|ed|y)|until \d)\b|有效期至|过期", re.IGNORECASE)
+_EXPIRY = re.compile(r"\b(valid (until|till|through|for \d+ (minutes|hours|days))|expir(es|ing|ed|y)|until \d)\b"
+                     r"|有效期至|过期|有效期\s*(只有|为|是)?\s*\d+\s*(小时|天|分钟)|(明天|今天|马上)就?失效",
+                     re.IGNORECASE)
 
 
 def _expiring(text: str) -> str | None:
@@ -423,7 +429,8 @@ _REQUEST = re.compile(
     r"|^\s*(please|can you|could you|would you|let'?s|book|find|remind|check|translate|summari[sz]e|convert|"
     r"calculate|look up|search|draft|write me|tell me|show me|give me)\b(?!\s+(is|was|are|were|has|had|of)\b)"
     r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫)(助手|你|AI)"
-    r"|(用户|他|她)?想(知道|了解|问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)",
+    r"|(用户|他|她)?想(知道|了解|问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)"
+    r"|(想|要)?(让|叫|要)助手",
     re.IGNORECASE)
 _TODO = re.compile(
     r"\b(needs|has|have|need|must|should|got) to (email|call|phone|text|send|reply|book|buy|pay|renew|submit|finish|"
@@ -465,7 +472,8 @@ _MAYBE = re.compile(
     r"|\bmay (look|try|switch|move|consider|add|start|want|use|write|apply)\b"
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
     r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
-    r"|考虑(以后|将来|转|换|要不要|是否|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)",
+    r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
+    r"|(几天|一阵子?|一段时间|一下)再|休息(几天|一下|一阵)",
     re.IGNORECASE)
 
 
@@ -508,7 +516,8 @@ _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(
 _ZH_PAST = re.compile(r"(被)?(取消|推迟|延期|改期|结束|完成|失败|崩溃|中断|挂掉?|宕机|重启|发出|寄出|送达|退款|超时)了"
                       r"\s*[。.！!]?\s*$"
                       r"|(刚刚|刚才|已经)\S{0,8}(取消|推迟|失败|崩溃|中断|挂|宕机|重启|发出|寄出|送达)了"
-                      r"|[了过]一次|刚(刚)?(买|到|装|换|收到|提交|发|下单|把)")
+                      r"|[了过]一次|刚(刚)?(买|到|装|换|收到|提交|发|下单|把)|刚(刚|才)?[^\s，。,]{1,4}(了|完)"
+                      r"|被(筛|拒|挂|刷|取消|退回|驳回|拒绝|淘汰|删|限流|封)\S{0,2}了|被问(到|了)|忘(了|记了)")
 
 
 def _past_event(text: str) -> str | None:
