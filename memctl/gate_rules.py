@@ -314,6 +314,9 @@ _PASSING = re.compile(
     r"|\b(stayed|ran|held|sat|idled|peaked|averaged|hovered|settled)\s+(at|around|near)\s+\d"
     r"|\bfor the (second|third|fourth|fifth|\d+(st|nd|rd|th)) time\b"
     r"|\bstill needs (a|an|to|more|some)\b|\bnot \w+ yet\b|\byet\s*[.!]?\s*$|\bno \w+ yet\b"
+    r"|\b(half|almost|nearly|mostly) (done|finished|complete|written|through)\b|\bhalfway (through|done)\b"
+    r"|\b(behind|ahead of) schedule\b|\bis taking (longer|forever|ages|a while)\b"
+    r"|(写|改|做|弄|跑)了?一半|进度(落后|滞后)"
     r"|\b(is|are) (on|at) (the )?(first|second|third|final|last|\d+(st|nd|rd|th)) (pass|round|draft|revision|"
     r"iteration|attempt|step|stage)\b"
     r"|\b(has|have) (applied|sent|submitted|pitched|queried) (to )?\d+\b|(投|发|寄|交)(给)?了\s*\d+\s*(家|份|个|封)"
@@ -492,7 +495,7 @@ _SESSION_TOPIC = re.compile(
 
 # --- English grammar: past events and labels (never applied to CJK text) ---------------------------
 
-_IRREGULAR_PAST = ("ran|got|wrote|fell|rose|went|saw|took|began|ate|flew|grew|knew|drove|drew|broke|chose|gave|"
+_IRREGULAR_PAST = ("ran|got|wrote|fell|rose|went|saw|took|began|ate|flew|grew|knew|drove|drew|broke|chose|gave|spent|"
                    "came|became|spoke|stole|threw|woke|wore|sank|sang|swam|shook|forgot|froze|hid|bit|tore")
 _PAST_EVENT = re.compile(
     rf"\b({_IRREGULAR_PAST})\b"
@@ -554,7 +557,7 @@ your only always never no some any more less up out off down back it them him us
 
 
 _VERBS.update(_IRREGULAR_PAST.split("|"))
-_VERBS.update("died left lost paid sold told kept held met led fought won became".split())
+_VERBS.update("died left lost paid sold told kept held met led fought won became spent".split())
 
 
 def _has_verb(words: list[str]) -> bool:
