@@ -550,6 +550,8 @@ pin pins lock locks limit limits block blocks cap caps forbid forbids ban bans m
 care cares value values favour favours favor favors choose chooses pick picks tend tends commute commutes
 report reports reply replies respond responds answer answers review reviews approve approves test tests
 """.split())
+_SUBJECTS = set("""user he she it they we team company family partner wife husband son daughter client customer
+boss manager school app service""".split())
 _AFTER_VERB = set("""
 in on at to for with from by into onto via over under about as the a an all every each its their his her our my
 your only always never no some any more less up out off down back it them him us
@@ -564,7 +566,11 @@ def _has_verb(words: list[str]) -> bool:
     lowered = [w.lower().strip(".,;:!?") for w in words]
     if any(w in _VERBS for w in lowered):
         return True
-    # an -s / -ed form followed by what follows verbs ("Orbit Freight signs in", "orders groceries online")
+    # an -s / -ed form right after a subject ("User bakes bread ..."), or followed by what follows verbs
+    # ("Orbit Freight signs in", "orders groceries online")
+    for before, word in zip(lowered, lowered[1:], strict=False):
+        if before in _SUBJECTS and word.isalpha() and len(word) > 3 and word.endswith(("s", "ed")):
+            return True
     for i, word in enumerate(lowered[1:], start=1):
         if not word.isalpha() or len(word) <= 3 or not (word.endswith("ed") or
                                                         (word.endswith("s") and not word.endswith("ss"))):
