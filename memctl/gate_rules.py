@@ -275,7 +275,9 @@ _RUN_DETAIL = re.compile(
 # --- time: relative with no anchor, passing states, deadlines, offers, one-off events --------------
 
 _RELATIVE = re.compile(
-    rf"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week|weekend|month|sprint)|"
+    rf"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week|weekend|month|sprint|quarter|term|"
+    rf"semester|season)|by the weekend|over the weekend|"
+    rf"(the |user's |their |his |her )next (lesson|meeting|call|session|class|appointment|interview|sprint|step|visit)|"
     rf"tonight's|today's|tomorrow's|yesterday's|this week's|right now|just now|later (today|tonight|this week|on)|"
     rf"earlier (today|this week)|(next|last|coming|following|past) (week|weekend|month|few days|couple of days|"
     rf"{_WEEKDAYS})|the long weekend|in (a|an|one|two|three|a few|\d+([-–]\d+)?) (business |working )?"
@@ -315,6 +317,9 @@ _PASSING = re.compile(
     r"|\bfor the (second|third|fourth|fifth|\d+(st|nd|rd|th)) time\b"
     r"|\bstill needs (a|an|to|more|some)\b|\bnot \w+ yet\b|\byet\s*[.!]?\s*$|\bno \w+ yet\b"
     r"|\b(half|almost|nearly|mostly) (done|finished|complete|written|through)\b|\bhalfway (through|done)\b"
+    r"|\bstill (incomplete|missing|unfinished|open|unresolved|unanswered|unpaid|empty|undecided)\b"
+    r"|\b(is|are|am) currently (reading|writing|debugging|fixing|reviewing|editing|drafting|preparing|grading|"
+    r"marking|testing|migrating|rewriting|refactoring|waiting|looking|interviewing|applying)\b"
     r"|\b(behind|ahead of) schedule\b|\bis taking (longer|forever|ages|a while)\b"
     r"|(写|改|做|弄|跑)了?一半|进度(落后|滞后)"
     r"|\b(is|are) (on|at) (the )?(first|second|third|final|last|\d+(st|nd|rd|th)) (pass|round|draft|revision|"
@@ -398,6 +403,7 @@ _ONE_OFF_NOUN = (r"flight|train|bus|ferry|appointment|meeting|call|booking|reser
 _ONE_OFF_EVENT = re.compile(
     rf"\b(on|this|next|last|coming|by|until|before|after|for)\s+({_WEEKDAYS})\b(?!s)"
     rf"|\b({_WEEKDAYS})\s+(at\s+)?\d{{1,2}}([:h.]\d{{2}}|\s?(am|pm))\b"
+    rf"|\b(arrives?|ships?|lands?|starts?|ends?|opens?|closes?|is due|due|leaves?|returns?)\s+({_WEEKDAYS})\b(?!s)"
     rf"|\b({_ONE_OFF_NOUN})\b.{{0,40}}(\b\d{{1,2}}[:h]\d{{2}}\b|\b\d{{1,2}}\s?(am|pm)\b)"
     rf"|(这|下|上)(个)?(周|星期|礼拜){_ZH_DAY}|(航班|火车|高铁|预约|会议|面试|聚餐).{{0,12}}\d{{1,2}}[:：点]\d{{0,2}}",
     re.IGNORECASE)
