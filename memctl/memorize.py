@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from memctl.consolidate import Consolidator, Outcome
 from memctl.errors import MemctlError, UsageError
 from memctl.llm import LLMError, UtilityModel
-from memctl.quality import Grounding, check, learned_gate_embed
+from memctl.quality import EmbedFn, Grounding, check, learned_gate_embed
 from memctl.store.records import AREAS
 from memctl.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 
@@ -166,7 +166,7 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
     return report
 
 
-def _gate_embed(store: StoreBase, notes: list[str]):
+def _gate_embed(store: StoreBase, notes: list[str]) -> EmbedFn | None:
     """The embedder for the learned gate when `memorize_gate` is `classifier` and it applies, else None."""
     choice = str(store.config["memorize_gate"])
     if choice not in ("rules", "classifier"):
