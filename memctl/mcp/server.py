@@ -338,6 +338,7 @@ def _serve_http(server: MCPServer, pool: StorePool, scope: Scope, bind: tuple[st
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections queue from now on, while uvicorn starts
     except OSError as exc:
         sock.close()
         raise UsageError(f"--http {host}:{port}: cannot listen there: {exc.strerror or exc}",
