@@ -65,11 +65,13 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
-async def warm_stdio(env: dict[str, str], calls: int) -> list[float]:
+async def warm_stdio(env: dict[str, str], calls: int) -> tuple[list[float], list[float]]:
+    """(memory_search times, memory_list times): the second is the protocol's floor (no embedding, one row)."""
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=python(), args=["-m", "memctl", "mcp", "-q"], env=env, cwd=str(REPO))
     samples: list[float] = []
+    floor: list[float] = []
     async with Client(params) as client:
         for query in queries("warm-up", 5):
             await _search(client, query)
@@ -77,7 +79,11 @@ async def warm_stdio(env: dict[str, str], calls: int) -> list[float]:
             start = time.perf_counter()
             await _search(client, query)
             samples.append(time.perf_counter() - start)
-    return samples
+        for _ in range(50):
+            start = time.perf_counter()
+            await client.call_tool("memory_list", {"limit": 1})
+            floor.append(time.perf_counter() - start)
+    return samples, floor
 
 
 async def _search(client: Any, query: str) -> dict[str, Any]:
@@ -150,7 +156,8 @@ def main() -> None:
                                  check=True, capture_output=True, text=True, env=env).stdout.split()[-1])
     subprocess.run([python(), "-m", "compileall", "-q", str(REPO / "memctl")], check=True)
 
-    warm = anyio.run(warm_stdio, env, args.calls)
+    load_before = os.getloadavg()[0]
+    warm, floor = anyio.run(warm_stdio, env, args.calls)
     run_child([python(), "-m", "memctl", "load", "cold warm-up query", "--json"], env)  # page cache
     cold = [run_child([python(), "-m", "memctl", "load", q, "--json"], env)[0]
             for q in queries("cold", args.cold_runs)]
@@ -167,15 +174,18 @@ def main() -> None:
     calls = args.clients * args.per_client
     rows = [
         [f"warm memory_search, stdio ({args.calls} calls)", warm_p50, warm_p95, "p50 ≤ 15 ms"],
+        ["  floor: memory_list of 1, stdio (50 calls)", ms(statistics.median(floor)), ms(percentile(floor, 0.95)),
+         "protocol + store, no embedding"],
         [f"cold `memctl load` (fresh process, {args.cold_runs} runs)", cold_p50, ms(percentile(cold, 0.95)), ""],
         ["cold / warm (p50)", cold_p50 / warm_p50, "", "≥ 20x"],
         [f"HTTP, {args.clients} clients x {args.per_client} calls at once", ms(statistics.median(samples)),
          ms(percentile(samples, 0.95)), f"{errors} errors (goal 0); {calls / wall:.0f} calls/s"],
     ]
-    title = (f"memctl mcp: {args.size:,} memories, embedder {args.embedder}"
-             f" (store built in {built:.0f} s)")
+    title = (f"memctl mcp: {args.size:,} memories, embedder {args.embedder} (store built in {built:.0f} s); "
+             f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} CPUs")
     print(table(title, ["what", "p50 ms", "p95 ms", "goal / note"], rows))
-    print(json.dumps({"size": args.size, "embedder": args.embedder, "warm_p50_ms": warm_p50, "warm_p95_ms": warm_p95,
+    print(json.dumps({"size": args.size, "embedder": args.embedder, "load_average": load_before,
+                      "warm_p50_ms": warm_p50, "warm_p95_ms": warm_p95, "floor_p50_ms": ms(statistics.median(floor)),
                       "cold_p50_ms": cold_p50, "ratio": cold_p50 / warm_p50, "http_clients": args.clients,
                       "http_calls": calls, "http_errors": errors, "http_p50_ms": ms(statistics.median(samples)),
                       "http_p95_ms": ms(percentile(samples, 0.95)), "http_calls_per_s": calls / wall}))
