@@ -334,7 +334,9 @@ def _serve_http(server: MCPServer, pool: StorePool, scope: Scope, bind: tuple[st
     if token:
         app = BearerAuth(app, token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say so, and without it each
+    # response waited ~40 ms for the client's delayed ACK (Nagle) before its body left.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
