@@ -365,6 +365,7 @@ def slow_model() -> Iterator[dict[str, str]]:
         httpd.server_close()
 
 
+@pytest.mark.slow
 def test_a_client_that_disconnects_mid_call_does_not_stop_the_http_server() -> None:
     with slow_model() as model_env, http_server(env=model_env) as (url, proc):
         async def main() -> None:
@@ -388,6 +389,7 @@ def test_a_client_that_disconnects_mid_call_does_not_stop_the_http_server() -> N
         assert proc.poll() is None
 
 
+@pytest.mark.slow
 def test_a_stdio_client_that_dies_mid_call_ends_the_server_cleanly(tmp_path: Path) -> None:
     """The client writes a call and closes the pipe: the server exits by itself, stdout held only protocol."""
     with slow_model() as model_env:
@@ -426,6 +428,7 @@ def test_a_stdio_client_that_dies_mid_call_ends_the_server_cleanly(tmp_path: Pat
 # --- HTTP: loopback by default, a token beyond it -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_http_needs_a_token_beyond_loopback_and_checks_it_when_set() -> None:
     refused = run_memctl("mcp", "--http", "0.0.0.0:0", env=server_env())
     assert refused.code == 2 and "mcp_token" in refused.err and "Traceback" not in refused.err
