@@ -492,3 +492,21 @@ def test_scope() -> None:
     for spec in ("", "../*", "/tmp/*", "a/../b"):
         with pytest.raises(UsageError):
             Scope.allowing(spec)
+
+
+def test_a_lost_postgresql_connection_is_reopened(backend) -> None:
+    if backend != "postgres":
+        pytest.skip("PostgreSQL only")
+    from tests.pg import query
+
+    async def body(client: Any) -> None:
+        await call(client, "memory_save", text="The payroll job runs on the 25th")
+        query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+              "WHERE application_name = 'memctl' AND pid <> pg_backend_pid()")
+        first = await client.call_tool("memory_search", {"query": "payroll job"})
+        assert first.is_error  # the call that met the dead connection says so, with the next step
+        assert "StoreError" in first.content[0].text and "check that the server is up" in first.content[0].text
+        found = await call(client, "memory_search", query="payroll job")
+        assert found["count"] == 1
+
+    session("stdio", body)
