@@ -60,6 +60,21 @@ def queries(prefix: str, count: int) -> list[str]:
             for i in range(count)]
 
 
+def embed_alone(embedder: str, count: int) -> list[float]:
+    """The query embedding by itself (same model and session kind as the warm server), in this process."""
+    from memctl.config import load_config
+    from memctl.embeddings import make_embedder
+
+    model = make_embedder(load_config(None, {"embedding_provider": embedder, "embedding_cache": False}))
+    model.embed([f"warm-up text {i}" for i in range(16)])  # the full session, as the server warms it
+    samples = []
+    for query in queries("embed alone", count):
+        start = time.perf_counter()
+        model.embed([query])
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
@@ -158,6 +173,7 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     warm, floor = anyio.run(warm_stdio, env, args.calls)
+    alone = embed_alone(args.embedder, min(args.calls, 100))
     run_child([python(), "-m", "memctl", "load", "cold warm-up query", "--json"], env)  # page cache
     cold = [run_child([python(), "-m", "memctl", "load", q, "--json"], env)[0]
             for q in queries("cold", args.cold_runs)]
@@ -174,6 +190,8 @@ def main() -> None:
     calls = args.clients * args.per_client
     rows = [
         [f"warm memory_search, stdio ({args.calls} calls)", warm_p50, warm_p95, "p50 ≤ 15 ms"],
+        ["  of which: query embedding alone (in-process)", ms(statistics.median(alone)), ms(percentile(alone, 0.95)),
+         f"model: {args.embedder}"],
         ["  floor: memory_list of 1, stdio (50 calls)", ms(statistics.median(floor)), ms(percentile(floor, 0.95)),
          "protocol + store, no embedding"],
         [f"cold `memctl load` (fresh process, {args.cold_runs} runs)", cold_p50, ms(percentile(cold, 0.95)), ""],
@@ -186,6 +204,7 @@ def main() -> None:
     print(table(title, ["what", "p50 ms", "p95 ms", "goal / note"], rows))
     print(json.dumps({"size": args.size, "embedder": args.embedder, "load_average": load_before,
                       "warm_p50_ms": warm_p50, "warm_p95_ms": warm_p95, "floor_p50_ms": ms(statistics.median(floor)),
+                      "embed_alone_p50_ms": ms(statistics.median(alone)),
                       "cold_p50_ms": cold_p50, "ratio": cold_p50 / warm_p50, "http_clients": args.clients,
                       "http_calls": calls, "http_errors": errors, "http_p50_ms": ms(statistics.median(samples)),
                       "http_p95_ms": ms(percentile(samples, 0.95)), "http_calls_per_s": calls / wall}))
