@@ -166,9 +166,12 @@ class StorePool:
     def warm(self, subdir: str | None) -> None:
         """Load the model and the store's index before the first call; problems are logged, not fatal
         (the tools report them to the client, with the next step)."""
-        if subdir is None:
-            return
         try:
+            if subdir is None:  # no default store: the model at least (the user's configuration)
+                from memctl.config import load_config
+
+                self.embedder_for(load_config(None, self.overrides)).warm()
+                return
             config = self.config_for(subdir)
             self.embedder_for(config).warm()
             with self.use(subdir) as store:
