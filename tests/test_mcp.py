@@ -323,18 +323,22 @@ def test_a_cli_save_is_found_by_the_next_search(backend, transport: str) -> None
 
 
 class SlowModel(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat endpoint that answers after `delay` seconds (an empty extraction)."""
+    """An OpenAI-compatible chat endpoint: answers after `delay` seconds with `reply(messages)` (default: an
+    empty extraction)."""
 
     delay = 4.0
     calls = 0
+    reply: Callable[[list[dict[str, str]]], str] | None = None
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         type(self).calls += 1
-        self.rfile.read(int(self.headers.get("content-length") or 0))
+        request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
         time.sleep(self.delay)
+        reply = type(self).reply
+        content = reply(request.get("messages", [])) if reply else "[]"
         body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "slow",
                            "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": "[]"}}],
+                                        "message": {"role": "assistant", "content": content}}],
                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
         try:
             self.send_response(200)
@@ -350,9 +354,10 @@ class SlowModel(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def slow_model() -> Iterator[dict[str, str]]:
+def slow_model(delay: float = 4.0, reply: Callable[[list[dict[str, str]]], str] | None = None
+               ) -> Iterator[dict[str, str]]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), SlowModel)
-    SlowModel.calls = 0
+    SlowModel.calls, SlowModel.delay, SlowModel.reply = 0, delay, reply
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -363,6 +368,29 @@ def slow_model() -> Iterator[dict[str, str]]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_memorize_runs_the_gate_and_consolidation_with_the_utility_model() -> None:
+    from tests.scripted_llm import Router
+
+    fact = "The user prefers dark mode in every editor"
+    router = Router(fragments=json.dumps([fact]), solutions="[]")
+    with slow_model(delay=0.0, reply=router) as model_env:
+        async def body(client: Any) -> None:
+            report = await call(client, "memorize", messages=[
+                {"role": "user", "content": "I prefer dark mode in every editor I use."},
+                {"role": "assistant", "content": "Noted."}])
+            assert report["summary"]["transcripts"] == 1 and report["summary"]["inserted"] == 1
+            candidate = report["transcripts"][0]["candidates"][0]
+            assert candidate["text"] == fact and candidate["fate"] == "inserted"
+            found = await call(client, "memory_search", query="dark mode editor")
+            assert [h["id"] for h in found["results"]] == candidate["ids"]
+            assert found["results"][0]["area"] == "fragments"
+            again = await call(client, "memorize", dry_run=True, transcript="User: nothing new here")
+            assert again["dry_run"] and (await call(client, "memory_list"))["total"] == 1
+
+        session("stdio", body, env=model_env)
+    assert router.count("fragments") == 2 and router.count("solutions") == 2
 
 
 @pytest.mark.slow
