@@ -187,7 +187,9 @@ def test_save_search_recall_update_delete_restore(backend, transport: str) -> No
         assert mid in [h["id"] for h in recalled.structured_content["memories"]]
 
         updated = await call(client, "memory_update", id=mid, text="The staging database listens on port 6543")
-        assert updated["reembedded"] and updated["memory"]["metadata"] == {"tags": ["db"]}
+        assert updated["changed"] and updated["reembedded"] and updated["memory"]["metadata"] == {"tags": ["db"]}
+        same = await call(client, "memory_update", id=mid, metadata={"tags": ["db"]})
+        assert not same["changed"] and not same["reembedded"]  # already so: no write, no history entry
         got = await call(client, "memory_get", ids=[mid, "nosuchid"])
         assert got["memories"][0]["text"].endswith("6543") and got["missing"] == ["nosuchid"]
         ops = [e["op"] for e in (await call(client, "memory_history", id=mid))["entries"]]
@@ -253,6 +255,9 @@ def test_knowledge_search_sees_only_knowledge_chunks(tmp_path: Path) -> None:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(transport: str) -> None:
     async def body(client: Any) -> None:
+        # like the CLI, only tools that add memories create a store; a read names what is missing
+        await fails(client, "memory_search", "NotFoundError", "no store", query="build")
+        await fails(client, "memory_list", "NotFoundError", "no store")
         await call(client, "memory_save", text="The build server is named hydra")
         for hostile in ("__import__('os').system('id')", "().__class__.__bases__", "x" * 600, "a ==", "lambda: 1"):
             await fails(client, "memory_search", "FilterError", query="build", filter=hostile)
@@ -270,6 +275,7 @@ def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(transport: str) 
         await fails(client, "memory_update", "nothing to update", id="nosuchid")
         await fails(client, "memory_restore", "NotFoundError", "no restorable version", ids=["nosuchid"])
         await fails(client, "memory_save", "reserved", text="x", metadata={"id": "mine"})
+        await fails(client, "memory_delete", "an id is empty", ids=[" "])
         await fails(client, "nosuchtool", "nosuchtool")
         with pytest.raises(Exception, match="outside this server's scope"):
             await client.read_resource("memctl://other/behaviour")
@@ -470,7 +476,8 @@ def test_http_needs_a_token_beyond_loopback_and_checks_it_when_set() -> None:
 
         async def main() -> None:
             async with connect("http", url=url, headers={"Authorization": "Bearer s3cret-token"}) as client:
-                assert (await call(client, "memory_list"))["total"] == 0
+                await call(client, "memory_save", text="only with the token")
+                assert (await call(client, "memory_list"))["total"] == 1
 
         anyio.run(main)
         wrong = httpx2.post(url, json={}, headers={"Authorization": "Bearer guess"})

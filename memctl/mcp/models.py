@@ -71,6 +71,7 @@ class ListOut(BaseModel):
 class UpdateOut(BaseModel):
     subdir: str
     memory: MemoryOut
+    changed: bool = Field(description="false: the memory was already so; nothing was written (no history entry)")
     reembedded: bool
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError
+from memctl.errors import LockTimeoutError, ModelMismatchError, NotFoundError, StoreError
 
 log = logging.getLogger("memctl.mcp")
 
@@ -101,23 +101,24 @@ class StorePool:
                 self._embedders[key] = shared
             return shared
 
-    def open_new(self, subdir: str, actor: str | None = None) -> Any:
+    def open_new(self, subdir: str, actor: str | None = None, *, create: bool = True) -> Any:
         """A store of its own (not the warm one), sharing the warm embedder: for long calls that must
-        not hold up the warm store (memorize waits on the utility model)."""
+        not hold up the warm store (memorize waits on the utility model). Like the CLI, only callers
+        that add memories `create` a store; the others get NotFoundError ("no store …")."""
         from memctl.store import open_store
 
         config = self.config_for(subdir)
         return open_store(self.root, subdir, config=config, embedder=self.embedder_for(config),
-                          actor=actor or self.actor, store=self.store_option)
+                          actor=actor or self.actor, store=self.store_option, create=create)
 
-    def _slot(self, subdir: str) -> _Slot:
+    def _slot(self, subdir: str, create: bool) -> _Slot:
         with self._lock:
             slot = self._slots.get(subdir)
             if slot is not None:
                 self._slots.move_to_end(subdir)
                 slot.users += 1
                 return slot
-        store = self.open_new(subdir)
+        store = self.open_new(subdir, create=create)
         with self._lock:
             slot = self._slots.get(subdir)
             if slot is None:
@@ -139,9 +140,10 @@ class StorePool:
                 _close_quietly(slot.store)
 
     @contextmanager
-    def use(self, subdir: str) -> Iterator[Any]:
-        """The warm store of `subdir`, for this thread alone until the block ends."""
-        slot = self._slot(subdir)
+    def use(self, subdir: str, *, create: bool = False) -> Iterator[Any]:
+        """The warm store of `subdir`, for this thread alone until the block ends. `create`: a tool that
+        adds memories may create the store; the others are told there is none (NotFoundError)."""
+        slot = self._slot(subdir, create)
         try:
             with slot.lock:
                 try:
@@ -174,9 +176,12 @@ class StorePool:
                 return
             config = self.config_for(subdir)
             self.embedder_for(config).warm()
-            with self.use(subdir) as store:
-                if len(store):
-                    store.search("memctl warm-up", limit=1, threshold=1.0)
+            try:
+                with self.use(subdir) as store:
+                    if len(store):
+                        store.search("memctl warm-up", limit=1, threshold=1.0)
+            except NotFoundError:
+                pass  # no store yet: the first memory_save creates it
         except Exception as exc:  # noqa: BLE001 - the server still starts; each call reports its own error
             log.warning("memctl mcp: warm-up of %r failed: %s", subdir, exc)
 

@@ -54,10 +54,11 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
     server: MCPServer = MCPServer("memctl", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     root = str(resolve_root(pool.root))
 
-    def run(subdir: str | None, work: Callable[[Any, str], Any]) -> Any:
+    def run(subdir: str | None, work: Callable[[Any, str], Any], *, create: bool = False) -> Any:
+        """`work(store, subdir)` on the warm store; `create` for tools that add memories (as the CLI)."""
         try:
             name = scope.resolve(subdir)
-            with pool.use(name) as store:
+            with pool.use(name, create=create) as store:
                 return work(store, name)
         except MemctlError as exc:
             raise tool_error(exc) from exc
@@ -92,7 +93,7 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
                     area: Annotated[Area, Field(description="main, fragments or solutions.")] = "main",
                     metadata: Metadata = None, subdir: Subdir = None) -> models.SaveOut:
         """Save one memory (embedded at once, searchable by the next call); returns its id."""
-        return run(subdir, lambda s, n: tools.save(s, n, text, area, metadata))
+        return run(subdir, lambda s, n: tools.save(s, n, text, area, metadata), create=True)
 
     @server.tool(annotations=READ)
     def memory_search(query: Annotated[str, Field(min_length=1, description="What to look for.")],

@@ -59,8 +59,8 @@ def recall(store: Any, subdir: str, message: str, *, history: list[dict[str, str
 
 
 def get(store: Any, subdir: str, ids: list[str]) -> dict[str, Any]:
-    if not ids:
-        raise UsageError("no id given", hint="pass ids: [\"…\"]; memory_list or memory_search show them")
+    if not ids or not all(i.strip() for i in ids):
+        raise UsageError("an id is empty", hint="pass the ids memory_list or memory_search return")
     found = store.get(ids)
     present = {m.id for m in found}
     return {"subdir": subdir, "memories": [m.to_dict() for m in found],
@@ -80,14 +80,20 @@ def update(store: Any, subdir: str, memory_id: str, *, text: str | None, metadat
     if text is None and not metadata and not unset and area is None and not replace_metadata:
         raise UsageError("nothing to update", hint="pass text, metadata, unset or area")
     before = store.get_one(memory_id)
-    memory = store.update(memory_id, text=text, metadata=metadata or {}, unset=unset or [],
-                          replace_metadata=replace_metadata, area=area)
-    return {"subdir": subdir, "memory": memory.to_dict(), "reembedded": memory.text != before.text}
+    changes = dict(metadata or {})
+    wanted = dict(changes) if replace_metadata else {**before.metadata, **changes}
+    for key in unset or []:
+        wanted.pop(key, None)
+    changed = text not in (None, before.text) or wanted != before.metadata or area not in (None, before.area)
+    memory = store.update(memory_id, text=text, metadata=changes, unset=unset or [],
+                          replace_metadata=replace_metadata, area=area) if changed else before
+    return {"subdir": subdir, "memory": memory.to_dict(), "changed": changed,
+            "reembedded": memory.text != before.text}
 
 
 def delete(store: Any, subdir: str, ids: list[str], *, cascade: bool, dry_run: bool) -> dict[str, Any]:
-    if not ids:
-        raise UsageError("no id given", hint="pass ids: [\"…\"]")
+    if not ids or not all(i.strip() for i in ids):
+        raise UsageError("an id is empty", hint="pass the ids memory_list or memory_search return")
     present = {m.id for m in store.get(ids)}
     if dry_run:
         cascaded = [i for i in store.derived_ids(sorted(present)) if i not in present] if cascade else []
