@@ -6,7 +6,7 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall config) ;;
+        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config) ;;
         'memctl config') _memctl_words=(show get set path) ;;
         *) _memctl_words=() ;;
     esac
@@ -42,6 +42,7 @@ _memctl_options() {
         'memctl behaviour') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl migrate') _memctl_words=(--to --to-subdir -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl recall') _memctl_words=(--history --format --query-prep --post-filter -t --threshold -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl mcp') _memctl_words=(--http --allow-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config show') _memctl_words=(--effective -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config get') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -68,6 +69,7 @@ _memctl_takes_value() {
         'memctl consolidate|-a'|'memctl consolidate|--area') return 0 ;;
         'memctl migrate|--to'|'memctl migrate|--to-subdir') return 0 ;;
         'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold') return 0 ;;
+        'memctl mcp|--http'|'memctl mcp|--allow-subdirs') return 0 ;;
         'memctl config set|--scope') return 0 ;;
     esac
     case "$2" in
@@ -118,6 +120,8 @@ _memctl_values() {
         'memctl recall|--history') _memctl_files path; return ;;
         'memctl recall|--format') :; return ;;
         'memctl recall|-t'|'memctl recall|--threshold') :; return ;;
+        'memctl mcp|--http') :; return ;;
+        'memctl mcp|--allow-subdirs') :; return ;;
         'memctl config set|--scope') :; return ;;
     esac
     case "$2" in

@@ -4,7 +4,7 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall config
+            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config
         case 'memctl config'
             printf '%s\n' show get set path
     end
@@ -39,6 +39,8 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
         case 'memctl migrate|--to' 'memctl migrate|--to-subdir'
             return 0
         case 'memctl recall|--history' 'memctl recall|--format' 'memctl recall|-t' 'memctl recall|--threshold'
+            return 0
+        case 'memctl mcp|--http' 'memctl mcp|--allow-subdirs'
             return 0
         case 'memctl config set|--scope'
             return 0
@@ -120,6 +122,7 @@ complete -c memctl -n '__memctl_at memctl' -a consolidate -d 'Consolidate simila
 complete -c memctl -n '__memctl_at memctl' -a behaviour -d 'The sub-store\'s behaviour rules (behaviour.md): show, adjust "TEXT" (utility model), reset, edit ($EDITOR).'
 complete -c memctl -n '__memctl_at memctl' -a migrate -d 'Copy the store (--subdir, from --store) to another backend: memories with their vectors, history, links.'
 complete -c memctl -n '__memctl_at memctl' -a recall -d 'Recall memories and solutions for MESSAGE, rendered for an agent\'s prompt.'
+complete -c memctl -n '__memctl_at memctl' -a mcp -d 'Serve the store to MCP clients (agents): stdio by default, or --http.'
 complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
 
 # memctl save
@@ -244,6 +247,10 @@ complete -c memctl -n '__memctl_at memctl recall' -l format -x -d 'prompt (the b
 complete -c memctl -n '__memctl_at memctl recall' -l query-prep -d 'Let the utility model write the search query from the message and history.'
 complete -c memctl -n '__memctl_at memctl recall' -l post-filter -d 'Let the utility model drop results that do not help with the message.'
 complete -c memctl -n '__memctl_at memctl recall' -s t -l threshold -x -d 'Minimum relevance [config search_threshold].'
+
+# memctl mcp
+complete -c memctl -n '__memctl_at memctl mcp' -l http -x -d 'Serve streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host needs config mcp_token) instead of stdio.'
+complete -c memctl -n '__memctl_at memctl mcp' -l allow-subdirs -x -d 'Comma-separated subdirs or patterns (\'default,projects/*\') a tool\'s subdir argument may choose; default: only --subdir.'
 
 # Subcommands of memctl config.
 complete -c memctl -n '__memctl_at memctl config' -a show -d 'The keys set above the defaults (or, with --effective, every key) and where each value comes from.'

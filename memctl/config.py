@@ -25,6 +25,7 @@ NULLABLE_TYPES: dict[str, type] = {
     "utility_api_base": str,
     "utility_api_key_env": str,
     "store_url": str,
+    "mcp_token": str,
 }
 ENV_PREFIX = "MEMCTL_"
 # Environment variables with the prefix that are not configuration keys.

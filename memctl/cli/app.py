@@ -116,7 +116,7 @@ COMMAND_MODULES = {
     "prune": "lifecycle", "restore": "lifecycle", "purge": "lifecycle", "backup": "lifecycle",
     "restore-backup": "lifecycle", "stats": "lifecycle",
     "memorize": "memorize", "consolidate": "memorize", "behaviour": "memorize",
-    "migrate": "migrate", "recall": "recall", "config": "config",
+    "migrate": "migrate", "recall": "recall", "mcp": "mcp", "config": "config",
 }
 MODULE_ORDER = list(dict.fromkeys(COMMAND_MODULES.values()))
 

@@ -1,0 +1,214 @@
+"""`memctl mcp`: a warm memory_search against the cold CLI `memctl load`, on one 10k-memory store, in one run.
+
+    python bench/mcp_latency.py [--size 10000] [--calls 200] [--cold-runs 7] [--clients 4]
+                                [--per-client 200] [--embedder local|fake]
+
+1. Builds a store of `--size` memories (the packaged MiniLM by default; `--embedder fake` when the
+   real model is too slow to build it on the machine — the table says which was used).
+2. Warm: one `memctl mcp` process over stdio, driven by the SDK's own client; `--calls` searches,
+   each a new query (no embedding-cache hit), timed at the client (JSON-RPC round trip included).
+3. Cold: `memctl load QUERY --json` as fresh processes (`--cold-runs`, new queries), wall time.
+4. Concurrency: one `memctl mcp --http 127.0.0.1:0` process, `--clients` SDK clients at once,
+   `--per-client` searches each; every error is counted.
+
+Prints a table (p50/p95 in ms, the cold/warm ratio, the goals) and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench._common import REPO, python, run_child, table  # noqa: E402
+
+SUBJECTS = ["the deploy pipeline", "the staging database", "the UI theme", "the backup job", "the API gateway",
+            "customer billing", "the team standup", "the search index", "log retention", "the mobile app"]
+VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by"]
+OBJECTS = ["PostgreSQL 16", "Kubernetes", "dark mode", "a nightly cron", "port 8443", "Stripe", "Mondays at 9",
+           "OpenSearch", "30 days", "React Native", "Terraform", "Redis", "the acme-logs bucket", "Frankfurt"]
+
+
+def build(home: Path, size: int, embedder: str) -> float:
+    """The store, in one batched add; returns the seconds it took."""
+    import memctl
+
+    rng = random.Random(1)
+    texts = [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})" for i in range(size)]
+    start = time.perf_counter()
+    with memctl.open_store(home, "default", overrides={"embedding_cache": False, "embedding_provider": embedder}) \
+            as store:
+        store.add(texts)
+    return time.perf_counter() - start
+
+
+def queries(prefix: str, count: int) -> list[str]:
+    """New query texts: none is in the embedding cache, so every call embeds."""
+    rng = random.Random(prefix)
+    return [f"{prefix} {i}: what does {rng.choice(SUBJECTS)} {rng.choice(['use', 'run on', 'avoid'])}?"
+            for i in range(count)]
+
+
+def embed_alone(embedder: str, count: int) -> list[float]:
+    """The query embedding by itself (same model and session kind as the warm server), in this process."""
+    from memctl.config import load_config
+    from memctl.embeddings import make_embedder
+
+    model = make_embedder(load_config(None, {"embedding_provider": embedder, "embedding_cache": False}))
+    model.embed([f"warm-up text {i}" for i in range(16)])  # the full session, as the server warms it
+    samples = []
+    for query in queries("embed alone", count):
+        start = time.perf_counter()
+        model.embed([query])
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+async def warm_stdio(env: dict[str, str], calls: int) -> tuple[list[float], list[float]]:
+    """(memory_search times, memory_list times): the second is the protocol's floor (no embedding, one row)."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=python(), args=["-m", "memctl", "mcp", "-q"], env=env, cwd=str(REPO))
+    samples: list[float] = []
+    floor: list[float] = []
+    async with Client(params) as client:
+        for query in queries("warm-up", 5):
+            await _search(client, query)
+        for query in queries("stdio", calls):
+            start = time.perf_counter()
+            await _search(client, query)
+            samples.append(time.perf_counter() - start)
+        for _ in range(50):
+            start = time.perf_counter()
+            await client.call_tool("memory_list", {"limit": 1})
+            floor.append(time.perf_counter() - start)
+    return samples, floor
+
+
+async def _search(client: Any, query: str) -> dict[str, Any]:
+    result = await client.call_tool("memory_search", {"query": query})
+    if result.is_error:
+        raise RuntimeError(result.content[0].text)
+    return result.structured_content
+
+
+async def concurrent_http(url: str, clients: int, per_client: int) -> tuple[list[float], int, float]:
+    import anyio
+    from mcp import Client
+
+    samples: list[float] = []
+    errors = 0
+
+    async def one(index: int) -> None:
+        nonlocal errors
+        async with Client(url) as client:
+            for query in queries(f"http client {index}", per_client):
+                start = time.perf_counter()
+                try:
+                    result = await client.call_tool("memory_search", {"query": query})
+                    errors += bool(result.is_error)
+                except Exception:  # noqa: BLE001 - counted, the run goes on
+                    errors += 1
+                samples.append(time.perf_counter() - start)
+
+    async with Client(url) as client:  # the server is warm before the clock starts
+        for query in queries("http warm-up", 5):
+            await _search(client, query)
+    start = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for index in range(clients):
+            group.start_soon(one, index)
+    return samples, errors, time.perf_counter() - start
+
+
+def start_http(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([python(), "-m", "memctl", "mcp", "--http", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
+        if found:
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            return proc, found.group(1)
+    raise RuntimeError("memctl mcp --http did not start")
+
+
+def main() -> None:
+    import anyio
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--cold-runs", type=int, default=7)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--per-client", type=int, default=200)
+    parser.add_argument("--embedder", choices=["local", "fake"], default="local")
+    args = parser.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="memctl-bench-mcp-"))
+    env = {**os.environ, "MEMCTL_HOME": str(home), "MEMCTL_EMBEDDING_PROVIDER": args.embedder,
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("MEMCTL_STORE", None)
+    built = float(subprocess.run([python(), "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                                  f"from bench.mcp_latency import build; from pathlib import Path; "
+                                  f"print(build(Path({str(home)!r}), {args.size}, {args.embedder!r}))"],
+                                 check=True, capture_output=True, text=True, env=env).stdout.split()[-1])
+    subprocess.run([python(), "-m", "compileall", "-q", str(REPO / "memctl")], check=True)
+
+    load_before = os.getloadavg()[0]
+    warm, floor = anyio.run(warm_stdio, env, args.calls)
+    alone = embed_alone(args.embedder, min(args.calls, 100))
+    run_child([python(), "-m", "memctl", "load", "cold warm-up query", "--json"], env)  # page cache
+    cold = [run_child([python(), "-m", "memctl", "load", q, "--json"], env)[0]
+            for q in queries("cold", args.cold_runs)]
+    proc, url = start_http(env)
+    try:
+        samples, errors, wall = anyio.run(concurrent_http, url, args.clients, args.per_client)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    ms = lambda s: s * 1000  # noqa: E731
+    warm_p50, warm_p95 = ms(statistics.median(warm)), ms(percentile(warm, 0.95))
+    cold_p50 = ms(statistics.median(cold))
+    calls = args.clients * args.per_client
+    rows = [
+        [f"warm memory_search, stdio ({args.calls} calls)", warm_p50, warm_p95, "p50 ≤ 15 ms"],
+        ["  of which: query embedding alone (in-process)", ms(statistics.median(alone)), ms(percentile(alone, 0.95)),
+         f"model: {args.embedder}"],
+        ["  floor: memory_list of 1, stdio (50 calls)", ms(statistics.median(floor)), ms(percentile(floor, 0.95)),
+         "protocol + store, no embedding"],
+        [f"cold `memctl load` (fresh process, {args.cold_runs} runs)", cold_p50, ms(percentile(cold, 0.95)), ""],
+        ["cold / warm (p50)", cold_p50 / warm_p50, "", "≥ 20x"],
+        [f"HTTP, {args.clients} clients x {args.per_client} calls at once", ms(statistics.median(samples)),
+         ms(percentile(samples, 0.95)), f"{errors} errors (goal 0); {calls / wall:.0f} calls/s"],
+    ]
+    title = (f"memctl mcp: {args.size:,} memories, embedder {args.embedder} (store built in {built:.0f} s); "
+             f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} CPUs")
+    print(table(title, ["what", "p50 ms", "p95 ms", "goal / note"], rows))
+    print(json.dumps({"size": args.size, "embedder": args.embedder, "load_average": load_before,
+                      "warm_p50_ms": warm_p50, "warm_p95_ms": warm_p95, "floor_p50_ms": ms(statistics.median(floor)),
+                      "embed_alone_p50_ms": ms(statistics.median(alone)),
+                      "cold_p50_ms": cold_p50, "ratio": cold_p50 / warm_p50, "http_clients": args.clients,
+                      "http_calls": calls, "http_errors": errors, "http_p50_ms": ms(statistics.median(samples)),
+                      "http_p95_ms": ms(percentile(samples, 0.95)), "http_calls_per_s": calls / wall}))
+
+
+if __name__ == "__main__":
+    main()
