@@ -213,11 +213,17 @@ class PruneCriteria:
     min_importance: float | None = None  # metadata `importance` below this (missing: config default)
     source: str | None = None  # knowledge | conversation
     filter: str | None = None
+    decayed_below: float | None = None  # effective importance (memctl.importance.effective) below this
 
     def check(self) -> None:
         if all(v is None for v in asdict(self).values()):
             raise UsageError("prune needs at least one criterion",
-                             hint="--older-than, --not-accessed-for, --area, --min-importance, --source or --filter")
+                             hint="--older-than, --not-accessed-for, --area, --min-importance, --decayed-below, "
+                                  "--source or --filter")
+        if self.decayed_below is not None:
+            from memctl.importance import check
+
+            check(self.decayed_below, "--decayed-below")
         if self.older_than is not None:
             parse_duration(self.older_than, "--older-than")
         if self.not_accessed_for is not None:
@@ -242,6 +248,12 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
     seen_before = now - parse_duration(criteria.not_accessed_for) if criteria.not_accessed_for else None
     default_importance = float(store.config["prune_default_importance"])
     flt = store.compile(criteria.filter)
+    decayed = None
+    if criteria.decayed_below is not None:
+        from memctl.importance import decayed_below
+
+        decayed = decayed_below(criteria.decayed_below, default_importance,
+                                float(store.config["importance_half_life"]), now)
     selected: list[Memory] = []
     for memory, accessed_at in store.iter_with_access(area=criteria.area):
         if created_before is not None and not _before(memory.created_at, created_before):
@@ -252,6 +264,8 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
             continue
         if criteria.min_importance is not None and not importance(memory.metadata, default_importance) < \
                 criteria.min_importance:
+            continue
+        if decayed is not None and not decayed(memory, accessed_at):
             continue
         if flt is not None and not flt.matches(memory.filter_names()):
             continue
