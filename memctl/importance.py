@@ -52,7 +52,7 @@ KEEP_TEXT_ZH = re.compile(r"喜欢|偏好|习惯|讨厌|不喜欢|不要|不用|
                           r"必须|务必|默认|过敏|规则")
 # One-off: tied to this moment, so less worth keeping even if it passed the quality gate.
 ONE_OFF_EN = re.compile(r"\b(today|tonight|this (time|morning|afternoon|evening|week)|tomorrow|right now|"
-                        r"for now|just (this )?once|one-off|one off|temporar(y|ily)|at the moment|for the moment)\b",
+                        r"for now|just (this )?once|one-off|one off|temporarily|at the moment|for the moment)\b",
                         re.IGNORECASE)
 ONE_OFF_ZH = re.compile(r"今天|今晚|明天|这次|这一次|本次|暂时|临时|这周|本周|现在先|先这样")
 
@@ -63,7 +63,7 @@ LATIN = re.compile(r"[a-z0-9][a-z0-9_+#.\-]*[a-z0-9+#]|[a-z0-9]", re.IGNORECASE)
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 STOP = frozenset("""a an and are as at be but by for from has have he her his i if in into is it its me my no not
 of on or our she so than that the their them then there these they this to too us was we were what when which who
-will with you your user users uses use""".split())
+will with you your user users uses use please thanks also just now""".split())
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,8 @@ def tokens(text: str) -> set[str]:
 
 def _stem(word: str) -> str:
     """Plural and third-person -s off, so "answers" meets "answer" and "prefers" meets "prefer"."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
