@@ -36,8 +36,8 @@ KEEP_EN = re.compile(
     r"please remember|don'?t forget|keep in mind|every time|whenever|by default|"
     r"i (really )?(prefer|like|love|hate|dislike|want you to|need you to)|i'?d rather|"
     r"do not ever|don'?t ever|never ever|stop (using|doing|sending|calling)|no more|"
-    r"make sure (to|you)|must|mustn'?t|rule|policy|allergic)\b", re.IGNORECASE)
-KEEP_ZH = re.compile(r"以后都|以后一律|以后请|从现在起|从现在开始|从今以后|今后|记住|记得|别忘了|"
+    r"make sure (to|you)|must|mustn'?t|rules?|polic(y|ies)|allerg(y|ies|ic))\b", re.IGNORECASE)
+KEEP_ZH = re.compile(r"以后.{0,8}都|以后一律|以后请|从现在起|从现在开始|从今以后|今后|记住|记得|别忘了|"
                      r"我喜欢|我更喜欢|我偏好|我习惯|我讨厌|我不喜欢|不要再|别再|千万别|千万不要|一律|"
                      r"永远|总是|始终|每次|务必|必须|默认|过敏")
 # The ones that speak about remembering itself: the only ones that count for a solution, whose symptom
@@ -47,7 +47,8 @@ KEEP_EXPLICIT = re.compile(r"\b(from now on|going forward|remember (that|this)|p
                            re.IGNORECASE)
 # The same idea as written by the extraction prompt ("User prefers ...", "... must ...").
 KEEP_TEXT = re.compile(r"\b(prefers?|likes|dislikes|hates|wants (answers|replies|responses|the assistant)|"
-                       r"always|never|must|should always|should never|rule|policy|allergic)\b", re.IGNORECASE)
+                       r"always|never|must|should always|should never|rules?|polic(y|ies)|allerg(y|ies|ic))\b",
+                       re.IGNORECASE)
 KEEP_TEXT_ZH = re.compile(r"喜欢|偏好|习惯|讨厌|不喜欢|不要|不用|别用|不吃|总是|永远|始终|一律|每次|"
                           r"必须|务必|默认|过敏|规则")
 # One-off: tied to this moment, so less worth keeping even if it passed the quality gate.
@@ -116,9 +117,12 @@ def of(metadata: Mapping[str, Any], default: float) -> float:
 def tokens(text: str) -> set[str]:
     """Content words: Latin words (no stop words) and the character pairs of CJK runs."""
     found = {_stem(w.lower()) for w in LATIN.findall(text) if w.lower() not in STOP}
-    for run in CJK.findall(text):
+    for run in CJK.findall(CJK_STOP.sub(" ", text)):
         found.update([run] if len(run) == 1 else (run[i:i + 2] for i in range(len(run) - 1)))
     return found
+
+
+CJK_STOP = re.compile(r"用户的?|我的?|你的?")  # the extraction's "用户" is the user's "我", like "user"/"I"
 
 
 def _stem(word: str) -> str:
@@ -159,14 +163,22 @@ def clauses(user_texts: Sequence[str]) -> list[Clause]:
         question = sentence.rstrip().endswith(("?", "？"))  # "why does it never hit?" asks, it keeps nothing
         parts = [p.strip() for p in CLAUSE.split(sentence) if p.strip()]
         lead: str | None = None
+        heading: str | None = None  # "Standing rules: British spelling, sources from 2020 on" covers the list
         for part in parts:
             words = frozenset(tokens(part))
             keep = None if question else keep_signal(part)
-            signal = keep or lead
+            signal = keep or lead or heading
             found.append(Clause(part, words, signal, one_off_signal(part),
                                 bool(signal and KEEP_EXPLICIT.search(signal))))
             lead = keep if keep and len(words) <= LEAD_IN_WORDS else None
+            if keep and _before_colon(sentence, part):
+                heading = keep
     return found
+
+
+def _before_colon(sentence: str, part: str) -> bool:
+    end = sentence.find(part) + len(part)
+    return sentence[end:end + 1] in (":", "：")
 
 
 class Rater:

@@ -38,6 +38,8 @@ def _seed(store, rows: list[dict]) -> list[str]:
     ("I prefer metric units in every answer.", "User wants metric units in answers"),
     ("Never deploy the billing service on Fridays.", "The billing service is not deployed on Fridays"),
     ("以后都用中文回答我。", "以后都用中文回答"),
+    ("好。以后回答我都用中文吧。", "用户希望回答用中文"),
+    ("I have a severe peanut allergy, so no peanuts.", "User has a severe peanut allergy"),
     ("记住，我的车牌号是沪A12345。", "用户的车牌号是沪A12345"),
     ("我喜欢靠窗的座位。", "用户想要靠窗的座位"),
     ("不要再给我推荐咖啡因饮料了。", "不给用户推荐咖啡因饮料"),
@@ -69,6 +71,11 @@ def test_the_signal_belongs_to_its_own_clause_and_a_short_lead_in():
     assert rater.rate("Ana's shop runs on Django 5 with PostgreSQL").value == 0.5  # the "always" is about Spanish
     assert rater.rate("User always wants answers in Spanish").value == 0.8
     assert rater.rate("Summaries go at the top of answers").value == 0.8  # "From now on," leads into it
+    listed = Rater(["I write for a trade magazine. Standing rules for anything you help me with: British spelling, "
+                    "and sources from 2020 onwards only."])
+    assert listed.rate("User wants British spelling").value == 0.8  # the heading before the colon covers the list
+    assert listed.rate("Sources must date from 2020 onwards").value == 0.8
+    assert listed.rate("User writes for a trade magazine").value == 0.5
 
 
 def test_questions_and_symptoms_do_not_raise_solutions():
