@@ -259,6 +259,9 @@ def main() -> None:
         rows += evaluate(folder, home, settings, args.seed, args.details)
     print(table(f"Recall with the importance/recency re-ranking off and on ({model}, recall defaults otherwise)",
                 ["corpus", "stores", "ranking", "recall finds answer", "silent on negatives", "newer first"], rows))
+    keys = ["corpus", "stores", "ranking", "recall", "silent_on_negatives", "newer_first"]
+    print(json.dumps({"bench": "importance_ranking", "model": model,
+                      "rows": [dict(zip(keys, map(str, row), strict=True)) for row in rows]}, ensure_ascii=False))
 
 
 if __name__ == "__main__":
