@@ -246,14 +246,14 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
     now = now or datetime.now(UTC)
     created_before = now - parse_duration(criteria.older_than) if criteria.older_than else None
     seen_before = now - parse_duration(criteria.not_accessed_for) if criteria.not_accessed_for else None
-    default_importance = float(store.config["prune_default_importance"])
-    flt = store.compile(criteria.filter)
     decayed = None
     if criteria.decayed_below is not None:
         from memctl.importance import decayed_below
 
-        decayed = decayed_below(criteria.decayed_below, default_importance,
+        decayed = decayed_below(criteria.decayed_below, float(store.config["prune_default_importance"]),
                                 float(store.config["importance_half_life"]), now)
+    default_importance = float(store.config["prune_default_importance"])
+    flt = store.compile(criteria.filter)
     selected: list[Memory] = []
     for memory, accessed_at in store.iter_with_access(area=criteria.area):
         if created_before is not None and not _before(memory.created_at, created_before):
@@ -262,10 +262,10 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
             continue
         if criteria.source is not None and is_knowledge(memory.metadata) != (criteria.source == "knowledge"):
             continue
+        if decayed is not None and not decayed(memory, accessed_at):
+            continue
         if criteria.min_importance is not None and not importance(memory.metadata, default_importance) < \
                 criteria.min_importance:
-            continue
-        if decayed is not None and not decayed(memory, accessed_at):
             continue
         if flt is not None and not flt.matches(memory.filter_names()):
             continue
