@@ -94,3 +94,13 @@ def store(home: Path):
 
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as opened:
         yield opened
+
+
+def stored_count(cli: Any, *args: str) -> int:
+    """How many memories `list` reports; 0 for a store that does not exist (nothing was created)."""
+    result = cli("list", "--json", *args)
+    if result.code == 3:
+        assert "no store" in result.json["error"]["message"], result.err
+        return 0
+    assert result.code == 0, result.err
+    return int(result.json["total"])

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import stored_count
+
 MEMORY_KEYS = {"id", "text", "area", "created_at", "updated_at", "metadata"}
 
 
@@ -209,7 +211,7 @@ def test_import_rejects_bad_lines_before_writing(backend, cli, tmp_path: Path):
     bad.write_text('{"text": "fine"}\n{"text": "also fine"}\n{not json\n')
     result = cli("import", bad, "--json")
     assert result.code == 2 and "bad.jsonl:3" in result.json["error"]["message"]
-    assert cli("list", "--json").json["total"] == 0
+    assert stored_count(cli) == 0
     notext = tmp_path / "notext.jsonl"
     notext.write_text('{"area": "main"}\n')
     assert "no text" in cli("import", notext).err

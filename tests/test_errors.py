@@ -293,3 +293,12 @@ def test_a15_agent_zero_index_declaring_a_huge_size(cli, tmp_path: Path):
     doc = cli("import-agent-zero", str(folder), "--json").json
     assert doc["imported"] == 1 and doc["reembedded"] == 1
     assert any("declares more vectors" in note for note in doc["notes"])
+
+
+def test_b1_read_only_commands_create_nothing_on_postgres(backend, cli):
+    if backend != "postgres":
+        pytest.skip("the embedded case is test_b1_read_only_commands_create_nothing")
+    for args in (["list"], ["load", "q"], ["show", "someid"], ["history"]):
+        result = cli("--subdir", "typo-store", *args, "--json")
+        assert result.code == 3 and "no store" in result.json["error"]["message"], args
+    assert "typo-store" not in [s["name"] for s in cli("subdirs", "--json").json["subdirs"]]

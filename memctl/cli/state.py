@@ -38,7 +38,7 @@ class State:
             from memctl.paths import list_subdirs, resolve_root
 
             return list_subdirs(resolve_root(self.root))
-        with self.open_store() as store:
+        with self.open_store(create=True) as store:  # on PostgreSQL opening writes no row
             return [name for name, _ in store.subdirs()]
 
     @property

@@ -65,8 +65,15 @@ def open_store(root: str | os.PathLike[str] | None = None, subdir: str = DEFAULT
         from memctl.store.postgres import PostgresStore
 
         name = validate_subdir(subdir)
-        return PostgresStore(url, name, config or load_config(None, overrides), embedder=embedder, actor=actor,
-                             cache_dir=Path(root_path) / ".cache" / "embeddings")
+        opened = PostgresStore(url, name, config or load_config(None, overrides), embedder=embedder, actor=actor,
+                               cache_dir=Path(root_path) / ".cache" / "embeddings")
+        if not create and name not in {known for known, _ in opened.subdirs()}:
+            from memctl.errors import NotFoundError
+
+            opened.close()
+            raise NotFoundError(f"no store {name!r} in the PostgreSQL database",
+                                hint="check --subdir (`memctl subdirs` lists the stores); `memctl save` creates one")
+        return opened
     folder = store_dir(root_path, subdir)
     if config is None:
         config = load_config(folder, overrides)  # a bad store config.yaml is named before anything else
