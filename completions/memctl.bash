@@ -16,13 +16,13 @@ _memctl_subcommands() {
 _memctl_options() {
     case "$1" in
         memctl) _memctl_words=(--root -s --subdir --store --json -q --quiet --version -h --help) ;;
-        'memctl save') _memctl_words=(-a --area -m --meta -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl save') _memctl_words=(-a --area -m --meta --importance -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl delete') _memctl_words=(--no-cascade --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl show') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl list') _memctl_words=(-a --area -f --filter -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area --importance -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export') _memctl_words=(-o --output --vectors -a --area --all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -31,7 +31,7 @@ _memctl_options() {
         'memctl import-agent-zero') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export-agent-zero') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --decayed-below --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl restore') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl purge') _memctl_words=(--older-than --all --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl backup') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -55,15 +55,15 @@ _memctl_options() {
 # _memctl_takes_value PATH OPTION: succeed when OPTION needs a value.
 _memctl_takes_value() {
     case "$1|$2" in
-        'memctl save|-a'|'memctl save|--area'|'memctl save|-m'|'memctl save|--meta') return 0 ;;
+        'memctl save|-a'|'memctl save|--area'|'memctl save|-m'|'memctl save|--meta'|'memctl save|--importance') return 0 ;;
         'memctl load|-t'|'memctl load|--threshold'|'memctl load|-n'|'memctl load|--limit'|'memctl load|-a'|'memctl load|--area'|'memctl load|-f'|'memctl load|--filter'|'memctl load|--mode') return 0 ;;
         'memctl forget|-t'|'memctl forget|--threshold'|'memctl forget|-a'|'memctl forget|--area'|'memctl forget|-f'|'memctl forget|--filter') return 0 ;;
         'memctl list|-a'|'memctl list|--area'|'memctl list|-f'|'memctl list|--filter'|'memctl list|-n'|'memctl list|--limit'|'memctl list|-p'|'memctl list|--page') return 0 ;;
-        'memctl update|--text'|'memctl update|-m'|'memctl update|--meta'|'memctl update|--unset'|'memctl update|-a'|'memctl update|--area') return 0 ;;
+        'memctl update|--text'|'memctl update|-m'|'memctl update|--meta'|'memctl update|--unset'|'memctl update|-a'|'memctl update|--area'|'memctl update|--importance') return 0 ;;
         'memctl history|-n'|'memctl history|--limit') return 0 ;;
         'memctl export|-o'|'memctl export|--output'|'memctl export|-a'|'memctl export|--area') return 0 ;;
         'memctl import|--on-conflict'|'memctl import|--batch-size') return 0 ;;
-        'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter') return 0 ;;
+        'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--decayed-below'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter') return 0 ;;
         'memctl purge|--older-than') return 0 ;;
         'memctl memorize|--batch'|'memctl memorize|-a'|'memctl memorize|--area'|'memctl memorize|--recalled') return 0 ;;
         'memctl consolidate|-a'|'memctl consolidate|--area') return 0 ;;
@@ -83,6 +83,7 @@ _memctl_values() {
     case "$1|$2" in
         'memctl save|-a'|'memctl save|--area') _memctl_add main fragments solutions; return ;;
         'memctl save|-m'|'memctl save|--meta') :; return ;;
+        'memctl save|--importance') :; return ;;
         'memctl load|-t'|'memctl load|--threshold') :; return ;;
         'memctl load|-n'|'memctl load|--limit') :; return ;;
         'memctl load|-a'|'memctl load|--area') _memctl_add main fragments solutions; return ;;
@@ -99,6 +100,7 @@ _memctl_values() {
         'memctl update|-m'|'memctl update|--meta') :; return ;;
         'memctl update|--unset') :; return ;;
         'memctl update|-a'|'memctl update|--area') _memctl_add main fragments solutions; return ;;
+        'memctl update|--importance') :; return ;;
         'memctl history|-n'|'memctl history|--limit') :; return ;;
         'memctl export|-o'|'memctl export|--output') _memctl_files path; return ;;
         'memctl export|-a'|'memctl export|--area') _memctl_add main fragments solutions; return ;;
@@ -108,6 +110,7 @@ _memctl_values() {
         'memctl prune|--not-accessed-for') :; return ;;
         'memctl prune|-a'|'memctl prune|--area') _memctl_add main fragments solutions; return ;;
         'memctl prune|--min-importance') :; return ;;
+        'memctl prune|--decayed-below') :; return ;;
         'memctl prune|--source') :; return ;;
         'memctl prune|-f'|'memctl prune|--filter') :; return ;;
         'memctl purge|--older-than') :; return ;;

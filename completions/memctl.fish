@@ -12,7 +12,7 @@ end
 
 function __memctl_takes_value --description 'Succeed when the option (argv[2]) needs a value'
     switch $argv[1]'|'$argv[2]
-        case 'memctl save|-a' 'memctl save|--area' 'memctl save|-m' 'memctl save|--meta'
+        case 'memctl save|-a' 'memctl save|--area' 'memctl save|-m' 'memctl save|--meta' 'memctl save|--importance'
             return 0
         case 'memctl load|-t' 'memctl load|--threshold' 'memctl load|-n' 'memctl load|--limit' 'memctl load|-a' 'memctl load|--area' 'memctl load|-f' 'memctl load|--filter' 'memctl load|--mode'
             return 0
@@ -20,7 +20,7 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl list|-a' 'memctl list|--area' 'memctl list|-f' 'memctl list|--filter' 'memctl list|-n' 'memctl list|--limit' 'memctl list|-p' 'memctl list|--page'
             return 0
-        case 'memctl update|--text' 'memctl update|-m' 'memctl update|--meta' 'memctl update|--unset' 'memctl update|-a' 'memctl update|--area'
+        case 'memctl update|--text' 'memctl update|-m' 'memctl update|--meta' 'memctl update|--unset' 'memctl update|-a' 'memctl update|--area' 'memctl update|--importance'
             return 0
         case 'memctl history|-n' 'memctl history|--limit'
             return 0
@@ -28,7 +28,7 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl import|--on-conflict' 'memctl import|--batch-size'
             return 0
-        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter'
+        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter'
             return 0
         case 'memctl purge|--older-than'
             return 0
@@ -102,7 +102,7 @@ complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory sim
 complete -c memctl -n '__memctl_at memctl' -a delete -d 'Delete memories by id, and what was derived from them.'
 complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its metadata.'
 complete -c memctl -n '__memctl_at memctl' -a list -d 'List memories, newest first, a page at a time.'
-complete -c memctl -n '__memctl_at memctl' -a update -d 'Change a memory\'s text and/or metadata; its history keeps the old version.'
+complete -c memctl -n '__memctl_at memctl' -a update -d 'Change a memory\'s text, metadata and/or importance; its history keeps the old version.'
 complete -c memctl -n '__memctl_at memctl' -a history -d 'Every recorded change (add, update, merge, replace, delete, prune, restore, import), newest first.'
 complete -c memctl -n '__memctl_at memctl' -a subdirs -d 'List the stores (sub-stores) under the root, with their sizes.'
 complete -c memctl -n '__memctl_at memctl' -a export -d 'Write the store as JSONL: a header line, then one memory per line.'
@@ -128,6 +128,7 @@ complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set confi
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl save' -s m -l meta -x -d 'key=value (repeatable; JSON values kept).'
+complete -c memctl -n '__memctl_at memctl save' -l importance -x -d 'Metadata `importance` in [0, 1] (1 = a standing rule).'
 
 # memctl load
 complete -c memctl -n '__memctl_at memctl load' -s t -l threshold -x -d 'Minimum relevance (1+cos)/2 [config search_threshold: 0.7].'
@@ -163,6 +164,7 @@ complete -c memctl -n '__memctl_at memctl update' -s m -l meta -x -d 'key=value 
 complete -c memctl -n '__memctl_at memctl update' -l unset -x -d 'Metadata key to remove (repeatable).'
 complete -c memctl -n '__memctl_at memctl update' -l replace-meta -d 'Replace metadata instead of merging.'
 complete -c memctl -n '__memctl_at memctl update' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
+complete -c memctl -n '__memctl_at memctl update' -l importance -x -d 'Metadata `importance` in [0, 1] (1 = a standing rule).'
 
 # memctl history
 complete -c memctl -n '__memctl_at memctl history' -s n -l limit -x -d 'Most entries, newest first.'
@@ -198,6 +200,7 @@ complete -c memctl -n '__memctl_at memctl prune' -l older-than -x -d 'Created mo
 complete -c memctl -n '__memctl_at memctl prune' -l not-accessed-for -x -d 'Not returned by `load` for this long (never returned: counted from creation).'
 complete -c memctl -n '__memctl_at memctl prune' -s a -l area -x -a 'main fragments solutions' -d 'Only this area.'
 complete -c memctl -n '__memctl_at memctl prune' -l min-importance -x -d 'Metadata `importance` below this (missing: config prune_default_importance).'
+complete -c memctl -n '__memctl_at memctl prune' -l decayed-below -x -d 'Effective importance below this: `importance` halved every importance_half_life days since last returned (else created).'
 complete -c memctl -n '__memctl_at memctl prune' -l source -x -d 'knowledge (knowledge_source: true) or conversation (everything else).'
 complete -c memctl -n '__memctl_at memctl prune' -s f -l filter -x -d 'Metadata filter expression.'
 complete -c memctl -n '__memctl_at memctl prune' -l purge -d 'Do not archive: gone for good (history keeps the operation, not the text).'

@@ -266,7 +266,7 @@ def recall_headings() -> list[str]:
     from memctl.llm import load_template
 
     headings = []
-    for name in ("recall_memories", "recall_solutions"):
+    for name in ("recall_rules", "recall_memories", "recall_solutions"):
         try:
             first = load_template(name).strip().splitlines()[0]
         except Exception:  # noqa: BLE001 - a missing template only weakens echo detection
@@ -278,6 +278,8 @@ def recall_headings() -> list[str]:
 
 def split_recalled(text: str) -> tuple[str, list[str]]:
     """(text without recalled blocks, the memories those blocks listed)."""
+    from memctl.provenance import strip_label
+
     headings = recall_headings()
     if not headings or not any(h in text for h in headings):
         return text, []
@@ -293,7 +295,7 @@ def split_recalled(text: str) -> tuple[str, list[str]]:
             inside = False
         if inside:
             if stripped.startswith(("- ", "* ")):
-                quoted.append(stripped[2:].strip())
+                quoted.append(strip_label(stripped[2:].strip()))  # without "[date, source]"
                 continue
             if not stripped:
                 continue

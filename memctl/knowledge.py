@@ -468,6 +468,8 @@ def _commit(store: StoreBase, group: list[_Work], state: State, chunking: Chunki
     """Embed the group's chunks first, then swap every file's old chunks for new ones in one transaction."""
     records: list[dict[str, Any]] = [{"text": chunk.text, "area": w.source.area, "metadata": _metadata(w, i, chunk)}
                                      for w in group for i, chunk in enumerate(w.chunks)]
+    for record in records:  # a file's own front-matter `importance` wins over the configured default
+        record["metadata"].setdefault("importance", float(store.config["knowledge_importance"]))
     vectors = _vectors(store, [r["text"] for r in records], report) if records else None
     old_ids = [mid for w in group if w.old for mid in w.old.ids]
     ids: list[str] = []

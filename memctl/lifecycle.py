@@ -213,11 +213,17 @@ class PruneCriteria:
     min_importance: float | None = None  # metadata `importance` below this (missing: config default)
     source: str | None = None  # knowledge | conversation
     filter: str | None = None
+    decayed_below: float | None = None  # effective importance (memctl.importance.effective) below this
 
     def check(self) -> None:
         if all(v is None for v in asdict(self).values()):
             raise UsageError("prune needs at least one criterion",
-                             hint="--older-than, --not-accessed-for, --area, --min-importance, --source or --filter")
+                             hint="--older-than, --not-accessed-for, --area, --min-importance, --decayed-below, "
+                                  "--source or --filter")
+        if self.decayed_below is not None:
+            from memctl.importance import check
+
+            check(self.decayed_below, "--decayed-below")
         if self.older_than is not None:
             parse_duration(self.older_than, "--older-than")
         if self.not_accessed_for is not None:
@@ -240,6 +246,12 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
     now = now or datetime.now(UTC)
     created_before = now - parse_duration(criteria.older_than) if criteria.older_than else None
     seen_before = now - parse_duration(criteria.not_accessed_for) if criteria.not_accessed_for else None
+    decayed = None
+    if criteria.decayed_below is not None:
+        from memctl.importance import decayed_below
+
+        decayed = decayed_below(criteria.decayed_below, float(store.config["prune_default_importance"]),
+                                float(store.config["importance_half_life"]), now)
     default_importance = float(store.config["prune_default_importance"])
     flt = store.compile(criteria.filter)
     selected: list[Memory] = []
@@ -249,6 +261,8 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
         if seen_before is not None and not _before(accessed_at or memory.created_at, seen_before):
             continue
         if criteria.source is not None and is_knowledge(memory.metadata) != (criteria.source == "knowledge"):
+            continue
+        if decayed is not None and not decayed(memory, accessed_at):
             continue
         if criteria.min_importance is not None and not importance(memory.metadata, default_importance) < \
                 criteria.min_importance:

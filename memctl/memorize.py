@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.consolidate import Consolidator, Outcome
 from memctl.errors import MemctlError, UsageError
+from memctl.importance import Rater, Weights
 from memctl.llm import LLMError, UtilityModel
 from memctl.quality import EmbedFn, Grounding, check, learned_gate_embed
 from memctl.store.records import AREAS
@@ -149,6 +150,7 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
     gate_embed = _gate_embed(store, report.notes)
     consolidator = Consolidator(store, llm, actor=actor, dry_run=dry_run)
     metadata = {"source": "memorize", "transcript": Path(source).name}
+    rater = Rater([m.content for m in messages if m.role == "user"], Weights.from_config(config))
     seen: set[tuple[str, str]] = set()
     for target_area, prompt, label in kinds:
         for text in extract(llm, prompt, transcript, report.notes, label):
@@ -162,7 +164,10 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
                 report.candidates.append(Outcome(text, target_area, "gated", verdict.reason or "",
                                                  notes=[verdict.detail] if verdict.detail else []))
                 continue
-            report.candidates.append(consolidator.consolidate(text, target_area, metadata))
+            rating = rater.rate(text, target_area)  # metadata `importance` (memctl.importance)
+            outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
+            outcome.notes.append(f"importance {rating.value:.2f}: {'; '.join(rating.reasons)}")
+            report.candidates.append(outcome)
     return report
 
 

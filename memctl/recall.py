@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memctl.llm import LLMError, UtilityModel, load_template, numbered, render
+from memctl.provenance import describe, label
+from memctl.ranking import rerank
 from memctl.store.records import Hit
 from memctl.transcripts import Message, as_text
 
@@ -31,8 +33,10 @@ class RecallResult:
     notes: list[str] = field(default_factory=list)  # what degraded and why
 
     def to_dict(self) -> dict[str, Any]:
-        return {"message": self.message, "query": self.query, "memories": [h.to_dict() for h in self.memories],
-                "solutions": [h.to_dict() for h in self.solutions], "notes": self.notes}
+        """Each hit with its provenance: date, source, source_name, group (memctl.provenance)."""
+        return {"message": self.message, "query": self.query,
+                "memories": [h.to_dict() | describe(h) for h in self.memories],
+                "solutions": [h.to_dict() | describe(h) for h in self.solutions], "notes": self.notes}
 
     @property
     def empty(self) -> bool:
@@ -50,6 +54,7 @@ def recall(store: StoreBase, message: str, history: list[Message] | None = None,
                             filter="area in ['main', 'fragments']")
     solutions = store.search(query, limit=int(config["recall_solutions_max_search"]), threshold=threshold,
                              area="solutions")
+    memories, solutions = rerank(memories, config), rerank(solutions, config)  # off unless rank_importance_weight
     if post_filter and llm and (memories or solutions):
         memories, solutions = filter_relevant(llm, message, memories, solutions,
                                               bool(config["recall_post_filter_fail_closed"]), notes)
@@ -99,14 +104,23 @@ def filter_relevant(llm: UtilityModel, message: str, memories: list[Hit], soluti
             [h for h, k in zip(solutions, keep[len(memories):], strict=False) if k])
 
 
+# Block sections in the order an agent reads them: (group, template).
+SECTIONS = (("rules", "recall_rules"), ("facts", "recall_memories"), ("solutions", "recall_solutions"))
+
+
 def render_prompt(result: RecallResult) -> str:
-    """The block an agent pastes into its system prompt (templates recall_memories / recall_solutions)."""
-    parts = []
+    """The block an agent pastes into its system prompt: standing preferences and rules, facts, then
+    solutions (templates recall_rules / recall_memories / recall_solutions), each item with its date
+    and source (recall_item), and the closing note (recall_note) when any item is dated."""
     item = load_template("recall_item")
-    for name, hits in (("recall_memories", result.memories), ("recall_solutions", result.solutions)):
-        if not hits:
-            continue
-        items = "\n".join(render(item, text=h.text.strip(), area=h.area, id=h.id, score=f"{h.score:.2f}",
-                                 created_at=h.created_at).rstrip("\n") for h in hits)
-        parts.append(render(load_template(name), items=items).strip())
+    grouped: dict[str, list[str]] = {group: [] for group, _ in SECTIONS}
+    for hit in [*result.memories, *result.solutions]:
+        fields = describe(hit)
+        grouped[fields["group"]].append(render(item, text=" ".join(hit.text.split()), area=hit.area, id=hit.id,
+                                               score=f"{hit.score:.2f}", created_at=hit.created_at,
+                                               date=fields["date"], source=label(fields)).rstrip("\n"))
+    parts = [render(load_template(name), items="\n".join(grouped[group])).strip()
+             for group, name in SECTIONS if grouped[group]]
+    if parts:
+        parts.append(load_template("recall_note").strip())
     return "\n\n".join(parts) + ("\n" if parts else "")

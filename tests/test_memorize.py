@@ -70,7 +70,10 @@ def test_memorize_gates_and_inserts(cli, chat, scripted):
     assert doc["summary"]["gated"] == 2 and doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 3
     listed = cli("list", "--json").json["items"]
     assert {m["area"] for m in listed} == {"fragments", "solutions"} and len(listed) == 3
-    assert all(m["metadata"] == {"source": "memorize", "transcript": "chat.json"} for m in listed)
+    assert all(m["metadata"] == {"source": "memorize", "transcript": "chat.json",
+                                 "importance": m["metadata"]["importance"]} for m in listed)
+    importance = {m["text"]: m["metadata"]["importance"] for m in listed}
+    assert importance[FACTS[1]] == 0.8 and importance[FACTS[0]] == 0.5  # "I always want answers in Spanish"
     assert router.count("fragments") == 1 and router.count("solutions") == 1
     table = cli("memorize", chat, "--dry-run")  # the human table
     assert "local_coordinate" in table.out and "ungrounded" in table.out and "dry run" in table.out

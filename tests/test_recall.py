@@ -42,14 +42,19 @@ def _llm(store, *replies):
 
 
 def test_prompt_format_exact(cli, filled):
+    """Grouped as an agent uses them (rules, facts, solutions), each item dated and sourced, then the note."""
     result = cli("recall", "dark mode editor", "--threshold", "0.6")
     assert result.code == 0, result.err
+    day = cli("recall", "dark mode editor", "--threshold", "0.6", "--json").json["memories"][0]["updated_at"][:10]
     assert result.out == (
+        "## Standing preferences and rules\n\n"
+        f"- User prefers dark mode in every editor [{day}, saved]\n\n"
         "## What you remember about this\n\n"
-        "- User prefers dark mode in every editor\n"
-        "- The editor of choice is Neovim with dark mode\n\n"
+        f"- The editor of choice is Neovim with dark mode [{day}, saved]\n\n"
         "## Approaches that worked before\n\n"
-        "- Editor shows light mode after update -> set theme dark mode in settings.json\n"
+        f"- Editor shows light mode after update -> set theme dark mode in settings.json [{day}, saved]\n\n"
+        "Each note ends with the day it was last written and where it came from. When two notes contradict "
+        "each other, go by the newer one.\n"
     )
 
 

@@ -29,6 +29,10 @@ def prune(
     min_importance: Annotated[float | None, typer.Option(
         "--min-importance", callback=unit_interval, help="Metadata `importance` below "
                                                          "this (missing: config prune_default_importance).")] = None,
+    decayed_below: Annotated[float | None, typer.Option(
+        "--decayed-below", callback=unit_interval, help="Effective importance below this: `importance` halved every "
+                                                        "importance_half_life days since last returned (else "
+                                                        "created).")] = None,
     source: Annotated[str | None, typer.Option("--source", help="knowledge (knowledge_source: true) or "
                                                "conversation (everything else).")] = None,
     filter: Annotated[str | None, typer.Option("--filter", "-f", help="Metadata filter expression.")] = None,
@@ -42,7 +46,7 @@ def prune(
     from memctl.lifecycle import prune as run_prune
 
     st = state(ctx)
-    criteria = PruneCriteria(older_than, not_accessed_for, area, min_importance, source, filter)
+    criteria = PruneCriteria(older_than, not_accessed_for, area, min_importance, source, filter, decayed_below)
     with st.open_store(actor="prune") as store:
         chosen = select_for_prune(store, criteria)
         question = f"Prune {len(chosen)} memories{' for good' if purge else ''}?" if chosen else None

@@ -18,6 +18,24 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
 
 
+def _importance(value: float | None) -> float | None:
+    from memctl.importance import check
+
+    return None if value is None else check(value, "--importance")
+
+
+ImportanceOpt = Annotated[float | None, typer.Option(
+    "--importance", callback=_importance, help="Metadata `importance` in [0, 1] (1 = a standing rule).")]
+
+
+def _with_importance(metadata: dict, value: float | None) -> dict:
+    """--meta importance=... obeys the same rule as --importance; --importance wins."""
+    from memctl.importance import check_metadata
+
+    check_metadata(metadata)
+    return metadata if value is None else {**metadata, "importance": value}
+
+
 def confirm(ctx: typer.Context, question: str, yes: bool) -> None:
     """Destructive commands ask on a TTY unless --yes; scripts (no TTY) are not prompted."""
     if yes or not state(ctx).interactive or state(ctx).json:
@@ -31,11 +49,13 @@ def save(
     text: Annotated[str, typer.Argument(help="The memory text; '-' reads stdin, '@FILE' reads a file.")],
     area: Annotated[str, typer.Option("--area", "-a", help="main, fragments or solutions.")] = "main",
     meta: MetaOpt = None,
+    importance: ImportanceOpt = None,
 ) -> None:
     """Save one memory and print its id."""
     st = state(ctx)
+    metadata = _with_importance(parse_meta(meta), importance)
     with st.open_store(create=True) as store:
-        ids = store.add([read_text(text)], area=area, metadata=[parse_meta(meta)])
+        ids = store.add([read_text(text)], area=area, metadata=[metadata])
     emit(st, {"subdir": st.subdir, "area": area, "ids": ids}, lambda c: c.print(ids[0]))
 
 
@@ -192,15 +212,16 @@ def update(
     unset: Annotated[list[str] | None, typer.Option("--unset", help="Metadata key to remove (repeatable).")] = None,
     replace_meta: Annotated[bool, typer.Option("--replace-meta", help="Replace metadata instead of merging.")] = False,
     area: AreaOpt = None,
+    importance: ImportanceOpt = None,
 ) -> None:
-    """Change a memory's text and/or metadata; its history keeps the old version."""
+    """Change a memory's text, metadata and/or importance; its history keeps the old version."""
     st = state(ctx)
-    if text is None and not meta and not unset and area is None and not replace_meta:
-        raise UsageError("nothing to update", hint="pass --text, --meta, --unset or --area")
+    if text is None and not meta and not unset and area is None and not replace_meta and importance is None:
+        raise UsageError("nothing to update", hint="pass --text, --meta, --unset, --area or --importance")
+    changes = _with_importance(parse_meta(meta), importance)
     with st.open_store() as store:
         before = store.get_one(memory_id)
         new_text = read_text(text) if text is not None else None
-        changes = parse_meta(meta)
         wanted = dict(changes) if replace_meta else {**before.metadata, **changes}
         for key in unset or []:
             wanted.pop(key, None)

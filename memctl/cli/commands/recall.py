@@ -46,6 +46,8 @@ def recall(
         llm = UtilityModel(store.config) if (query_prep or post_filter) else None
         result = run_recall(store, text, past, llm=llm, query_prep=query_prep, post_filter=post_filter,
                             threshold=threshold)
+        if not result.empty and store.config["track_access"]:  # a use: the memory's importance stops decaying
+            store.touch([h.id for h in [*result.memories, *result.solutions]])
     for note in result.notes:
         info(st, f"memctl: {note}")
     if st.json or output_format == "json":
