@@ -132,6 +132,12 @@ CREATE TABLE memctl_knowledge_files (
 CREATE INDEX memctl_memories_knowledge ON memctl_memories (subdir, seq)
     WHERE (metadata->>'knowledge_source') = 'true';
 """),
+    ("m003_repair_metadata_strings", """
+-- Batches of 50 or more rows were once copied with their metadata encoded twice: the column held
+-- a JSON string whose text is the object. Decode those back into the object (metadata is always one).
+UPDATE memctl_memories SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
+UPDATE memctl_archive SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
+"""),
 ]
 
 
