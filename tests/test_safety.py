@@ -6,6 +6,7 @@ Tests that apply to both backends take the `backend` fixture (embedded, then Pos
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,174 @@ def test_import_knowledge_twice_adds_nothing_on_both_backends(home: Path, backen
         counts.append(cli("stats", "--json").json["stores"][0]["count"])
     assert counts[0] > 0 and counts == [counts[0]] * 3
     assert cli("stats", "--json").json["stores"][0]["knowledge"] == counts[0]
+
+
+# -- 2 and 7. restore-backup while another process keeps the store open; kills during restore ---------
+WRITER = r"""
+import sys, time, memctl
+from memctl.embeddings import FakeEmbedder
+root, stop = sys.argv[1], sys.argv[2]
+import os
+with memctl.open_store(root, "default", embedder=FakeEmbedder()) as store:
+    n = 0
+    while not os.path.exists(stop):
+        try:
+            [mid] = store.add([f"live writer memory {n}"])
+        except memctl.MemctlError as exc:
+            print("ERR", exc, flush=True)
+            time.sleep(0.05)
+            continue
+        print("ACK", mid, time.time(), flush=True)
+        n += 1
+        time.sleep(0.01)
+"""
+
+
+def _start_writer(home: Path, tmp_path: Path):
+    import subprocess
+    import sys
+
+    stop = tmp_path / "stop-writer"
+    stop.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(home), str(stop)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return proc, stop
+
+
+def _acked(proc, stop: Path) -> tuple[list[tuple[str, float]], str]:
+    stop.write_text("stop")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return [(line.split()[1], float(line.split()[2])) for line in out.splitlines() if line.startswith("ACK")], out
+
+
+def _ids_in(folder: Path) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{folder / 'memories.sqlite'}?mode=ro", uri=True) as db:
+        return {r[0] for r in db.execute("SELECT id FROM memories")}
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _wait_for_acks(proc, count: int) -> None:
+    import time
+
+    deadline = time.monotonic() + 60
+    seen = 0
+    while seen < count and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        seen += line.startswith("ACK")
+    assert seen >= count
+
+
+def test_restore_backup_with_a_writer_keeping_the_store_open(cli, home: Path, tmp_path: Path):
+    import time
+
+    cli("save", "memory in the backup")
+    assert cli("backup", tmp_path / "bk").code == 0
+    proc, stop = _start_writer(home, tmp_path)
+    _wait_for_acks(proc, 20)  # these land in the old store (kept aside by --force)
+    result = cli("restore-backup", tmp_path / "bk", "--force", "--json")
+    assert result.code == 0, result.err
+    restored_at = time.time()
+    time.sleep(1.0)
+    acked, _ = _acked(proc, stop)
+    final = _ids_in(home / "default")
+    aside = _ids_in(Path(result.json["kept_old"]))
+    after = [mid for mid, at in acked if at > restored_at]
+    assert len(after) > 10 and set(after) <= final  # written after the restore: in the restored store
+    assert not [mid for mid, _ in acked if mid not in final | aside]  # nothing acknowledged is lost
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        assert "memory in the backup" in {m.text for m, _ in store.iter_all()}
+
+
+def test_kill_during_restore_with_a_live_writer_loses_nothing(cli, home: Path, tmp_path: Path):
+    """kill -9 restore-backup at random moments while another process writes: afterwards the store
+    opens (never empty, never missing), and every acknowledged memory is in it or in a kept-aside store."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for i in range(30):
+        cli("save", f"backed up memory {i}")
+    assert cli("backup", tmp_path / "bk").code == 0
+    proc, stop = _start_writer(home, tmp_path)
+    _wait_for_acks(proc, 5)
+    rng = random.Random(17)
+    kills = int(os.environ.get("MEMCTL_TEST_RESTORE_KILLS", "12"))
+    for _ in range(kills):
+        restorer = subprocess.Popen([sys.executable, "-m", "memctl", "restore-backup", str(tmp_path / "bk"),
+                                     "--force"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.2, 1.5))
+        restorer.send_signal(signal.SIGKILL)
+        restorer.wait()
+    done = cli("restore-backup", tmp_path / "bk", "--force")  # one that finishes: the writer follows it
+    assert done.code == 0, done.err
+    restored_at = time.time()
+    time.sleep(1.0)
+    acked, out = _acked(proc, stop)
+    assert "ERR" not in out
+    after = {mid for mid, at in acked if at > restored_at}
+    assert after and after <= _ids_in(home / "default")
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        assert len(store) >= 30
+    everywhere = _ids_in(home / "default")
+    for aside in home.glob(".default.replaced-*"):
+        everywhere |= _ids_in(aside)
+    lost = [mid for mid, _ in acked if mid not in everywhere]
+    print(f"restore kills: {kills}, acknowledged: {len(acked)}, lost: {len(lost)}")
+    assert not lost
+    assert not list(home.glob(".default.swap.json"))
+
+
+KILL_BETWEEN_RENAMES = r"""
+import os, sys
+from pathlib import Path
+import memctl.files as files
+calls = []
+real = os.rename
+def rename(src, dst):
+    calls.append(src)
+    if len(calls) == int(sys.argv[3]):
+        os._exit(9)  # killed right here
+    real(src, dst)
+files.os.rename = rename
+from memctl.backup import backup_store, restore_backup
+if sys.argv[1] == "restore":
+    restore_backup(Path(sys.argv[2]), Path(sys.argv[4]), force=True)
+else:
+    backup_store(Path(sys.argv[4]), Path(sys.argv[2]), force=True)
+"""
+
+
+@pytest.mark.parametrize("kind", ["restore", "backup"])
+@pytest.mark.parametrize("at", [1, 2])
+def test_kill_between_the_renames_of_a_swap(cli, home: Path, tmp_path: Path, kind: str, at: int):
+    """A kill after the first or second rename of restore-backup / backup --force: the store (or the
+    backup) is found whole on the next use, never missing, never silently empty."""
+    import subprocess
+    import sys
+
+    cli("save", "kept memory one")
+    assert cli("backup", tmp_path / "bk").code == 0
+    cli("save", "kept memory two")
+    store, backup = home / "default", tmp_path / "bk"
+    proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES, kind, str(backup), str(at), str(store)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 9, proc.stderr
+    if kind == "restore":
+        with memctl.open_store(home, "default", embedder=FakeEmbedder()) as opened:
+            texts = {m.text for m, _ in opened.iter_all()}
+        # first rename done: the swap is undone (old store back) or finished (the backup's content)
+        assert texts in ({"kept memory one", "kept memory two"}, {"kept memory one"})
+    else:
+        assert cli("backup", backup, "--force").code == 0  # the next backup recovers, then replaces
+        assert sorted(p.name for p in tmp_path.glob(".bk.*") if p.is_dir()) == []
+        assert cli("restore-backup", backup, "-s", "copy").code == 0
+        assert cli("stats", "-s", "copy", "--json").json["stores"][0]["count"] == 2
+    assert not (store.parent / ".default.swap.json").exists()

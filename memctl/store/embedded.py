@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError
-from memctl.files import atomic_write_bytes
+from memctl.files import atomic_write_bytes, recover_swap
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
     COMMON_TOKEN_SHARE,
@@ -81,19 +83,58 @@ class EmbeddedStore(StoreBase):
         self._bulk = False
         self._depth = 0
         self._knowledge_bytes: bytes | None = None  # knowledge_import.json as last read or written
-        folder.mkdir(parents=True, exist_ok=True)
+        recover_swap(folder, float(config["lock_timeout"]))  # a restore killed between its two renames
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.db = self._connect()
+        self._ident = self._db_ident()
         apply_migrations(self.db)
 
+    # -- the store's generation: restore-backup swaps the whole folder -------------------
+    def _db_ident(self) -> tuple[int, int] | None:
+        """Which file the database path names now (device, inode); None when there is none."""
+        try:
+            info = os.stat(self.folder / DB_FILE)
+        except FileNotFoundError:
+            return None
+        return (info.st_dev, info.st_ino)
+
+    def _replaced(self) -> bool:
+        return self._db_ident() != self._ident
+
+    def _reopen(self) -> None:
+        """Open the store now at the path (a restore replaced the one this handle had open).
+
+        Never creates a store: a folder that vanished is first recovered from an interrupted swap,
+        else reported."""
+        recover_swap(self.folder, float(self.config["lock_timeout"]))
+        if not (self.folder / DB_FILE).is_file():
+            raise StoreError(f"store {self.folder} was removed while this process had it open",
+                             hint="restore it with `memctl restore-backup`, or open it again to start an empty one")
+        self.db.close()
+        self.db = self._connect(create=False)
+        self._ident = self._db_ident()
+        apply_migrations(self.db)
+        self._index = None
+        self._lock = None
+        self._knowledge_bytes = None
+
+    def _refresh_for_read(self) -> None:
+        """Outside any transaction, a read first follows a restore that replaced the store."""
+        if not self._depth and not self.db.in_transaction and self._replaced():
+            self._reopen()
+
     # -- plumbing ------------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, create: bool = True) -> sqlite3.Connection:
         timeout = float(self.config["lock_timeout"])
         deadline = time.monotonic() + timeout
+        target: Any = self.folder / DB_FILE
+        if not create:
+            target = "file:" + urllib.parse.quote(str(target)) + "?mode=rw"
         while True:
             db = None
             try:
-                db = sqlite3.connect(self.folder / DB_FILE, timeout=timeout, isolation_level=None,
-                                     check_same_thread=False)
+                db = sqlite3.connect(target, timeout=timeout, isolation_level=None, check_same_thread=False,
+                                     uri=not create)
                 # Switching a new file to WAL can fail with "locked" at once (no busy handler) when
                 # another process opens it at the same moment; WAL then persists in the file.
                 if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
@@ -124,6 +165,7 @@ class EmbeddedStore(StoreBase):
         self.db.close()
 
     def __len__(self) -> int:
+        self._refresh_for_read()
         return int(self.db.execute("SELECT value FROM counters WHERE name = 'memories'").fetchone()[0])
 
     @contextmanager
@@ -131,15 +173,26 @@ class EmbeddedStore(StoreBase):
         """The store's exclusive write lock, shared by every process (re-entrant in one store)."""
         import filelock
 
-        if self._lock is None:
-            self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=float(self.config["lock_timeout"]))
-        try:
-            self._lock.acquire()
-        except filelock.Timeout as exc:
-            raise LockTimeoutError(
-                f"another process is writing to {self.folder}",
-                hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
-            ) from exc
+        nested = self._lock is not None and self._lock.is_locked
+        for _ in range(5):
+            if not nested and self._replaced():
+                self._reopen()  # before taking the lock: it would re-create a vanished folder
+            if self._lock is None:
+                self._lock = filelock.FileLock(str(self.folder / LOCK_FILE),
+                                               timeout=float(self.config["lock_timeout"]))
+            try:
+                self._lock.acquire()
+            except filelock.Timeout as exc:
+                raise LockTimeoutError(
+                    f"another process is writing to {self.folder}",
+                    hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
+                ) from exc
+            # A restore may have swapped the store while we waited (our lock file moved with the old one).
+            if nested or not self._replaced():
+                break
+            self._lock.release()
+        else:
+            raise StoreError(f"store {self.folder} keeps being replaced", hint="retry when restores are done")
         try:
             yield
         finally:
@@ -235,6 +288,7 @@ class EmbeddedStore(StoreBase):
         return IndexOptions(kind, int(self.config["index_ivf_min_size"]), int(self.config["index_nprobe"]))
 
     def vector_index(self) -> VectorIndex | None:
+        self._refresh_for_read()
         dim = self.dimension()
         if dim is None:
             return None
