@@ -26,7 +26,7 @@ _memctl_options() {
         'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export') _memctl_words=(-o --output --vectors -a --area --all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl import') _memctl_words=(--on-conflict --batch-size -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl import') _memctl_words=(--on-conflict --batch-size --allow-duplicates -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl reindex') _memctl_words=(--index-only -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl import-agent-zero') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export-agent-zero') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;

@@ -175,6 +175,7 @@ complete -c memctl -n '__memctl_at memctl export' -l all-subdirs -d 'Every store
 # memctl import
 complete -c memctl -n '__memctl_at memctl import' -l on-conflict -x -d 'When an id exists already: skip, new-id or error.'
 complete -c memctl -n '__memctl_at memctl import' -l batch-size -x -d 'Records per transaction [config import_batch_size].'
+complete -c memctl -n '__memctl_at memctl import' -l allow-duplicates -d 'Also import records identical (text, area, metadata) to a stored memory or an earlier record.'
 
 # memctl reindex
 complete -c memctl -n '__memctl_at memctl reindex' -l index-only -d 'Rebuild the vector index from stored vectors; no re-embedding.'

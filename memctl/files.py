@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 _CHUNK = 1 << 20
 
@@ -30,19 +33,51 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename, fsync the folder."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def write_target(path: Path) -> Path:
+    """The file a write to `path` must replace: a symbolic link's final target (so the link stays a
+    link); refused when that is anything but a regular file or a new name (a device, a fifo, a folder)."""
+    from memctl.errors import UsageError
+
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return target
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise UsageError(f"{path} is {kind}; memctl writes regular files only",
+                         hint="name a regular file (a new one, or one to replace)")
+    return target
+
+
+@contextmanager
+def atomic_writer(path: Path, *, mode: int | None = None) -> Iterator[IO[bytes]]:
+    """A binary handle on a temp file beside the target; on success fsync, rename onto the target
+    (a link's target: see write_target), fsync the folder. The file keeps the mode of the one it
+    replaces; a new one gets `mode` (default 0600: exports and store files hold every text)."""
+    target = write_target(path)
+    try:
+        keep = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        keep = mode
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        os.chmod(tmp, keep if keep is not None else 0o600)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    fsync_dir(target.parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Temp file in the same folder, fsync, rename, fsync the folder (see atomic_writer)."""
+    with atomic_writer(path, mode=mode) as handle:
+        handle.write(data)
 
 
 def cache_root() -> Path:

@@ -246,3 +246,221 @@ def test_kill_between_the_renames_of_a_swap(cli, home: Path, tmp_path: Path, kin
         assert cli("restore-backup", backup, "-s", "copy").code == 0
         assert cli("stats", "-s", "copy", "--json").json["stores"][0]["count"] == 2
     assert not (store.parent / ".default.swap.json").exists()
+
+
+# -- 3. JSONL lines end at \n only: every line separator and control character round-trips ---------
+ODD_CHARACTERS = "".join(chr(c) for c in range(0x20)) + "\x7f\x85\u2028\u2029\x1c\x1d\x1e\x0b\x0c\r\r\n" \
+    + "\ufeff\u200b\ud7ff\ue000\U0001f600 end"
+
+
+def test_every_line_separator_and_control_character_round_trips(backend: str, cli, tmp_path: Path):
+    odd = ODD_CHARACTERS if backend == "embedded" else ODD_CHARACTERS.replace("\x00", "")  # PostgreSQL: no NUL
+    text = "odd " + odd
+    metadata = {"note": odd, odd[1:9]: "key"}
+    with memctl.open_store(None, "default", embedder=FakeEmbedder()) as store:
+        [mid] = store.add([text], metadata=[metadata])
+    exported = cli("export", "-o", tmp_path / "out.jsonl")
+    assert exported.code == 0, exported.err
+    raw = (tmp_path / "out.jsonl").read_bytes()
+    assert raw.count(b"\n") == 2 and "\u2028".encode() not in raw and "\x85".encode() not in raw
+    assert len(raw.decode("utf-8").splitlines()) == 2  # any line-splitting reader sees two lines
+    stdout = cli("export").out  # stdout carries the same bytes
+    assert stdout.encode("utf-8").count(b"\n") == 2
+    result = cli("import", tmp_path / "out.jsonl", "-s", "copy", "--json")
+    assert result.code == 0, result.err
+    with memctl.open_store(None, "copy", embedder=FakeEmbedder()) as copy:
+        memory = copy.get_one(mid)
+    assert memory.text.encode("utf-8") == text.encode("utf-8")
+    assert memory.metadata == metadata
+
+
+def test_an_old_export_with_raw_line_separators_imports(cli, tmp_path: Path):
+    """Files written before the export escaped U+2028 (raw inside the JSON string) import too."""
+    record = json.dumps({"text": "a\u2028b\u2029c\x85d"}, ensure_ascii=False)
+    (tmp_path / "old.jsonl").write_bytes(record.encode("utf-8") + b"\n")
+    assert cli("import", tmp_path / "old.jsonl").code == 0
+    assert cli("list", "--json").json["items"][0]["text"] == "a\u2028b\u2029c\x85d"
+
+
+def test_postgres_refuses_nul_characters_clearly(cli):
+    from tests.pg import pg_schema
+
+    with pg_schema() as url:
+        result = cli("--store", url, "save", "nul \x00 inside")
+    assert result.code == 2 and "NUL" in result.err
+
+
+# -- 4. re-running an import adds nothing twice -------------------------------------------------------
+def _plain_jsonl(path: Path, count: int) -> Path:
+    path.write_text("".join(json.dumps({"text": f"plain memory number {i}", "metadata": {"i": i % 3}}) + "\n"
+                            for i in range(count)), encoding="utf-8")
+    return path
+
+
+def test_reimporting_plain_jsonl_skips_identical_memories(backend: str, cli, tmp_path: Path):
+    source = _plain_jsonl(tmp_path / "plain.jsonl", 120)
+    counts = []
+    for _ in range(3):
+        result = cli("import", source, "--batch-size", "50", "--json")
+        assert result.code == 0, result.err
+        counts.append((result.json["imported"], result.json["duplicates"],
+                       cli("stats", "--json").json["stores"][0]["count"]))
+    assert counts == [(120, 0, 120), (0, 120, 120), (0, 120, 120)]
+    again = cli("import", source, "--allow-duplicates", "--json").json
+    assert again["imported"] == 120 and cli("stats", "--json").json["stores"][0]["count"] == 240
+
+
+def test_identity_is_text_area_and_metadata(cli, tmp_path: Path):
+    lines = [{"text": "same text"}, {"text": "same text"}, {"text": "same text", "area": "solutions"},
+             {"text": "same text", "metadata": {"k": 1}}, {"text": "same text", "metadata": {"k": 2}}]
+    (tmp_path / "f.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    doc = cli("import", tmp_path / "f.jsonl", "--json").json
+    assert (doc["imported"], doc["duplicates"]) == (4, 1)
+
+
+def test_reimport_after_a_kill_mid_import_completes_without_duplicates(cli, home: Path, tmp_path: Path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = _plain_jsonl(tmp_path / "big.jsonl", 3000)
+    proc = subprocess.Popen([sys.executable, "-m", "memctl", "import", str(source), "--batch-size", "100"],
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if (home / "default" / "memories.sqlite").exists():
+            with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+                if len(store) >= 300:
+                    break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    result = cli("import", source, "--json")
+    assert result.code == 0, result.err
+    assert result.json["duplicates"] >= 300
+    assert cli("stats", "--json").json["stores"][0]["count"] == 3000
+
+
+def test_ctrl_c_during_import_says_how_many_were_imported(cli, home: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    from memctl.store.embedded import EmbeddedStore
+
+    source = _plain_jsonl(tmp_path / "plain.jsonl", 500)
+    real = EmbeddedStore.insert_records
+    calls = []
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(EmbeddedStore, "insert_records", interrupted)
+    result = cli("import", source, "--batch-size", "100")
+    assert result.code == 130
+    assert "200 memories" in result.err and "were imported" in result.err
+    monkeypatch.setattr(EmbeddedStore, "insert_records", real)
+    assert cli("import", source, "--json").json["imported"] == 300
+
+
+# -- 5. import/export integrity ----------------------------------------------------------------------
+def _export(cli, tmp_path: Path, *args: str) -> Path:
+    out = tmp_path / "export.jsonl"
+    assert cli("export", "-o", out, *args).code == 0
+    return out
+
+
+@pytest.mark.parametrize("stamp", ["yesterday", "2025-13-01T00:00:00+00:00", "", "12:00"])
+def test_import_refuses_unreadable_timestamps(cli, tmp_path: Path, stamp: str):
+    (tmp_path / "f.jsonl").write_text(json.dumps({"text": "ok"}) + "\n" + json.dumps(
+        {"text": "when?", "created_at": stamp}) + "\n", encoding="utf-8")
+    result = cli("import", tmp_path / "f.jsonl")
+    assert result.code == 2 and "f.jsonl:2" in result.err and "created_at" in result.err
+    assert cli("list", "--json").json["total"] == 0
+
+
+def test_naive_timestamps_are_read_as_utc(cli, tmp_path: Path):
+    (tmp_path / "f.jsonl").write_text(json.dumps({"text": "naive", "created_at": "2024-05-01T10:00:00"}) + "\n",
+                                      encoding="utf-8")
+    assert cli("import", tmp_path / "f.jsonl").code == 0
+    assert cli("list", "--json").json["items"][0]["created_at"] == "2024-05-01T10:00:00+00:00"
+
+
+def test_import_refuses_an_unknown_format_version(cli, tmp_path: Path):
+    cli("save", "a memory")
+    out = _export(cli, tmp_path)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    header["memctl_export"] = 2
+    out.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+    result = cli("import", out, "-s", "copy")
+    assert result.code == 2 and "format 2" in result.err
+
+
+@pytest.mark.parametrize("cut", ["lines", "mid-line"])
+def test_a_truncated_export_exits_4_with_a_message(backend: str, cli, tmp_path: Path, cut: str):
+    for i in range(10):
+        cli("save", f"memory {i} to export")
+    out = _export(cli, tmp_path)
+    data = out.read_bytes()
+    if cut == "lines":
+        out.write_bytes(b"".join(data.splitlines(keepends=True)[:7]))  # header + 6 records
+    else:
+        out.write_bytes(data[: len(data) - 20])  # the last record cut off mid-line
+    result = cli("import", out, "-s", "copy", "--json")
+    assert result.code == 4
+    assert "truncated" in result.err and "10" in result.err
+    doc = result.json
+    assert doc["truncated"] and doc["expected"] == 10 and doc["imported"] == (6 if cut == "lines" else 9)
+
+
+def test_export_area_header_counts_that_area(backend: str, cli, tmp_path: Path):
+    cli("save", "a main memory")
+    cli("save", "a solution", "--area", "solutions")
+    cli("save", "another solution", "--area", "solutions")
+    out = _export(cli, tmp_path, "--area", "solutions")
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["count"] == 2 and len(lines) == 3
+    assert cli("import", out, "-s", "copy", "--json").json["truncated"] is False
+
+
+def test_export_of_a_bogus_area_writes_nothing_to_stdout(cli):
+    cli("save", "a memory")
+    result = cli("export", "--area", "bogus")
+    assert result.code == 2 and result.out == ""
+
+
+def test_export_failing_half_way_writes_nothing_to_stdout(cli, monkeypatch: pytest.MonkeyPatch):
+    from memctl.errors import StoreError
+    from memctl.store.embedded import EmbeddedStore
+
+    for i in range(3):
+        cli("save", f"memory {i}")
+    real = EmbeddedStore.iter_all
+
+    def failing(self, **kwargs):
+        yield next(real(self, **kwargs))
+        raise StoreError("disk read failed")
+
+    monkeypatch.setattr(EmbeddedStore, "iter_all", failing)
+    result = cli("export")
+    assert result.code == 1 and result.out == ""
+
+
+# -- 11. cron jobs carry on past a damaged store -----------------------------------------------------
+def test_all_subdirs_export_and_stats_carry_on_past_a_corrupt_store(cli, home: Path, tmp_path: Path):
+    for name in ("alpha", "broken", "zulu"):
+        cli("save", f"memory of {name}", "-s", name)
+    (home / "broken" / "memories.sqlite").write_bytes(b"this is not a database" * 100)
+    for name in ("memories.sqlite-wal", "memories.sqlite-shm"):
+        (home / "broken" / name).unlink(missing_ok=True)
+    result = cli("export", "--all-subdirs", "-o", tmp_path / "out", "--json")
+    assert result.code == 4 and "broken" in result.err
+    assert [s["subdir"] for s in result.json["subdirs"]] == ["alpha", "zulu"]
+    assert [f["subdir"] for f in result.json["failed"]] == ["broken"]
+    assert (tmp_path / "out" / "zulu.jsonl").is_file()
+    stats = cli("stats", "--all-subdirs", "--json")
+    assert stats.code == 4 and "broken" in stats.err
+    assert [s["subdir"] for s in stats.json["stores"]] == ["alpha", "zulu"]

@@ -433,6 +433,10 @@ class StoreBase:
         """The content hashes among `hashes` that some memory's text has."""
         raise NotImplementedError
 
+    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+        """The memories whose text has one of these content hashes (an import's duplicate check)."""
+        raise NotImplementedError
+
     # -- whole-store copies (memctl/backup.py) -------------------------------------------
     def snapshot(self) -> AbstractContextManager[Any]:
         """Reads inside see one consistent state of the store (writers go on)."""

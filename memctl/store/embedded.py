@@ -904,6 +904,14 @@ class EmbeddedStore(StoreBase):
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         return {digest for digest, _ in self._by_hash(hashes, "NULL")}
 
+    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+        """The memories whose text has one of these content hashes (an import's duplicate check)."""
+        found: list[Memory] = []
+        for chunk in iter_chunks(list(hashes), 500):
+            found += [_memory(r) for r in self.db.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk)]
+        return found
+
     # -- whole-store copies --------------------------------------------------------------
     @contextmanager
     def snapshot(self) -> Iterator[EmbeddedStore]:

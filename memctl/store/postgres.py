@@ -329,8 +329,9 @@ class PostgresStore(StoreBase):
         except psycopg.errors.UniqueViolation as exc:  # another process took an id between check and insert
             raise UsageError("an id of this batch was just stored by another process; nothing was inserted",
                              hint="retry (with --on-conflict skip to keep the stored ones)") from exc
-        except psycopg.errors.UntranslatableCharacter as exc:
-            raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}") from exc
+        except psycopg.DataError as exc:  # NUL characters, untranslatable ones
+            raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}",
+                             hint="PostgreSQL text holds no NUL (U+0000) characters; remove them") from exc
         return inserted
 
     def _insert_rows(self, rows: list[tuple[Any, ...]], *, with_access: bool = False) -> None:
@@ -903,6 +904,13 @@ class PostgresStore(StoreBase):
         rows = self._all("SELECT DISTINCT ON (content_hash) content_hash, vector FROM memctl_memories"
                          " WHERE subdir = %s AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
         return {digest: np.frombuffer(_vector_bytes(vector), dtype="<f4") for digest, vector in rows}
+
+    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+        """The memories whose text has one of these content hashes (an import's duplicate check)."""
+        if not hashes:
+            return []
+        return [_memory(r) for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s"
+                                              " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))]
 
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         rows = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
