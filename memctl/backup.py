@@ -150,8 +150,11 @@ def _checkpoint_known(db_path: Path, sha: str) -> bool:
 
 
 def _fsync_tree(folder: Path) -> None:
+    """Every file private (a backup holds every text) and on disk, then the folder entry."""
+    os.chmod(folder, 0o700)
     for path in folder.iterdir():
         if path.is_file():
+            os.chmod(path, 0o600)
             with path.open("rb") as handle:
                 os.fsync(handle.fileno())
     fsync_dir(folder)

@@ -464,3 +464,89 @@ def test_all_subdirs_export_and_stats_carry_on_past_a_corrupt_store(cli, home: P
     stats = cli("stats", "--all-subdirs", "--json")
     assert stats.code == 4 and "broken" in stats.err
     assert [s["subdir"] for s in stats.json["stores"]] == ["alpha", "zulu"]
+
+
+# -- 6. writes through links -------------------------------------------------------------------------
+def test_export_through_a_symlink_writes_its_target(cli, tmp_path: Path):
+    cli("save", "a memory to export")
+    real = tmp_path / "dotfiles" / "memories.jsonl"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    chain = tmp_path / "chain.jsonl"
+    chain.symlink_to(link)
+    assert cli("export", "-o", chain).code == 0
+    assert link.is_symlink() and chain.is_symlink() and os.readlink(link) == str(real)
+    assert json.loads(real.read_text(encoding="utf-8").splitlines()[1])["text"] == "a memory to export"
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "new-target.jsonl")
+    assert cli("export", "-o", dangling).code == 0
+    assert dangling.is_symlink() and (tmp_path / "new-target.jsonl").is_file()
+
+
+def test_config_set_through_a_symlinked_config_keeps_the_link(cli, tmp_path: Path):
+    real = tmp_path / "dotfiles" / "memctl.yaml"
+    real.parent.mkdir()
+    real.write_text("search_limit: 3\n")
+    user = tmp_path / "no-user-config.yaml"  # the user config file the tests point MEMCTL_CONFIG at
+    user.symlink_to(real)
+    assert cli("config", "set", "search_limit", "7").code == 0
+    assert user.is_symlink() and "search_limit: 7" in real.read_text()
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "fifo", "folder"])
+def test_export_refuses_devices_fifos_and_folders(cli, tmp_path: Path, target: str):
+    cli("save", "a memory")
+    if target == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+    elif target == "folder":
+        path = tmp_path / "folder"
+        path.mkdir()
+    else:
+        path = Path(target)
+    link = tmp_path / "to-target"
+    link.symlink_to(path)
+    for name in (path, link):
+        result = cli("export", "-o", name)
+        assert result.code == 2 and "regular file" in result.err
+    assert link.is_symlink()
+    if target == "/dev/null":
+        assert Path("/dev/null").is_char_device()
+    elif target == "fifo":
+        assert path.is_fifo()
+
+
+# -- 12. permissions ---------------------------------------------------------------------------------
+def test_stores_exports_and_backups_are_private(cli, home: Path, tmp_path: Path):
+    import stat
+
+    os.umask(0o022)
+    cli("save", "a private memory")
+    assert cli("backup", tmp_path / "bk").code == 0
+    assert cli("export", "-o", tmp_path / "e.jsonl").code == 0
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    assert mode(home / "default") == 0o700
+    assert mode(home / "default" / "memories.sqlite") == 0o600
+    assert mode(tmp_path / "bk") == 0o700
+    assert {mode(p) for p in (tmp_path / "bk").iterdir()} == {0o600}
+    assert mode(tmp_path / "e.jsonl") == 0o600
+
+
+def test_import_knowledge_skips_and_lists_file_links_out_of_the_folder(cli, tmp_path: Path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:the password file\n")
+    folder = tmp_path / "knowledge"
+    (folder / "main").mkdir(parents=True)
+    (folder / "main" / "notes.md").write_text("# Notes\nowls hunt at night\n")
+    (folder / "main" / "passwd.txt").symlink_to(secret)
+    (folder / "main" / "alias.md").symlink_to(folder / "main" / "notes.md")  # inside: fine
+    doc = cli("import-knowledge", folder, "--json").json
+    reasons = {Path(s["path"]).name: s["reason"] for s in doc["skipped"]}
+    assert reasons.get("passwd.txt") == "symbolic link leading out of the folder"
+    texts = " ".join(m["text"] for m in cli("list", "--json").json["items"])
+    assert "password" not in texts and "owls" in texts

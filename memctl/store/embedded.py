@@ -87,6 +87,7 @@ class EmbeddedStore(StoreBase):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.db = self._connect()
         self._ident = self._db_ident()
+        _make_private(folder)
         apply_migrations(self.db)
 
     # -- the store's generation: restore-backup swaps the whole folder -------------------
@@ -957,6 +958,26 @@ def _archived(row: Sequence[Any]) -> ArchivedMemory:
     memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4],
                     metadata=json.loads(row[5]))
     return ArchivedMemory(memory, row[6], row[7], row[8], row[9], row[10], row[11])
+
+
+def _make_private(folder: Path) -> None:
+    """The store holds every text: its folder 0700 and its database files 0600 (SQLite creates them
+    from the umask, usually 0644). Only the owner's stores are changed; a failure changes nothing."""
+    import stat
+
+    try:
+        if os.stat(folder).st_uid != os.getuid():
+            return
+        for path, private in ((folder, 0o700), (folder / DB_FILE, 0o600), (folder / f"{DB_FILE}-wal", 0o600),
+                              (folder / f"{DB_FILE}-shm", 0o600)):
+            try:
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+            except FileNotFoundError:
+                continue
+            if mode & 0o077:
+                os.chmod(path, private)
+    except (OSError, AttributeError):  # AttributeError: os.getuid does not exist on Windows
+        pass
 
 
 def folder_size(folder: Path) -> int:
