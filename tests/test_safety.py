@@ -550,3 +550,62 @@ def test_import_knowledge_skips_and_lists_file_links_out_of_the_folder(cli, tmp_
     assert reasons.get("passwd.txt") == "symbolic link leading out of the folder"
     texts = " ".join(m["text"] for m in cli("list", "--json").json["items"])
     assert "password" not in texts and "owls" in texts
+
+
+# -- 8. the write-ahead log removed or damaged -------------------------------------------------------
+SAVE_AND_DIE = r"""
+import os, sys, memctl
+from memctl.embeddings import FakeEmbedder
+store = memctl.open_store(sys.argv[1], "default", embedder=FakeEmbedder())
+for i in range(int(sys.argv[2])):
+    store.add([f"acknowledged save {i}"])
+print("saved", flush=True)
+os._exit(0)  # killed: no close, so the WAL keeps the last commits (SQLite checkpoints on a clean close)
+"""
+
+
+def _save_and_die(home: Path, count: int) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", SAVE_AND_DIE, str(home), str(count)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.strip() == "saved", proc.stderr
+
+
+@pytest.mark.parametrize("damage", ["remove", "zero", "flip"])
+def test_a_removed_or_damaged_wal_is_reported_not_answered_from(cli, home: Path, damage: str):
+    cli("save", "an early memory")  # checkpointed into the database when the CLI closed it
+    _save_and_die(home, 50)
+    wal = home / "default" / "memories.sqlite-wal"
+    assert wal.stat().st_size > 0
+    if damage == "remove":
+        wal.unlink()
+    elif damage == "zero":
+        wal.write_bytes(b"")
+    else:  # one flipped byte in the first frame's header: SQLite drops that frame and every later one
+        data = bytearray(wal.read_bytes())
+        data[40] ^= 0xFF
+        wal.write_bytes(bytes(data))
+    (home / "default" / "memories.sqlite-shm").unlink(missing_ok=True)
+    result = cli("stats", "--json")
+    assert result.code == 1
+    message = result.json["error"]["message"]
+    assert "lost its last" in message and "memories.sqlite-wal" in message
+    assert ".commits" in result.json["error"]["hint"]
+    assert cli("list", "--json").code == 1  # every command, not just stats
+    (home / "default" / ".commits").unlink()  # the user accepts what is left
+    assert cli("stats", "--json").json["stores"][0]["count"] < 51
+
+
+def test_no_false_alarm_across_normal_use(cli, home: Path, tmp_path: Path):
+    _save_and_die(home, 5)  # a killed writer: its WAL is still there, intact
+    for i in range(3):
+        cli("save", f"memory {i}")
+    assert cli("backup", tmp_path / "bk").code == 0
+    cli("save", "after the backup")
+    assert cli("restore-backup", tmp_path / "bk", "--force").code == 0  # an older store, on purpose
+    assert cli("stats", "--json").json["stores"][0]["count"] == 8
+    cli("save", "after the restore")
+    assert cli("purge", "--all", "--yes").code == 0
+    assert cli("stats", "--json").json["stores"][0]["count"] == 9

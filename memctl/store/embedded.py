@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 DB_FILE = "memories.sqlite"
 EMBEDDING_FILE = "embedding.json"
 LOCK_FILE = ".write.lock"
+COMMITS_FILE = ".commits"  # committed write transactions, as last recorded (see _check_commits)
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
 _ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
                     " op, actor")
@@ -89,6 +90,7 @@ class EmbeddedStore(StoreBase):
         self._ident = self._db_ident()
         _make_private(folder)
         apply_migrations(self.db)
+        self._check_commits()
 
     # -- the store's generation: restore-backup swaps the whole folder -------------------
     def _db_ident(self) -> tuple[int, int] | None:
@@ -115,9 +117,45 @@ class EmbeddedStore(StoreBase):
         self.db = self._connect(create=False)
         self._ident = self._db_ident()
         apply_migrations(self.db)
+        self._check_commits()
         self._index = None
         self._lock = None
         self._knowledge_bytes = None
+
+    # -- lost commits: the write-ahead log removed or damaged ----------------------------
+    def _record_commits(self, value: int) -> None:
+        """After a commit (write lock held): the count of committed transactions, beside the database.
+
+        One fixed-width write at offset 0, no fsync: after a power loss the file can only lag behind
+        the database (its log was synced first), which is never reported."""
+        try:
+            fd = os.open(self.folder / COMMITS_FILE, os.O_WRONLY | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            os.pwrite(fd, f"{value:020d}\n".encode("ascii"), 0) if hasattr(os, "pwrite") else \
+                os.write(fd, f"{value:020d}\n".encode("ascii"))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def _check_commits(self) -> None:
+        """Refuse to answer from a database that lost committed transactions (see m005_commit_counter)."""
+        path = self.folder / COMMITS_FILE
+        try:
+            recorded = int(path.read_text(encoding="ascii").strip() or 0)
+        except (OSError, ValueError):
+            return
+        row = self.db.execute("SELECT value FROM counters WHERE name = 'commits'").fetchone()
+        stored = int(row[0]) if row else 0
+        if stored < recorded:
+            raise StoreError(
+                f"store {self.folder} lost its last {recorded - stored} committed write(s): the database has "
+                f"{stored} of the {recorded} recorded in {path} (its write-ahead log {DB_FILE}-wal was removed "
+                "or damaged)",
+                hint=f"put the -wal file back if you have it, or restore a backup (`memctl restore-backup`); "
+                     f"to go on with what the database holds, delete {path}")
 
     def _refresh_for_read(self) -> None:
         """Outside any transaction, a read first follows a restore that replaced the store."""
@@ -218,12 +256,16 @@ class EmbeddedStore(StoreBase):
             self._depth = 1
             try:
                 yield self.db
+                self.db.execute("UPDATE counters SET value = value + 1 WHERE name = 'commits'")
+                commits = self.db.execute("SELECT value FROM counters WHERE name = 'commits'").fetchone()
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
             finally:
                 self._depth = 0
+            if commits is not None:
+                self._record_commits(int(commits[0]))
             self._maybe_checkpoint()
 
     @contextmanager
