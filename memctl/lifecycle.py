@@ -639,11 +639,53 @@ def purge(store: StoreBase, *, older_than: str | None = None, everything: bool =
     if dry_run:
         report.bytes_after = report.bytes_before
         return report
-    hashes = store.purge_rows(bound)
+    cache_dir = store.cache_dir
+    pending = _PendingScrub(cache_dir)
+    hashes = store.purge_rows(bound, found=pending.record)
     report.compacted = store.compact()
-    report.cache_entries = scrub_cache(store.cache_dir, hashes)
+    hashes |= pending.load_all()  # this purge's, and those of purges killed before their scrub
+    report.cache_entries = scrub_cache(cache_dir, hashes - store.hashes_used_elsewhere(hashes))
+    pending.done()
     report.bytes_after = store.size_bytes()
     return report
+
+
+class _PendingScrub:
+    """The content hashes a purge must drop from the embedding cache, on disk before the rows go:
+    a purge killed after its commit leaves them, and the next purge scrubs them."""
+
+    PREFIX = ".purge-pending-"
+
+    def __init__(self, cache_dir: Path | None) -> None:
+        self.cache_dir = cache_dir
+        self.files: list[Path] = []
+
+    def record(self, hashes: set[str]) -> None:
+        if not hashes or self.cache_dir is None:
+            return
+        import secrets
+
+        from memctl.files import atomic_write_bytes
+
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        path = self.cache_dir / f"{self.PREFIX}{secrets.token_hex(6)}.json"
+        atomic_write_bytes(path, json.dumps(sorted(hashes)).encode("ascii"))
+
+    def load_all(self) -> set[str]:
+        found: set[str] = set()
+        if self.cache_dir is None or not self.cache_dir.is_dir():
+            return found
+        for path in sorted(self.cache_dir.glob(f"{self.PREFIX}*.json")):
+            try:
+                found.update(str(h) for h in json.loads(path.read_text(encoding="ascii")))
+            except (OSError, ValueError, TypeError):
+                pass
+            self.files.append(path)
+        return found
+
+    def done(self) -> None:
+        for path in self.files:
+            path.unlink(missing_ok=True)
 
 
 def scrub_cache(cache_dir: Path | None, hashes: set[str]) -> int:

@@ -467,6 +467,12 @@ def test_backup_on_postgres_while_another_process_writes(pg: str, cli, tmp_path:
                               stderr=subprocess.PIPE, text=True)
     counts = []
     try:
+        deadline = time.monotonic() + 60  # the writer's first commit (a loaded machine starts it slowly)
+        while time.monotonic() < deadline and writer.poll() is None:
+            with open_pg(pg) as store:
+                if len(store):
+                    break
+            time.sleep(0.2)
         for n in range(4):
             time.sleep(1.0)
             result = cli("--store", pg, "backup", tmp_path / f"b{n}", "--json")

@@ -609,3 +609,89 @@ def test_no_false_alarm_across_normal_use(cli, home: Path, tmp_path: Path):
     cli("save", "after the restore")
     assert cli("purge", "--all", "--yes").code == 0
     assert cli("stats", "--json").json["stores"][0]["count"] == 9
+
+
+# -- 7. kill windows: index rewrite after commit, stale temp files, purge and the shared cache -------
+def _cache_hashes(home: Path) -> set[str]:
+    import sqlite3
+
+    found: set[str] = set()
+    for path in (home / ".cache" / "embeddings").glob("*.sqlite"):
+        with sqlite3.connect(path) as db:
+            found |= {r[0] for r in db.execute("SELECT hash FROM cache")}
+    return found
+
+
+def test_disk_full_while_the_index_is_rewritten_does_not_fail_a_committed_save(home: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch):
+    import faiss
+
+    def full(index, path):
+        Path(path).write_bytes(b"partial")
+        raise RuntimeError("Error: 'ret == (n)' failed: write error: No space left on device")
+
+    real = faiss.write_index
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        monkeypatch.setattr(faiss, "write_index", full)
+        [mid] = store.add(["saved while the disk was full"])  # no exception: the memory is committed
+        assert len(store) == 1
+        assert [h.id for h in store.search("disk was full", threshold=0.0)] == [mid]
+        assert not list((home / "default").glob(".index.faiss.*"))
+        monkeypatch.setattr(faiss, "write_index", real)
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        assert len(store) == 1 and store.search("disk was full", threshold=0.0)[0].id == mid
+
+
+def test_stale_temp_files_are_not_counted_and_are_cleaned(cli, home: Path):
+    cli("save", "a memory")
+    before = cli("stats", "--json").json["stores"][0]["bytes"]
+    stale = home / "default" / ".index.faiss.k1ll3d"
+    stale.write_bytes(b"x" * 1_000_000)
+    staging = home / ".default.restore-deadbeef"
+    staging.mkdir()
+    (staging / "memories.sqlite").write_bytes(b"y" * 1000)
+    assert cli("stats", "--json").json["stores"][0]["bytes"] == before
+    assert cli("reindex", "--index-only").code == 0
+    assert not stale.exists()
+    assert cli("backup", home.parent / "bk").code == 0
+    assert cli("restore-backup", home.parent / "bk", "--force").code == 0
+    assert not staging.exists()
+
+
+def test_purge_keeps_cache_entries_other_stores_use(cli, home: Path):
+    from memctl.embeddings import content_hash
+
+    shared, own = "a text both stores hold", "a text only store one held"
+    ids = {}
+    for name in ("one", "two"):
+        ids[name] = json.loads(cli("save", shared, "-s", name, "--json").out)["ids"][0]
+    own_id = json.loads(cli("save", own, "-s", "one", "--json").out)["ids"][0]
+    assert {content_hash(shared), content_hash(own)} <= _cache_hashes(home)
+    cli("delete", ids["one"], own_id, "-s", "one", "--yes")
+    assert cli("purge", "--all", "--yes", "-s", "one").code == 0
+    cache = _cache_hashes(home)
+    assert content_hash(shared) in cache  # store two still uses it
+    assert content_hash(own) not in cache
+
+
+def test_an_interrupted_purge_scrubs_its_cache_entries_next_time(cli, home: Path, monkeypatch: pytest.MonkeyPatch):
+    from memctl.embeddings import content_hash
+    from memctl.store.embedded import EmbeddedStore
+
+    text = "a secret text to purge for good"
+    mid = json.loads(cli("save", text, "--json").out)["ids"][0]
+    cli("delete", mid, "--yes")
+    assert content_hash(text) in _cache_hashes(home)
+
+    def killed(self):
+        raise KeyboardInterrupt  # the rows are gone (committed); the scrub never ran
+
+    real = EmbeddedStore.compact
+    monkeypatch.setattr(EmbeddedStore, "compact", killed)
+    assert cli("purge", "--all", "--yes").code == 130
+    monkeypatch.setattr(EmbeddedStore, "compact", real)
+    assert content_hash(text) in _cache_hashes(home)
+    assert cli("history", "--json").json["entries"] == []
+    doc = cli("purge", "--all", "--yes", "--json").json  # nothing left to purge, but the scrub is owed
+    assert doc["cache_entries"] == 1 and content_hash(text) not in _cache_hashes(home)
+    assert not list((home / ".cache" / "embeddings").glob(".purge-pending-*"))

@@ -13,7 +13,7 @@ import json
 import os
 import string
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -380,9 +380,15 @@ class StoreBase:
         """(history entries, archived memories) older than `before` (ISO time; None: all)."""
         raise NotImplementedError
 
-    def purge_rows(self, before: str | None) -> set[str]:
+    def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         """Delete those history entries and archived memories in one transaction; return the content
-        hashes of the texts they held that no live memory holds (for the embedding cache)."""
+        hashes of the texts they held that no live memory holds (for the embedding cache). `found`
+        gets those hashes inside the transaction, before anything is deleted (to record them durably)."""
+        raise NotImplementedError
+
+    def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
+        """The hashes among `hashes` that memories of other stores sharing this store's embedding
+        cache hold (their cache entries must stay)."""
         raise NotImplementedError
 
     def size_bytes(self) -> int:

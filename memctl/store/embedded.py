@@ -7,7 +7,7 @@ import os
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 DB_FILE = "memories.sqlite"
 EMBEDDING_FILE = "embedding.json"
 LOCK_FILE = ".write.lock"
+INDEX_TEMP_PREFIX = "index.faiss."  # temp files of checkpoints: .index.faiss.XXXX (vector_index.py)
 COMMITS_FILE = ".commits"  # committed write transactions, as last recorded (see _check_commits)
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
 _ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
@@ -266,7 +267,7 @@ class EmbeddedStore(StoreBase):
                 self._depth = 0
             if commits is not None:
                 self._record_commits(int(commits[0]))
-            self._maybe_checkpoint()
+            self._checkpoint_after_commit()
 
     @contextmanager
     def transaction(self) -> Iterator[EmbeddedStore]:
@@ -352,7 +353,7 @@ class EmbeddedStore(StoreBase):
                 assert self._index is not None
                 self._index.checkpoint(self.db)
                 self._index.rebuilt = False
-        except (filelock.Timeout, OSError, sqlite3.Error):
+        except (filelock.Timeout, OSError, sqlite3.Error, RuntimeError):  # RuntimeError: faiss's write errors
             pass
 
     @contextmanager
@@ -369,12 +370,31 @@ class EmbeddedStore(StoreBase):
                 with self._locked():
                     self._maybe_checkpoint()
 
+    def _checkpoint_after_commit(self) -> None:
+        """The index checkpoint a commit may trigger. The memory is committed already: a failure here
+        (disk full while the index file is rewritten) must not make the caller retry and store it
+        twice. The index is derived; the next checkpoint or open catches up from the journal."""
+        try:
+            self._maybe_checkpoint()
+        except (OSError, RuntimeError, sqlite3.Error):  # faiss reports write errors as RuntimeError
+            self._index = None
+            self._remove_stale_temp_files()
+
+    def _remove_stale_temp_files(self) -> None:
+        """Temp files of index checkpoints that a kill or a full disk left (write lock held: none is in use)."""
+        for path in self.folder.glob(f".{INDEX_TEMP_PREFIX}*"):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
     def _maybe_checkpoint(self) -> None:
         dim = self.dimension()
         if dim is None or self._reindexing or self._bulk:
             return
         index = self._index if self._index is not None else VectorIndex(self.folder, dim, self._index_options())
         if index.pending(self.db) >= int(self.config["index_checkpoint_every"]) or not index.path.exists():
+            self._remove_stale_temp_files()
             self._index = index
             index.checkpoint(self.db)
             index.rebuilt = False
@@ -385,6 +405,7 @@ class EmbeddedStore(StoreBase):
         if dim is None:
             return 0
         with self._locked():
+            self._remove_stale_temp_files()
             self._index = VectorIndex(self.folder, dim, self._index_options())
             self.db.execute("BEGIN")
             try:
@@ -834,7 +855,7 @@ class EmbeddedStore(StoreBase):
         archived = self.db.execute(f"SELECT COUNT(*) FROM archive WHERE {a_where}", args).fetchone()[0]
         return int(history), int(archived)
 
-    def purge_rows(self, before: str | None) -> set[str]:
+    def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         h_where, a_where, args = self._purge_where(before)
         hashes: set[str] = set()
         with self._write() as db:
@@ -842,9 +863,21 @@ class EmbeddedStore(StoreBase):
                                        f" UNION ALL SELECT text, NULL FROM archive WHERE {a_where}", [*args, *args]):
                 hashes.update(content_hash(t) for t in (old, new) if t)
             hashes -= {r[0] for r in db.execute("SELECT content_hash FROM memories")}
+            if found is not None:
+                found(hashes)
             db.execute(f"DELETE FROM history WHERE {h_where}", args)
             db.execute(f"DELETE FROM archive WHERE {a_where}", args)
         return hashes
+
+    def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
+        """Hashes that the other folder stores of this root hold (they share the embedding cache)."""
+        from memctl.paths import list_subdirs, store_dir
+
+        if not hashes or self._cache_dir is None:
+            return set()
+        root = self._cache_dir.parent.parent  # <root>/.cache/embeddings
+        return _hashes_in_folder_stores(root, list_subdirs(root) if root.is_dir() else [], hashes,
+                                        skip=self.folder.resolve(), store_dir=store_dir)
 
     def size_bytes(self) -> int:
         return folder_size(self.folder)
@@ -1002,6 +1035,31 @@ def _archived(row: Sequence[Any]) -> ArchivedMemory:
     return ArchivedMemory(memory, row[6], row[7], row[8], row[9], row[10], row[11])
 
 
+def _hashes_in_folder_stores(root: Path, names: Sequence[str], hashes: set[str], *, skip: Path | None,
+                             store_dir: Any) -> set[str]:
+    """The hashes among `hashes` that memories of the folder stores `names` under root hold (read-only)."""
+    used: set[str] = set()
+    keys = sorted(hashes)
+    for name in names:
+        folder = store_dir(root, name)
+        if skip is not None and folder.resolve() == skip:
+            continue
+        try:
+            db = sqlite3.connect(f"file:{urllib.parse.quote(str(folder / DB_FILE))}?mode=ro", uri=True, timeout=5)
+        except sqlite3.Error:
+            used |= hashes  # unreadable: keep every entry rather than drop one it may need
+            continue
+        try:
+            for chunk in iter_chunks(keys, 500):
+                used.update(r[0] for r in db.execute(
+                    f"SELECT content_hash FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk))
+        except sqlite3.Error:
+            used |= hashes
+        finally:
+            db.close()
+    return used
+
+
 def _make_private(folder: Path) -> None:
     """The store holds every text: its folder 0700 and its database files 0600 (SQLite creates them
     from the umask, usually 0644). Only the owner's stores are changed; a failure changes nothing."""
@@ -1023,9 +1081,12 @@ def _make_private(folder: Path) -> None:
 
 
 def folder_size(folder: Path) -> int:
-    """Bytes of the regular files under folder (symbolic links not followed)."""
+    """Bytes of the store's regular files under folder (symbolic links not followed; hidden temp
+    files and staging folders a kill left behind are not the store)."""
     total = 0
     for path in folder.rglob("*"):
+        if any(part.startswith(".") and part != COMMITS_FILE for part in path.relative_to(folder).parts):
+            continue
         try:
             if path.is_file() and not path.is_symlink():
                 total += path.stat().st_size

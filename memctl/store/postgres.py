@@ -14,7 +14,7 @@ psycopg and pgvector are imported here only, so the embedded path never loads th
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -795,19 +795,38 @@ class PostgresStore(StoreBase):
                              " AND (%s::text IS NULL OR archived_at < %s)", (self.subdir, before, before))[0]
         return int(history), int(archived)
 
-    def purge_rows(self, before: str | None) -> set[str]:
-        texts: list[str] = []
+    def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         with self._write():
-            for old, new in self._all("DELETE FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)"
-                                      " RETURNING old_text, new_text", (self.subdir, before, before)):
-                texts += [t for t in (old, new) if t]
-            texts += [r[0] for r in self._all("DELETE FROM memctl_archive WHERE subdir = %s"
-                                              " AND (%s::text IS NULL OR archived_at < %s) RETURNING text",
-                                              (self.subdir, before, before))]
-            hashes = {content_hash(t) for t in texts}
+            rows = self._all("SELECT old_text, new_text FROM memctl_history WHERE subdir = %s"
+                             " AND (%s::text IS NULL OR at < %s) UNION ALL SELECT text, NULL FROM memctl_archive"
+                             " WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
+                             (self.subdir, before, before, self.subdir, before, before))
+            hashes = {content_hash(t) for row in rows for t in row if t}
             live = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
-                             " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
-        return hashes - {r[0] for r in live}
+                             " AND content_hash = ANY(%s)", (self.subdir, sorted(hashes)))
+            hashes -= {r[0] for r in live}
+            if found is not None:
+                found(hashes)
+            self._execute("DELETE FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)",
+                          (self.subdir, before, before))
+            self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
+                          (self.subdir, before, before))
+        return hashes
+
+    def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
+        """Hashes that other subdirs of this database, or folder stores of this root, hold (the
+        embedding cache of this machine's root serves them all)."""
+        from memctl.paths import list_subdirs, store_dir
+        from memctl.store.embedded import _hashes_in_folder_stores
+
+        if not hashes:
+            return set()
+        used = {r[0] for r in self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir <> %s"
+                                        " AND content_hash = ANY(%s)", (self.subdir, sorted(hashes)))}
+        if self._cache_dir is not None and self._cache_dir.parent.parent.is_dir():
+            root = self._cache_dir.parent.parent
+            used |= _hashes_in_folder_stores(root, list_subdirs(root), hashes, skip=None, store_dir=store_dir)
+        return used
 
     def size_bytes(self) -> int:
         """The size of the store's rows (memories, history, archive); the server decides about files."""
