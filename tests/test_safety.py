@@ -695,3 +695,45 @@ def test_an_interrupted_purge_scrubs_its_cache_entries_next_time(cli, home: Path
     doc = cli("purge", "--all", "--yes", "--json").json  # nothing left to purge, but the scrub is owed
     assert doc["cache_entries"] == 1 and content_hash(text) not in _cache_hashes(home)
     assert not list((home / ".cache" / "embeddings").glob(".purge-pending-*"))
+
+
+# -- 10. PostgreSQL: reconnect once per call ---------------------------------------------------------
+def _kill_backend(url: str, store) -> None:
+    """What a server restart does to an open connection: the server ends it."""
+    import psycopg
+
+    pid = store.conn.info.backend_pid
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def test_a_long_lived_postgres_store_reconnects_after_its_connection_is_closed():
+    from tests.pg import pg_schema
+
+    with pg_schema() as url, memctl.open_store(None, "default", store=url, embedder=FakeEmbedder()) as store:
+        [first] = store.add(["before the restart"])
+        _kill_backend(url, store)
+        assert len(store) == 1  # a read: retried on a new connection
+        _kill_backend(url, store)
+        [second] = store.add(["after the restart"])  # a write: its transaction begins on a new connection
+        _kill_backend(url, store)
+        assert {h.id for h in store.search("restart", threshold=0.0)} == {first, second}
+        _kill_backend(url, store)
+        with store.snapshot():
+            assert len(list(store.iter_rows())) == 2
+
+
+def test_a_failed_reconnect_is_a_clear_error(monkeypatch: pytest.MonkeyPatch):
+    import socket
+
+    from tests.pg import pg_schema
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"postgresql://nobody@127.0.0.1:{sock.getsockname()[1]}/none"
+    with pg_schema() as url, memctl.open_store(None, "default", store=url, embedder=FakeEmbedder()) as store:
+        store.add(["a memory"])
+        _kill_backend(url, store)
+        monkeypatch.setattr(store, "url", dead)  # the server does not come back
+        with pytest.raises(memctl.StoreError, match="lost the connection to PostgreSQL.*could not reconnect"):
+            len(store)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -164,17 +164,50 @@ class PostgresStore(StoreBase):
         finally:
             self._count_cache = None
 
+    # -- the connection: reconnect once per call after the server went away ---------------
+    def _connection_lost(self) -> bool:
+        return bool(self.conn.closed or getattr(self.conn, "broken", False))
+
+    def _reconnect(self) -> None:
+        """A new connection in place of one the server closed (a restart, a failover, an idle timeout).
+        Raises StoreError (saying so) when the server does not answer."""
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - it is gone already
+            pass
+        try:
+            self.conn = connect(self.url, lock_timeout=float(self.config["lock_timeout"]))
+        except StoreError as exc:
+            raise StoreError(f"lost the connection to PostgreSQL at {redact(self.url)} and could not reconnect: "
+                             f"{exc.message}", hint="check that the server is up; committed changes are kept") from exc
+        self._indexed_dims = set()
+
     def _execute(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
         import psycopg
 
+        if self._depth == 0 and self._connection_lost():
+            self._reconnect()
         try:
             return self.conn.execute(sql, args)
-        except psycopg.errors.LockNotAvailable as exc:
-            raise LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
-                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
         except psycopg.OperationalError as exc:
-            raise StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
-                             hint="check that the server is up; committed changes are kept") from exc
+            # Outside a transaction a statement on a connection the server closed is retried once on a new
+            # one (inside a transaction the whole transaction failed: the caller hears of it).
+            if self._depth or not self._connection_lost() or isinstance(exc, psycopg.errors.LockNotAvailable):
+                raise self._store_error(exc) from exc
+        self._reconnect()
+        try:
+            return self.conn.execute(sql, args)
+        except psycopg.OperationalError as exc:
+            raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: BaseException) -> StoreError:
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
+                                    hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)")
+        return StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
+                          hint="check that the server is up; committed changes are kept")
 
     def _one(self, sql: str, args: Sequence[Any] | None = None) -> Any:
         return self._execute(sql, args).fetchone()
@@ -196,7 +229,7 @@ class PostgresStore(StoreBase):
             return
         self._depth = 1
         try:
-            with self.conn.transaction():
+            with self._begin():
                 yield self.conn
         except psycopg.errors.LockNotAvailable as exc:
             raise LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
@@ -206,6 +239,24 @@ class PostgresStore(StoreBase):
                              hint="nothing of this change was written; retry") from exc
         finally:
             self._depth = 0
+
+    @contextmanager
+    def _begin(self) -> Iterator[None]:
+        """A transaction on a live connection: one the server closed is replaced once, at BEGIN
+        (nothing of the transaction was sent yet)."""
+        import psycopg
+
+        with ExitStack() as stack:
+            if self._connection_lost():
+                self._reconnect()
+            try:
+                stack.enter_context(self.conn.transaction())
+            except psycopg.OperationalError:
+                if not self._connection_lost():
+                    raise
+                self._reconnect()
+                stack.enter_context(self.conn.transaction())
+            yield
 
     @contextmanager
     def transaction(self) -> Iterator[PostgresStore]:
@@ -945,7 +996,7 @@ class PostgresStore(StoreBase):
             return
         self._depth = 1
         try:
-            with self.conn.transaction():
+            with self._begin():
                 self._execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield self
         finally:
