@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import InputFormatError, MemctlError, NotFoundError, UsageError
-from memctl.store.base import StoreBase, check_area, check_metadata, iter_chunks
+from memctl.store.base import StoreBase, check_area, check_metadata, check_text_size, iter_chunks
 from memctl.store.embedded import folder_size  # noqa: F401 - part of this module's API
 from memctl.store.records import Memory, now_iso
 
@@ -237,13 +237,6 @@ def check_timestamp(value: str, what: str) -> str:
         raise InputFormatError(f"{what} {value!r} is not an ISO 8601 timestamp",
                                hint="e.g. 2025-03-01T12:00:00+00:00") from exc
     return value if stamp.tzinfo else stamp.replace(tzinfo=UTC).isoformat()
-
-
-def check_text_size(text: str, limit: int) -> None:
-    """Refuse a memory text over `limit` bytes of UTF-8 (config max_text_bytes; 0 = no limit)."""
-    if limit and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
-        raise UsageError(f"the text is {len(text.encode('utf-8')):,} bytes, over the limit of {limit:,}",
-                         hint="split it, or raise max_text_bytes in the config")
 
 
 def _vectors_usable(header: dict[str, Any] | None, info: ModelInfo) -> int | None:

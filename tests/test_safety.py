@@ -737,3 +737,84 @@ def test_a_failed_reconnect_is_a_clear_error(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setattr(store, "url", dead)  # the server does not come back
         with pytest.raises(memctl.StoreError, match="lost the connection to PostgreSQL.*could not reconnect"):
             len(store)
+
+
+# -- 9. limits: a maximum text size, streamed export and import --------------------------------------
+def test_a_text_over_the_limit_is_a_clear_error(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("MEMCTL_MAX_TEXT_BYTES", "1000")
+    result = cli("save", "x" * 1001, "--json")
+    assert result.code == 2 and "over the limit of 1,000 bytes" in result.json["error"]["message"]
+    assert "max_text_bytes" in result.json["error"]["hint"]
+    assert cli("save", "é" * 500).code == 0  # 1,000 bytes: at the limit
+    assert cli("save", "é" * 501).code == 2  # 1,002 bytes: characters are not bytes
+    (tmp_path / "big.jsonl").write_text(json.dumps({"text": "ok"}) + "\n" + json.dumps({"text": "y" * 2000}) + "\n",
+                                        encoding="utf-8")
+    result = cli("import", tmp_path / "big.jsonl")
+    assert result.code == 2 and "big.jsonl:2" in result.err and "over the limit" in result.err
+    mid = cli("list", "--json").json["items"][0]["id"]
+    assert cli("update", mid, "--text", "z" * 1001).code == 2
+    monkeypatch.setenv("MEMCTL_MAX_TEXT_BYTES", "0")  # no limit
+    assert cli("save", "x" * 5000).code == 0
+
+
+def test_the_default_limit_refuses_twenty_megabytes_before_embedding(home: Path):
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        store._embedder = None  # embedding would fail loudly: the limit must come first
+        with pytest.raises(memctl.UsageError, match="over the limit"):
+            store.add(["m" * 20_000_000])
+
+
+class LeanEmbedder(FakeEmbedder):
+    """The fake model without its bookkeeping (FakeEmbedder keeps every text it saw, for other tests)."""
+
+    def embed(self, texts: list[str]):
+        import hashlib
+
+        import numpy as np
+
+        from memctl.embeddings import normalise
+
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            out[row] = np.random.default_rng(seed).standard_normal(self.dimension)
+        return normalise(out)
+
+
+def _export_import_peaks(home: Path, tmp_path: Path, count: int, chars: int) -> tuple[int, int, int]:
+    import tracemalloc
+
+    from memctl.lifecycle import export_to_file, import_jsonl
+
+    text = "s" * chars
+    path = tmp_path / f"big{count}-{chars}.jsonl"
+    with memctl.open_store(home, f"src{count}-{chars}", embedder=LeanEmbedder()) as store:
+        for start in range(0, count, 500):
+            store.add([f"{i} {text}" for i in range(start, start + 500)])
+        tracemalloc.start()
+        export_to_file(store, path)
+        _, export_peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    with memctl.open_store(home, f"copy{count}-{chars}", embedder=LeanEmbedder()) as copy, open(path, "rb") as f:
+        tracemalloc.start()
+        report = import_jsonl(copy, path, f, batch_size=200)
+        _, import_peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert report.imported == count
+    return path.stat().st_size, export_peak, import_peak
+
+
+def test_export_and_import_stream(home: Path, tmp_path: Path):
+    """Peak memory does not grow with the file. Export: rows are read 1,000 at a time, so from 2,000
+    memories on the peak stays. Import: it grows only by the vector index the store holds in memory
+    anyway (1.5 kB a memory), not by the 12 kB texts."""
+    small = _export_import_peaks(home, tmp_path, 2000, 3000)
+    large = _export_import_peaks(home, tmp_path, 4000, 3000)
+    print(f"3 kB texts: files {small[0] / 1e6:.1f} / {large[0] / 1e6:.1f} MB; peak Python memory of the export "
+          f"{small[1] / 1e6:.1f} / {large[1] / 1e6:.1f} MB")
+    assert large[1] - small[1] < (large[0] - small[0]) / 4
+    small = _export_import_peaks(home, tmp_path, 1000, 12000)
+    large = _export_import_peaks(home, tmp_path, 2000, 12000)
+    print(f"12 kB texts: files {small[0] / 1e6:.1f} / {large[0] / 1e6:.1f} MB; peak Python memory of the import "
+          f"{small[2] / 1e6:.1f} / {large[2] / 1e6:.1f} MB")
+    assert large[2] - small[2] < (large[0] - small[0]) / 4 and large[2] < large[0] / 2

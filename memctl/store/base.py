@@ -110,6 +110,14 @@ def json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
+def check_text_size(text: str, limit: int) -> None:
+    """Refuse a text over `limit` bytes of UTF-8 (config max_text_bytes; 0: no limit) before it is
+    embedded: the model's memory grows with the text (~150 MB per MB)."""
+    if limit and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
+        raise UsageError(f"the text is {len(text.encode('utf-8')):,} bytes, over the limit of {limit:,} bytes",
+                         hint="split it into smaller memories, or raise max_text_bytes in the config")
+
+
 def keywords_of(config: Config, metadata: Mapping[str, Any]) -> str:
     """Metadata values indexed for keyword search only (config keyword_metadata_keys)."""
     values: list[str] = []
@@ -273,6 +281,7 @@ class StoreBase:
                     raise UsageError(f"id {rid!r} already exists in the store", hint="use --on-conflict skip or new-id")
                 rid = new_id()
             taken.add(rid)
+            check_text_size(record["text"], int(self.config.get("max_text_bytes") or 0))
             stamp = record.get("created_at") or now
             meta = check_metadata(record.get("metadata"))
             area = check_area(record.get("area") or "main")
@@ -503,10 +512,10 @@ class StoreBase:
                                      hint="run `memctl reindex`")
         return vectors
 
-    @staticmethod
-    def _check_text(text: Any) -> str:
+    def _check_text(self, text: Any) -> str:
         if not isinstance(text, str) or not text.strip():
             raise UsageError("memory text is empty", hint="pass the text to store")
+        check_text_size(text, int(self.config.get("max_text_bytes") or 0))
         return text
 
     def _keywords(self, metadata: Mapping[str, Any]) -> str:
