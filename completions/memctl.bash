@@ -28,7 +28,7 @@ _memctl_options() {
         'memctl export') _memctl_words=(-o --output --vectors -a --area --all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl import') _memctl_words=(--on-conflict --batch-size --allow-duplicates -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl reindex') _memctl_words=(--index-only -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl import-agent-zero') _memctl_words=(--timezone -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl import-agent-zero') _memctl_words=(--timezone --sync -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export-agent-zero') _memctl_words=(--force --timezone -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;

@@ -186,6 +186,7 @@ complete -c memctl -n '__memctl_at memctl reindex' -l index-only -d 'Rebuild the
 
 # memctl import-agent-zero
 complete -c memctl -n '__memctl_at memctl import-agent-zero' -l timezone -x -d 'The time zone of Agent Zero\'s naive timestamps: an IANA name, or \'local\' (this machine\'s). Its Docker image runs in UTC.'
+complete -c memctl -n '__memctl_at memctl import-agent-zero' -l sync -d 'Apply what Agent Zero added, edited and deleted since this store last imported or exported the folder.'
 complete -c memctl -n '__memctl_at memctl import-agent-zero' -F
 
 # memctl export-agent-zero

@@ -45,7 +45,7 @@ import shutil
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -735,6 +735,7 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
     tz = parse_timezone(timezone)
     target = Path(dest).expanduser()
     check_destination(target, force)
+    _refuse_unimported_changes(target, store, tz)
     model, dimension, total = store.model_info(), store.dimension(), len(store)
     if not model or not dimension or not total:
         raise UsageError(f"store {store.name!r} is empty; there is nothing to export")
@@ -767,6 +768,8 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
         if target.is_dir():
             shutil.copymode(target, tmp)
         _write_folder(tmp, matrix, dump_index_pkl(docs), embedding, knowledge)
+        # What Agent Zero will hold, as the next `import-agent-zero --sync` compares it.
+        write_sync_base(target, store, folder_state(read_agent_zero(tmp, timezone=tz)), into=tmp)
         replaced = _swap_in(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -775,6 +778,21 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
         progress(total, total)
     return AgentZeroExportReport(path=str(target), count=total, dimension=dimension, embedding=embedding,
                                  replaced=replaced, knowledge_import=knowledge is not None, notes=notes.render())
+
+
+def _refuse_unimported_changes(target: Path, store: StoreBase, tz: tzinfo | None) -> None:
+    """An export over a folder Agent Zero changed since this store last synced with it would silently
+    undo those changes (bring deleted memories back, revert edits): refused."""
+    base = sync_base(target, store) if target.is_dir() else None
+    if base is None or not (target / INDEX_PKL).is_file():
+        return
+    state = folder_state(read_agent_zero(target, timezone=tz))
+    changed = sum(1 for i, h in state.items() if base.get(i) != h) + sum(1 for i in base if i not in state)
+    if changed:
+        raise UsageError(f"Agent Zero changed {changed} memories in {target} since store {store.name!r} last "
+                         "imported it; exporting now would undo those changes",
+                         hint=f"run `memctl import-agent-zero {target} --sync` first (or delete {SYNC_FILE} there "
+                              "to overwrite them)")
 
 
 def _carried_knowledge_import(dest: Path, ids: set[str], notes: Notes) -> dict[str, Any] | None:
@@ -846,11 +864,115 @@ def _swap_in(tmp: Path, dest: Path) -> bool:
     return old is not None
 
 
+# -- keeping both sides in step: import-agent-zero --sync -------------------------------------------
+# The folder as memctl last saw it (after an import or an export), per memctl store: {id: hash of
+# text, area, timestamp, metadata}. Agent Zero leaves unknown files in its memory folder alone.
+SYNC_FILE = "memctl_sync.json"
+SYNC_VERSION = 1
+
+
+def document_hash(doc: AgentZeroDocument) -> str:
+    import hashlib
+
+    blob = json.dumps([doc.text, doc.area, doc.created_at, doc.metadata], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def folder_state(source: AgentZeroFolder) -> dict[str, str]:
+    return {doc.id: document_hash(doc) for doc in source.documents}
+
+
+def _read_sync(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / SYNC_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != SYNC_VERSION or not isinstance(data.get("stores"), dict):
+        return {}
+    return data["stores"]
+
+
+def sync_base(folder: Path, store: StoreBase) -> dict[str, str] | None:
+    """The folder's documents as memctl last saw them for this store (None: never imported or exported)."""
+    entry = _read_sync(folder).get(_store_key(store))
+    return dict(entry["documents"]) if isinstance(entry, dict) and isinstance(entry.get("documents"), dict) else None
+
+
+def write_sync_base(folder: Path, store: StoreBase, state: dict[str, str], *, into: Path | None = None) -> None:
+    """Record `state` as what this store last saw of `folder` (written to `into` when given: a folder
+    about to replace it). Other stores' entries are kept."""
+    from memctl.files import atomic_write_bytes
+    from memctl.store.records import now_iso
+
+    stores = _read_sync(folder)
+    stores[_store_key(store)] = {"synced_at": now_iso(), "documents": state}
+    atomic_write_bytes((into or folder) / SYNC_FILE,
+                       json.dumps({"version": SYNC_VERSION, "stores": stores}).encode("utf-8"), mode=0o644)
+
+
+def _store_key(store: StoreBase) -> str:
+    return str(getattr(store, "location", store.name))
+
+
+@dataclass
+class AgentZeroSyncReport:
+    source: str
+    documents: int = 0
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    reembedded: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sync_agent_zero(store: StoreBase, source: AgentZeroFolder, *, batch_size: int = 500) -> AgentZeroSyncReport:
+    """Apply what Agent Zero added, edited and deleted since this store last imported or exported the
+    folder: new documents are inserted, edited ones updated (text, area, metadata), deleted ones
+    deleted (archived: `memctl restore` brings them back). Memories memctl changed that Agent Zero did
+    not touch are kept as memctl has them."""
+    base = sync_base(source.path, store)
+    if base is None:
+        raise UsageError(f"store {store.name!r} has not imported or exported {source.path} before",
+                         hint="run import-agent-zero without --sync first")
+    state = folder_state(source)
+    report = AgentZeroSyncReport(source=str(source.path), documents=len(state))
+    added = [d for d in source.documents if d.id not in base]
+    edited = [d for d in source.documents if d.id in base and base[d.id] != state[d.id]]
+    gone = [doc_id for doc_id in base if doc_id not in state]
+    report.unchanged = len(state) - len(added) - len(edited)
+    if added:
+        sub = AgentZeroFolder(path=source.path, documents=added, total=len(added), skipped=[],
+                              embedding=source.embedding, vectors=source.vectors, notes=source.notes)
+        inserted = import_agent_zero(store, sub, batch_size=batch_size)
+        report.added, report.reembedded = inserted.imported, inserted.reembedded
+    present = {m.id: m for m in store.get([d.id for d in edited])}
+    for doc in edited:
+        if doc.id not in present:  # deleted in memctl meanwhile: Agent Zero's edit brings it back
+            sub = AgentZeroFolder(path=source.path, documents=[doc], total=1, skipped=[], embedding=source.embedding,
+                                  vectors=source.vectors, notes=source.notes)
+            report.updated += import_agent_zero(store, sub).imported
+            continue
+        memory = present[doc.id]
+        store.update(doc.id, text=doc.text if doc.text != memory.text else None, metadata=doc.metadata,
+                     replace_metadata=True, area=doc.area, actor="import-agent-zero", op="update")
+        report.updated += 1
+    if gone:
+        report.deleted = len(store.delete(gone, cascade=False, actor="import-agent-zero").deleted)
+    write_sync_base(source.path, store, state)
+    report.notes = source.notes.render()
+    return report
+
+
 __all__ = [
     "AgentZeroDocument",
     "AgentZeroExportReport",
     "AgentZeroFolder",
     "AgentZeroImportReport",
+    "AgentZeroSyncReport",
     "a0_embedding",
     "a0_time_to_iso",
     "dump_index_pkl",
@@ -861,4 +983,5 @@ __all__ = [
     "model_matches",
     "parse_timezone",
     "read_agent_zero",
+    "sync_agent_zero",
 ]

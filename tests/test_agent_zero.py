@@ -389,7 +389,7 @@ def test_export_refuses_to_overwrite_without_force_then_swaps_and_keeps_knowledg
     assert forced.code == 0, forced.err
     assert forced.json["replaced"] is True and forced.json["knowledge_import"] is True
     assert sorted(p.name for p in dest.iterdir()) == ["embedding.json", "index.faiss", "index.pkl",
-                                                      "knowledge_import.json"]
+                                                      "knowledge_import.json", "memctl_sync.json"]
     carried = json.loads((dest / "knowledge_import.json").read_text())
     entry = carried["/a0/knowledge/main/x.md"]
     assert entry["ids"] == [ids[0]] and entry["checksum"] == "abc"  # ids limited to what was exported
@@ -506,3 +506,53 @@ def test_project_memory_folders_import_and_export(cli, tmp_path):
     assert cli("export-agent-zero", folder, "-s", "projects/site", "--force").code == 0
     again = cli("import-agent-zero", folder, "-s", "projects/copy", "--json").json
     assert again["imported"] == 2 and again["reused_vectors"] == 2
+
+
+SYNC_DOCS = [{"id": f"S{i}", "text": f"agent zero memory number {i}",
+              "metadata": {"area": "main", "timestamp": f"2025-05-0{i} 10:00:00"}} for i in range(1, 5)]
+
+
+def test_sync_applies_agent_zeros_additions_edits_and_deletions(backend, cli, tmp_path):
+    folder = tmp_path / "usr" / "memory" / "default"
+    build_a0_store(folder, SYNC_DOCS)
+    assert cli("import-agent-zero", folder, "-s", "a0").code == 0
+    assert cli("import-agent-zero", folder, "-s", "a0", "--sync", "--json").json["unchanged"] == 4
+    cli("update", "S4", "-s", "a0", "--text", "curated in memctl")  # a memctl edit Agent Zero did not touch
+    # Agent Zero runs: forgets S1, edits S2, memorises S5 (and saves its whole folder again)
+    edited = [{**SYNC_DOCS[1], "text": "edited by agent zero", "metadata": {**SYNC_DOCS[1]["metadata"], "t": 1}}]
+    new = [{"id": "S5", "text": "memorised later", "metadata": {"area": "fragments",
+                                                                "timestamp": "2025-06-01 09:00:00"}}]
+    build_a0_store(folder, edited + SYNC_DOCS[2:] + new)
+
+    refused = cli("export-agent-zero", folder, "-s", "a0", "--force", "--json")
+    assert refused.code == 2 and "--sync" in refused.json["error"]["hint"]
+    assert "changed 3 memories" in refused.json["error"]["message"]
+
+    doc = cli("import-agent-zero", folder, "-s", "a0", "--sync", "--json").json
+    assert (doc["added"], doc["updated"], doc["deleted"], doc["unchanged"]) == (1, 1, 1, 2)
+    memories = {m["id"]: m for m in cli("list", "-s", "a0", "--json").json["items"]}
+    assert set(memories) == {"S2", "S3", "S4", "S5"}
+    assert memories["S2"]["text"] == "edited by agent zero" and memories["S2"]["metadata"] == {"t": 1}
+    assert memories["S4"]["text"] == "curated in memctl"
+    assert memories["S5"]["area"] == "fragments"
+    assert cli("restore", "S1", "-s", "a0").code == 0  # a deletion is archived, as any other
+
+    assert cli("export-agent-zero", folder, "-s", "a0", "--force").code == 0  # now nothing would be undone
+    again = cli("import-agent-zero", folder, "-s", "a0", "--sync", "--json").json
+    assert (again["added"], again["updated"], again["deleted"]) == (0, 0, 0)
+
+
+def test_sync_needs_an_earlier_import(cli, tmp_path):
+    build_a0_store(tmp_path / "a0", SYNC_DOCS)
+    result = cli("import-agent-zero", tmp_path / "a0", "--sync")
+    assert result.code == 2 and "without --sync" in result.err
+
+
+def test_an_agent_zero_save_of_the_same_memories_does_not_block_an_export(cli, tmp_path):
+    folder = tmp_path / "a0"
+    build_a0_store(folder, SYNC_DOCS)
+    assert cli("import-agent-zero", folder).code == 0
+    build_a0_store(folder, SYNC_DOCS)  # Agent Zero saved again: same memories, new files
+    doc = cli("import-agent-zero", folder, "--json").json
+    assert doc["imported"] == 0 and doc["reembedded"] == 0  # all ids known: nothing embedded
+    assert cli("export-agent-zero", folder, "--force").code == 0

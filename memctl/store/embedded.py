@@ -200,6 +200,11 @@ class EmbeddedStore(StoreBase):
     def name(self) -> str:
         return self.folder.name
 
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages (the folder)."""
+        return str(self.folder)
+
     def close(self) -> None:
         self._close_embedder()
         self.db.close()
