@@ -373,7 +373,7 @@ class EmbeddedStore(StoreBase):
             self._bulk = outer
             if not outer:
                 with self._locked():
-                    self._maybe_checkpoint()
+                    self._checkpoint_after_commit()
 
     def _checkpoint_after_commit(self) -> None:
         """The index checkpoint a commit may trigger. The memory is committed already: a failure here
