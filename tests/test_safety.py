@@ -818,3 +818,33 @@ def test_export_and_import_stream(home: Path, tmp_path: Path):
     print(f"12 kB texts: files {small[0] / 1e6:.1f} / {large[0] / 1e6:.1f} MB; peak Python memory of the import "
           f"{small[2] / 1e6:.1f} / {large[2] / 1e6:.1f} MB")
     assert large[2] - small[2] < (large[0] - small[0]) / 4 and large[2] < large[0] / 2
+
+
+def test_postgres_restore_backup_with_a_writer_keeping_its_store_open(cli, home: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    """On PostgreSQL the restore is one transaction during which writers wait: what a live writer
+    saves after it lands in the restored store; what it saved before is in the kept backup folder."""
+    import sqlite3
+    import time
+
+    from tests.pg import pg_schema
+
+    with pg_schema() as url:
+        monkeypatch.setenv("MEMCTL_STORE", url)
+        cli("save", "memory in the backup")
+        assert cli("backup", tmp_path / "bk").code == 0
+        proc, stop = _start_writer(home, tmp_path)
+        _wait_for_acks(proc, 20)
+        result = cli("restore-backup", tmp_path / "bk", "--force", "--json")
+        assert result.code == 0, result.err
+        restored_at = time.time()
+        time.sleep(1.0)
+        acked, out = _acked(proc, stop)
+        assert "ERR" not in out
+        with memctl.open_store(None, "default", embedder=FakeEmbedder()) as store:
+            final = {m.id for m, _ in store.iter_all()}
+        with sqlite3.connect(Path(result.json["kept_old"]) / "memories.sqlite") as db:
+            kept = {r[0] for r in db.execute("SELECT id FROM memories")}
+        after = {mid for mid, at in acked if at > restored_at}
+        assert after and after <= final
+        assert not [mid for mid, _ in acked if mid not in final | kept]
