@@ -26,10 +26,10 @@ _memctl_options() {
         'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export') _memctl_words=(-o --output --vectors -a --area --all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl import') _memctl_words=(--on-conflict --batch-size -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl import') _memctl_words=(--on-conflict --batch-size --allow-duplicates -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl reindex') _memctl_words=(--index-only -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl import-agent-zero') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl export-agent-zero') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl import-agent-zero') _memctl_words=(--timezone --sync -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl export-agent-zero') _memctl_words=(--force --timezone -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --decayed-below --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl restore') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -63,6 +63,8 @@ _memctl_takes_value() {
         'memctl history|-n'|'memctl history|--limit') return 0 ;;
         'memctl export|-o'|'memctl export|--output'|'memctl export|-a'|'memctl export|--area') return 0 ;;
         'memctl import|--on-conflict'|'memctl import|--batch-size') return 0 ;;
+        'memctl import-agent-zero|--timezone') return 0 ;;
+        'memctl export-agent-zero|--timezone') return 0 ;;
         'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--decayed-below'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter') return 0 ;;
         'memctl purge|--older-than') return 0 ;;
         'memctl memorize|--batch'|'memctl memorize|-a'|'memctl memorize|--area'|'memctl memorize|--recalled') return 0 ;;
@@ -106,6 +108,8 @@ _memctl_values() {
         'memctl export|-a'|'memctl export|--area') _memctl_add main fragments solutions; return ;;
         'memctl import|--on-conflict') :; return ;;
         'memctl import|--batch-size') :; return ;;
+        'memctl import-agent-zero|--timezone') :; return ;;
+        'memctl export-agent-zero|--timezone') :; return ;;
         'memctl prune|--older-than') :; return ;;
         'memctl prune|--not-accessed-for') :; return ;;
         'memctl prune|-a'|'memctl prune|--area') _memctl_add main fragments solutions; return ;;

@@ -28,6 +28,10 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl import|--on-conflict' 'memctl import|--batch-size'
             return 0
+        case 'memctl import-agent-zero|--timezone'
+            return 0
+        case 'memctl export-agent-zero|--timezone'
+            return 0
         case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter'
             return 0
         case 'memctl purge|--older-than'
@@ -109,7 +113,7 @@ complete -c memctl -n '__memctl_at memctl' -a export -d 'Write the store as JSON
 complete -c memctl -n '__memctl_at memctl' -a import -d 'Import memories from JSONL (ids, timestamps, metadata kept; vectors reused when the model matches).'
 complete -c memctl -n '__memctl_at memctl' -a reindex -d 'Re-embed every memory with the configured model (after a model change) and rebuild the index.'
 complete -c memctl -n '__memctl_at memctl' -a import-agent-zero -d 'Import an Agent Zero memory folder (its pickle read safely) into --subdir; existing ids are skipped.'
-complete -c memctl -n '__memctl_at memctl' -a export-agent-zero -d 'Write the store as an Agent Zero memory folder (index.faiss, index.pkl, embedding.json, sha256).'
+complete -c memctl -n '__memctl_at memctl' -a export-agent-zero -d 'Write the store as an Agent Zero memory folder (index.faiss, index.pkl, embedding.json).'
 complete -c memctl -n '__memctl_at memctl' -a import-knowledge -d 'Import knowledge folders as chunks: only new and changed files are read and embedded.'
 complete -c memctl -n '__memctl_at memctl' -a prune -d 'Remove memories matching every criterion given; they stay restorable (`restore`) unless --purge.'
 complete -c memctl -n '__memctl_at memctl' -a restore -d 'Bring deleted, replaced or pruned memories back (same id, text, area, metadata, created_at).'
@@ -180,15 +184,19 @@ complete -c memctl -n '__memctl_at memctl export' -l all-subdirs -d 'Every store
 # memctl import
 complete -c memctl -n '__memctl_at memctl import' -l on-conflict -x -d 'When an id exists already: skip, new-id or error.'
 complete -c memctl -n '__memctl_at memctl import' -l batch-size -x -d 'Records per transaction [config import_batch_size].'
+complete -c memctl -n '__memctl_at memctl import' -l allow-duplicates -d 'Also import records identical (text, area, metadata) to a stored memory or an earlier record.'
 
 # memctl reindex
 complete -c memctl -n '__memctl_at memctl reindex' -l index-only -d 'Rebuild the vector index from stored vectors; no re-embedding.'
 
 # memctl import-agent-zero
+complete -c memctl -n '__memctl_at memctl import-agent-zero' -l timezone -x -d 'The time zone of Agent Zero\'s naive timestamps: an IANA name, or \'local\' (this machine\'s). Its Docker image runs in UTC.'
+complete -c memctl -n '__memctl_at memctl import-agent-zero' -l sync -d 'Apply what Agent Zero added, edited and deleted since this store last imported or exported the folder.'
 complete -c memctl -n '__memctl_at memctl import-agent-zero' -F
 
 # memctl export-agent-zero
 complete -c memctl -n '__memctl_at memctl export-agent-zero' -l force -d 'Replace a non-empty DEST (its knowledge_import.json is kept). Stop Agent Zero first.'
+complete -c memctl -n '__memctl_at memctl export-agent-zero' -l timezone -x -d 'The time zone of Agent Zero\'s naive timestamps: an IANA name, or \'local\' (this machine\'s). Its Docker image runs in UTC.'
 complete -c memctl -n '__memctl_at memctl export-agent-zero' -F
 
 # memctl import-knowledge

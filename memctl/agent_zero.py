@@ -22,8 +22,10 @@ An Agent Zero store is one folder, `usr/memory/<subdir>/`:
 - `embedding.json` — `{"model_provider": ..., "model_name": ...}` (Agent Zero's memory helper writes
   exactly these two keys; a mismatch with its settings makes it re-embed every document). Read
   leniently: memctl's own `{"provider", "model"}` shape is accepted too.
-- `index.faiss.sha256` (newer Agent Zero builds) — the hex sha256 of index.faiss. When it does not
-  match, Agent Zero starts an empty index over the store.
+- `index.faiss.sha256` is *not* an Agent Zero file (no release writes or checks it): memctl neither
+  writes nor trusts one; a stale one left beside index.faiss is ignored (never a re-embedding).
+- Timestamps are naive `%Y-%m-%d %H:%M:%S` in the zone Agent Zero runs in (its Docker image: UTC):
+  `--timezone` (default UTC) says which, both ways, so a round trip is exact.
 - `knowledge_import.json` — per knowledge file: checksum and the document ids it produced. Without it
   Agent Zero imports its knowledge folders again (new ids, duplicate chunks).
 
@@ -43,14 +45,14 @@ import shutil
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import StoreError, UnsafePickleError, UsageError
-from memctl.files import file_sha256, fsync_dir
+from memctl.files import fsync_dir
 from memctl.store.records import AREAS, RESERVED_METADATA_KEYS
 
 if TYPE_CHECKING:
@@ -70,8 +72,11 @@ DOCUMENT_GLOBAL = ("langchain_core.documents.base", "Document")
 AREA_GLOBAL = ("python.helpers.memory", "Memory.Area")
 # The A0 metadata keys that become memctl columns (id, area, created_at/updated_at).
 A0_COLUMN_KEYS = ("id", "area", "timestamp")
-# An A0 area memctl does not have (e.g. "instruments") is kept here, and written back on export.
-A0_AREA_KEY = "a0_area"
+# What memctl cannot hold as it is, kept under one metadata key and written back exactly on export:
+# {"area": an area memctl does not have (e.g. "instruments"), "keys": {name: value}} for metadata
+# keys that are memctl columns (created_at, updated_at, ...) or this key itself.
+A0_KEY = "a0"
+A0_AREA_KEY = "a0_area"  # an older memctl's key for the area; read on export only from that shape (see a0_metadata)
 # The embedding providers Agent Zero names for a sentence-transformers model run locally.
 _LOCAL_PROVIDERS = {"huggingface", "sentence-transformers", "sentence_transformers", "local"}
 _MAX_DEPTH = 12
@@ -182,8 +187,12 @@ class AgentZeroFolder:
     notes: Notes
 
 
-def read_agent_zero(path: str | os.PathLike[str]) -> AgentZeroFolder:
-    """Read `usr/memory/<subdir>/` safely. Missing folder/files: UsageError; a refused pickle: UnsafePickleError."""
+def read_agent_zero(path: str | os.PathLike[str], *, timezone: str | tzinfo = "UTC") -> AgentZeroFolder:
+    """Read `usr/memory/<subdir>/` (or a project's `usr/projects/<name>/.a0proj/memory/`) safely.
+
+    Naive timestamps are read in `timezone` (Agent Zero's zone; its Docker image runs in UTC).
+    Missing folder/files: UsageError; a refused pickle: UnsafePickleError."""
+    tz = parse_timezone(timezone)
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise UsageError(f"Agent Zero memory folder {str(folder)!r} does not exist",
@@ -201,14 +210,14 @@ def read_agent_zero(path: str | os.PathLike[str]) -> AgentZeroFolder:
     if (folder / KNOWLEDGE_IMPORT).is_file():
         notes.add(f"{KNOWLEDGE_IMPORT} is not imported (its paths belong to the Agent Zero install); "
                   "`export-agent-zero --force` over this folder carries it over")
-    documents, skipped = _documents(docs, rows, notes)
+    documents, skipped = _documents(docs, rows, notes, tz)
     return AgentZeroFolder(path=folder, documents=documents, total=len(docs), skipped=skipped,
                            embedding=_read_embedding(folder, notes), vectors=_read_vectors(folder, len(rows), notes),
                            notes=notes)
 
 
-def _documents(docs: dict[Any, Any], rows: dict[Any, Any], notes: Notes) -> tuple[list[AgentZeroDocument],
-                                                                                   list[dict[str, str]]]:
+def _documents(docs: dict[Any, Any], rows: dict[Any, Any], notes: Notes,
+               tz: tzinfo | None) -> tuple[list[AgentZeroDocument], list[dict[str, str]]]:
     row_of: dict[str, int] = {}
     for row, doc_id in sorted(((r, i) for r, i in rows.items() if isinstance(r, int)), key=lambda p: p[0]):
         if not isinstance(doc_id, str) or doc_id not in docs:
@@ -226,7 +235,7 @@ def _documents(docs: dict[Any, Any], rows: dict[Any, Any], notes: Notes) -> tupl
         if reason:
             skipped.append({"id": doc_id, "reason": reason})
             continue
-        documents.append(_document(doc_id, doc.fields, row_of.get(doc_id), notes, times))
+        documents.append(_document(doc_id, doc.fields, row_of.get(doc_id), notes, times, tz))
     without_row = sum(1 for d in documents if d.row is None)
     if without_row:
         notes.add(f"{without_row} documents have no row in {INDEX_FAISS}; they are re-embedded")
@@ -245,7 +254,7 @@ def _why_unusable(key: Any, doc: Any) -> str | None:
 
 
 def _document(doc_id: str, fields: dict[str, Any], row: int | None, notes: Notes,
-              times: dict[Any, str | None]) -> AgentZeroDocument:
+              times: dict[Any, str | None], tz: tzinfo | None) -> AgentZeroDocument:
     raw = fields.get("metadata")
     if not isinstance(raw, dict):
         notes.add("a document without a metadata dict was imported with empty metadata")
@@ -255,18 +264,19 @@ def _document(doc_id: str, fields: dict[str, Any], row: int | None, notes: Notes
         notes.add(f"metadata id {meta_id!r} differs from docstore id {doc_id!r}; the docstore id is kept")
     area = raw.get("area")
     metadata: dict[str, Any] = {}
+    kept: dict[str, Any] = {}  # metadata[A0_KEY]
     if area in AREAS:
         pass
     elif area in (None, ""):
         area = "main"
     else:
-        notes.add(f"area {area!r} is not a memctl area: imported as main, kept as metadata {A0_AREA_KEY}")
-        metadata[A0_AREA_KEY] = area if isinstance(area, str) else repr(area)
+        notes.add(f"area {area!r} is not a memctl area: imported as main, kept in metadata {A0_KEY}.area")
+        kept["area"] = area if isinstance(area, str) else repr(area)
         area = "main"
     stamp = raw.get("timestamp")
     key = stamp if isinstance(stamp, str) else None
     if key is None or key not in times:
-        created_at = a0_time_to_iso(stamp)
+        created_at = a0_time_to_iso(stamp, tz)
         if key is not None:
             times[key] = created_at
     else:
@@ -277,13 +287,18 @@ def _document(doc_id: str, fields: dict[str, Any], row: int | None, notes: Notes
         name = key if isinstance(key, str) else str(key)
         if name in A0_COLUMN_KEYS:
             continue
-        if name in RESERVED_METADATA_KEYS:
-            notes.add(f"metadata key {name!r} is reserved in memctl: kept as 'a0_{name}'")
-            name = f"a0_{name}"
         try:
-            metadata[name] = _plain(value, [0])
+            plain = _plain(value, [0])
         except ValueError as exc:
             notes.add(f"metadata key {name!r} dropped: {exc}")
+            continue
+        if name in RESERVED_METADATA_KEYS or name == A0_KEY:
+            notes.add(f"metadata key {name!r} is a memctl column: kept in metadata {A0_KEY}.keys")
+            kept.setdefault("keys", {})[name] = plain
+        else:
+            metadata[name] = plain
+    if kept:
+        metadata[A0_KEY] = kept
     return AgentZeroDocument(id=doc_id, text=fields["page_content"], area=str(area), created_at=created_at,
                              metadata=metadata, row=row)
 
@@ -313,42 +328,61 @@ def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
     raise ValueError(f"{type(value).__name__} value is not plain data")
 
 
-def a0_time_to_iso(value: Any) -> str | None:
-    """Agent Zero's timestamp as memctl's ISO 8601 (UTC); naive times are the local time of this machine."""
+def parse_timezone(value: str | tzinfo | None) -> tzinfo | None:
+    """An IANA zone name ("UTC", "Europe/Berlin") or a tzinfo; "local" (this machine's zone, the offset
+    in force at each date) is None."""
+    if isinstance(value, tzinfo):
+        return value
+    name = (value or "UTC").strip()
+    if name.upper() == "UTC":
+        return UTC
+    if name.lower() == "local":
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise UsageError(f"--timezone {name!r} is not a time zone",
+                         hint="an IANA name such as UTC or Europe/Berlin, or 'local'") from exc
+
+
+def a0_time_to_iso(value: Any, tz: tzinfo | None = UTC) -> str | None:
+    """Agent Zero's timestamp as memctl's ISO 8601 (UTC); naive times are read in `tz`."""
     if isinstance(value, str):
-        return _a0_text_time_to_iso(value.strip())
+        return _a0_text_time_to_iso(value.strip(), tz)
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
             moment = datetime.fromtimestamp(value, UTC)
         else:
             return None
-        return _to_utc_iso(moment)
+        return _to_utc_iso(moment, tz)
     except (ValueError, OverflowError, OSError):
         return None
 
 
-def _a0_text_time_to_iso(text: str) -> str | None:
+def _a0_text_time_to_iso(text: str, tz: tzinfo | None) -> str | None:
     try:  # fromisoformat (3.11) reads A0_TIME_FORMAT too, ~20x faster than strptime
-        return _to_utc_iso(datetime.fromisoformat(text))
+        return _to_utc_iso(datetime.fromisoformat(text), tz)
     except (ValueError, OverflowError, OSError):
         return None
 
 
-def _to_utc_iso(moment: datetime) -> str:
+def _to_utc_iso(moment: datetime, tz: tzinfo | None) -> str:
     if moment.tzinfo is None:
-        moment = moment.astimezone()  # the local offset in force at that date (DST-aware)
+        moment = moment.replace(tzinfo=tz) if tz is not None else moment.astimezone()  # local: DST-aware
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
-def iso_to_a0_time(value: str) -> str:
-    """memctl's ISO timestamp as Agent Zero writes it: local time, `%Y-%m-%d %H:%M:%S`."""
+def iso_to_a0_time(value: str, tz: tzinfo | None = UTC) -> str:
+    """memctl's ISO timestamp as Agent Zero writes it: naive `%Y-%m-%d %H:%M:%S` in `tz`."""
     try:
         moment = datetime.fromisoformat(value)
     except (TypeError, ValueError):
         moment = datetime.now(UTC)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone().strftime(A0_TIME_FORMAT)
+    return moment.astimezone(tz).strftime(A0_TIME_FORMAT)
 
 
 def _read_embedding(folder: Path, notes: Notes) -> dict[str, Any] | None:
@@ -390,17 +424,7 @@ def _read_vectors(folder: Path, rows: int, notes: Notes) -> np.ndarray | None:
     import faiss
     import numpy as np
 
-    path = folder / INDEX_FAISS
-    sidecar = folder / SHA_SIDECAR
-    if sidecar.is_file():
-        try:
-            expected = sidecar.read_text(encoding="ascii").split()[0].lower()
-        except (OSError, UnicodeDecodeError, IndexError):
-            expected = ""
-        if expected != file_sha256(path):
-            notes.add(f"{INDEX_FAISS} does not match {SHA_SIDECAR} (Agent Zero would start an empty index): "
-                      "its vectors are not trusted, texts are re-embedded")
-            return None
+    path = folder / INDEX_FAISS  # an index.faiss.sha256 beside it is no Agent Zero file: not consulted
     declared = _declared_bytes(path)
     if declared is not None and declared > path.stat().st_size:
         notes.add(f"{INDEX_FAISS}'s header declares more vectors than the file holds: texts are re-embedded")
@@ -699,23 +723,41 @@ def check_destination(dest: Path, force: bool) -> None:
         raise UsageError(f"{dest} is not empty", hint="pass --force to replace it (stop Agent Zero first)")
 
 
-def a0_metadata(memory_id: str, area: str, created_at: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    """The metadata Agent Zero expects: id, area, timestamp first, then memctl's own keys."""
+def a0_metadata(memory_id: str, area: str, created_at: str, metadata: dict[str, Any],
+                tz: tzinfo | None = UTC) -> dict[str, Any]:
+    """The metadata Agent Zero expects: id, area, timestamp first, then the memory's own keys.
+
+    What an import kept under metadata `a0` (an area memctl lacks, keys that are memctl columns)
+    goes back where it came from; every other key, `a0_area` included, is written as it is."""
     rest = dict(metadata)
-    original_area = rest.pop(A0_AREA_KEY, None)
-    if isinstance(original_area, str) and original_area and area == "main":
-        area = original_area  # e.g. "instruments", which memctl holds as main
-    columns = {"id": memory_id, "area": area, "timestamp": iso_to_a0_time(created_at)}
+    kept = rest.get(A0_KEY)
+    if _is_kept_shape(kept):
+        del rest[A0_KEY]
+        if isinstance(kept.get("area"), str) and kept["area"] and area == "main":
+            area = kept["area"]  # e.g. "instruments", which memctl holds as main
+        rest.update(kept.get("keys") or {})
+    columns = {"id": memory_id, "area": area, "timestamp": iso_to_a0_time(created_at, tz)}
     return {**columns, **{k: v for k, v in rest.items() if k not in columns}}  # a memctl "timestamp" key loses
 
 
+def _is_kept_shape(value: Any) -> bool:
+    """metadata `a0` as an import writes it: a dict of "area" (a string) and/or "keys" (a dict), nothing else."""
+    return (isinstance(value, dict) and bool(value) and set(value) <= {"area", "keys"}
+            and isinstance(value.get("area", ""), str) and isinstance(value.get("keys", {}), dict))
+
+
 def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: bool = False,
-                      progress: Callable[[int, int], None] | None = None) -> AgentZeroExportReport:
-    """Write the store as an Agent Zero memory folder: built beside DEST, then renamed into place."""
+                      progress: Callable[[int, int], None] | None = None,
+                      timezone: str | tzinfo = "UTC") -> AgentZeroExportReport:
+    """Write the store as an Agent Zero memory folder: built beside DEST, then renamed into place.
+
+    Timestamps are written as naive times in `timezone` (Agent Zero's zone)."""
     import numpy as np
 
+    tz = parse_timezone(timezone)
     target = Path(dest).expanduser()
     check_destination(target, force)
+    _refuse_unimported_changes(target, store, tz)
     model, dimension, total = store.model_info(), store.dimension(), len(store)
     if not model or not dimension or not total:
         raise UsageError(f"store {store.name!r} is empty; there is nothing to export")
@@ -725,7 +767,8 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
     for memory, blob in store.iter_all(with_vectors=True):
         rows.append(np.frombuffer(blob or b"", dtype=np.float32))
         ids.append(memory.id)
-        docs.append((memory.id, memory.text, a0_metadata(memory.id, memory.area, memory.created_at, memory.metadata)))
+        docs.append((memory.id, memory.text,
+                     a0_metadata(memory.id, memory.area, memory.created_at, memory.metadata, tz)))
         if progress and len(ids) % 1000 == 0:
             progress(len(ids), total)
     try:
@@ -747,6 +790,8 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
         if target.is_dir():
             shutil.copymode(target, tmp)
         _write_folder(tmp, matrix, dump_index_pkl(docs), embedding, knowledge)
+        # What Agent Zero will hold, as the next `import-agent-zero --sync` compares it.
+        write_sync_base(target, store, folder_state(read_agent_zero(tmp, timezone=tz)), into=tmp)
         replaced = _swap_in(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -755,6 +800,21 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
         progress(total, total)
     return AgentZeroExportReport(path=str(target), count=total, dimension=dimension, embedding=embedding,
                                  replaced=replaced, knowledge_import=knowledge is not None, notes=notes.render())
+
+
+def _refuse_unimported_changes(target: Path, store: StoreBase, tz: tzinfo | None) -> None:
+    """An export over a folder Agent Zero changed since this store last synced with it would silently
+    undo those changes (bring deleted memories back, revert edits): refused."""
+    base = sync_base(target, store) if target.is_dir() else None
+    if base is None or not (target / INDEX_PKL).is_file():
+        return
+    state = folder_state(read_agent_zero(target, timezone=tz))
+    changed = sum(1 for i, h in state.items() if base.get(i) != h) + sum(1 for i in base if i not in state)
+    if changed:
+        raise UsageError(f"Agent Zero changed {changed} memories in {target} since store {store.name!r} last "
+                         "imported it; exporting now would undo those changes",
+                         hint=f"run `memctl import-agent-zero {target} --sync` first (or delete {SYNC_FILE} there "
+                              "to overwrite them)")
 
 
 def _carried_knowledge_import(dest: Path, ids: set[str], notes: Notes) -> dict[str, Any] | None:
@@ -787,8 +847,6 @@ def _write_folder(folder: Path, matrix: np.ndarray, pkl: bytes, embedding: dict[
     _write_file(folder / EMBEDDING_JSON, json.dumps(embedding).encode("utf-8"))
     if knowledge is not None:
         _write_file(folder / KNOWLEDGE_IMPORT, json.dumps(knowledge).encode("utf-8"))
-    # The bare hex digest: what Agent Zero's check compares (whitespace-separated readers work too).
-    _write_file(folder / SHA_SIDECAR, file_sha256(folder / INDEX_FAISS).encode("ascii"))
     fsync_dir(folder)
 
 
@@ -828,11 +886,115 @@ def _swap_in(tmp: Path, dest: Path) -> bool:
     return old is not None
 
 
+# -- keeping both sides in step: import-agent-zero --sync -------------------------------------------
+# The folder as memctl last saw it (after an import or an export), per memctl store: {id: hash of
+# text, area, timestamp, metadata}. Agent Zero leaves unknown files in its memory folder alone.
+SYNC_FILE = "memctl_sync.json"
+SYNC_VERSION = 1
+
+
+def document_hash(doc: AgentZeroDocument) -> str:
+    import hashlib
+
+    blob = json.dumps([doc.text, doc.area, doc.created_at, doc.metadata], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def folder_state(source: AgentZeroFolder) -> dict[str, str]:
+    return {doc.id: document_hash(doc) for doc in source.documents}
+
+
+def _read_sync(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / SYNC_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != SYNC_VERSION or not isinstance(data.get("stores"), dict):
+        return {}
+    return data["stores"]
+
+
+def sync_base(folder: Path, store: StoreBase) -> dict[str, str] | None:
+    """The folder's documents as memctl last saw them for this store (None: never imported or exported)."""
+    entry = _read_sync(folder).get(_store_key(store))
+    return dict(entry["documents"]) if isinstance(entry, dict) and isinstance(entry.get("documents"), dict) else None
+
+
+def write_sync_base(folder: Path, store: StoreBase, state: dict[str, str], *, into: Path | None = None) -> None:
+    """Record `state` as what this store last saw of `folder` (written to `into` when given: a folder
+    about to replace it). Other stores' entries are kept."""
+    from memctl.files import atomic_write_bytes
+    from memctl.store.records import now_iso
+
+    stores = _read_sync(folder)
+    stores[_store_key(store)] = {"synced_at": now_iso(), "documents": state}
+    atomic_write_bytes((into or folder) / SYNC_FILE,
+                       json.dumps({"version": SYNC_VERSION, "stores": stores}).encode("utf-8"), mode=0o644)
+
+
+def _store_key(store: StoreBase) -> str:
+    return str(getattr(store, "location", store.name))
+
+
+@dataclass
+class AgentZeroSyncReport:
+    source: str
+    documents: int = 0
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    reembedded: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sync_agent_zero(store: StoreBase, source: AgentZeroFolder, *, batch_size: int = 500) -> AgentZeroSyncReport:
+    """Apply what Agent Zero added, edited and deleted since this store last imported or exported the
+    folder: new documents are inserted, edited ones updated (text, area, metadata), deleted ones
+    deleted (archived: `memctl restore` brings them back). Memories memctl changed that Agent Zero did
+    not touch are kept as memctl has them."""
+    base = sync_base(source.path, store)
+    if base is None:
+        raise UsageError(f"store {store.name!r} has not imported or exported {source.path} before",
+                         hint="run import-agent-zero without --sync first")
+    state = folder_state(source)
+    report = AgentZeroSyncReport(source=str(source.path), documents=len(state))
+    added = [d for d in source.documents if d.id not in base]
+    edited = [d for d in source.documents if d.id in base and base[d.id] != state[d.id]]
+    gone = [doc_id for doc_id in base if doc_id not in state]
+    report.unchanged = len(state) - len(added) - len(edited)
+    if added:
+        sub = AgentZeroFolder(path=source.path, documents=added, total=len(added), skipped=[],
+                              embedding=source.embedding, vectors=source.vectors, notes=source.notes)
+        inserted = import_agent_zero(store, sub, batch_size=batch_size)
+        report.added, report.reembedded = inserted.imported, inserted.reembedded
+    present = {m.id: m for m in store.get([d.id for d in edited])}
+    for doc in edited:
+        if doc.id not in present:  # deleted in memctl meanwhile: Agent Zero's edit brings it back
+            sub = AgentZeroFolder(path=source.path, documents=[doc], total=1, skipped=[], embedding=source.embedding,
+                                  vectors=source.vectors, notes=source.notes)
+            report.updated += import_agent_zero(store, sub).imported
+            continue
+        memory = present[doc.id]
+        store.update(doc.id, text=doc.text if doc.text != memory.text else None, metadata=doc.metadata,
+                     replace_metadata=True, area=doc.area, actor="import-agent-zero", op="update")
+        report.updated += 1
+    if gone:
+        report.deleted = len(store.delete(gone, cascade=False, actor="import-agent-zero").deleted)
+    write_sync_base(source.path, store, state)
+    report.notes = source.notes.render()
+    return report
+
+
 __all__ = [
     "AgentZeroDocument",
     "AgentZeroExportReport",
     "AgentZeroFolder",
     "AgentZeroImportReport",
+    "AgentZeroSyncReport",
     "a0_embedding",
     "a0_time_to_iso",
     "dump_index_pkl",
@@ -841,5 +1003,7 @@ __all__ = [
     "iso_to_a0_time",
     "load_index_pkl",
     "model_matches",
+    "parse_timezone",
     "read_agent_zero",
+    "sync_agent_zero",
 ]

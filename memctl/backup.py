@@ -17,13 +17,23 @@ import secrets
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import LockTimeoutError, NotFoundError, StoreError, UsageError
-from memctl.files import file_sha256, fsync_dir
+from memctl.files import (
+    clean_stale_staging,
+    file_sha256,
+    fsync_dir,
+    recover_swap,
+    staging_folder,
+    swap_in,
+    swap_lock,
+)
 from memctl.store.base import iter_chunks
 from memctl.store.embedded import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
 from memctl.store.records import now_iso
@@ -48,16 +58,22 @@ class BackupReport:
         return asdict(self)
 
 
-def backup_store(folder: Path, dest: Path, *, subdir: str = "", force: bool = False) -> BackupReport:
+def backup_store(folder: Path, dest: Path, *, subdir: str = "", force: bool = False,
+                 lock_timeout: float = 30) -> BackupReport:
     """Write a consistent snapshot of the store in `folder` to the new folder `dest` (atomically)."""
     if not (folder / DB_FILE).is_file():
         raise NotFoundError(f"no store at {folder}", hint="`memctl subdirs` lists the stores")
     dest = Path(os.path.abspath(dest.expanduser()))
     if dest == folder.resolve() or folder.resolve() in dest.parents:
         raise UsageError(f"backup destination {dest} is inside the store", hint="choose a folder outside it")
-    _check_target(dest, force, "backup destination")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    stage = _new_folder(dest.parent, f".{dest.name}.backup-")
+    with _replacing(dest, lock_timeout):
+        _check_target(dest, force, "backup destination")
+        stage = staging_folder(dest.parent, dest.name, "backup")
+        return _backup_into(folder, stage, dest, subdir)
+
+
+def _backup_into(folder: Path, stage: Path, dest: Path, subdir: str) -> BackupReport:
     try:
         index_sha = _copy_index(folder, stage)  # before the snapshot: see the module docstring
         count = _snapshot(folder / DB_FILE, stage / DB_FILE)
@@ -134,34 +150,38 @@ def _checkpoint_known(db_path: Path, sha: str) -> bool:
 
 
 def _fsync_tree(folder: Path) -> None:
+    """Every file private (a backup holds every text) and on disk, then the folder entry."""
+    os.chmod(folder, 0o700)
     for path in folder.iterdir():
         if path.is_file():
+            os.chmod(path, 0o600)
             with path.open("rb") as handle:
                 os.fsync(handle.fileno())
     fsync_dir(folder)
 
 
 def _swap_in(stage: Path, dest: Path) -> bool:
-    """Rename the finished stage to dest; a previous dest is moved aside first and removed after."""
-    if not dest.exists():
-        os.rename(stage, dest)
-        fsync_dir(dest.parent)
-        return False
-    if not any(dest.iterdir()):
-        dest.rmdir()
-        os.rename(stage, dest)
-        fsync_dir(dest.parent)
-        return False
-    old = dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}"
-    os.rename(dest, old)
+    """Rename the finished stage to dest (journaled: see memctl.files.swap_in); a previous dest is
+    moved aside first and removed after. Returns whether a non-empty dest was replaced."""
+    replaced = dest.is_dir() and any(dest.iterdir())
+    swap_in(stage, dest, dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}", marker=DB_FILE,
+            keep_aside=False)
+    return replaced
+
+
+@contextmanager
+def _replacing(target: Path, timeout: float) -> Iterator[None]:
+    """Hold the swap lock of `target` while a replacement is built and swapped in; first finish a swap
+    a kill interrupted and remove the staging folders killed runs left."""
+    import filelock
+
     try:
-        os.rename(stage, dest)
-    except OSError:
-        os.rename(old, dest)
-        raise
-    fsync_dir(dest.parent)
-    shutil.rmtree(old, ignore_errors=True)
-    return True
+        with swap_lock(target, timeout):
+            recover_swap(target, locked=True)
+            clean_stale_staging(target)
+            yield
+    except filelock.Timeout as exc:
+        raise LockTimeoutError(f"another restore or backup of {target} is running", hint="retry later") from exc
 
 
 # -- restore-backup ----------------------------------------------------------------------
@@ -213,46 +233,53 @@ def store_has_content(folder: Path) -> bool:
 
 def restore_backup(source: Path, folder: Path, *, force: bool = False, lock_timeout: float = 30) -> RestoreBackupReport:
     """Replace the store in `folder` with the backup in `source` by renaming a finished copy into place."""
-    import filelock
-
     source = Path(os.path.abspath(source.expanduser()))
     verify_backup(source)
-    if store_has_content(folder) and not force:
-        raise UsageError(f"store {folder} is not empty",
-                         hint="restore into another --subdir, or pass --force (the replaced store is kept "
-                              "in a hidden folder beside it)")
     folder.parent.mkdir(parents=True, exist_ok=True)
-    stage = _new_folder(folder.parent, f".{folder.name}.restore-")
-    try:
-        count = _snapshot(source / DB_FILE, stage / DB_FILE)
-        for name in (*SIDE_FILES, INDEX_FILE, SIDECAR_FILE):
-            if (source / name).is_file():
-                shutil.copy2(source / name, stage / name)
-        _fsync_tree(stage)
+    with _replacing(folder, lock_timeout):
+        if store_has_content(folder) and not force:
+            raise UsageError(f"store {folder} is not empty",
+                             hint="restore into another --subdir, or pass --force (the replaced store is kept "
+                                  "in a hidden folder beside it)")
+        stage = staging_folder(folder.parent, folder.name, "restore")
+        try:
+            count = _snapshot(source / DB_FILE, stage / DB_FILE)
+            for name in (*SIDE_FILES, INDEX_FILE, SIDECAR_FILE):
+                if (source / name).is_file():
+                    shutil.copy2(source / name, stage / name)
+            _fsync_tree(stage)
+            kept_old = _swap_store(stage, folder, lock_timeout)
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+    if kept_old and not store_has_content(Path(kept_old)):
+        shutil.rmtree(kept_old, ignore_errors=True)
         kept_old = None
-        if folder.exists():
-            lock = filelock.FileLock(str(folder / LOCK_FILE), timeout=lock_timeout)
-            try:
-                with lock:  # no memctl writer is inside the old store while it is swapped out
-                    kept_old = _move_aside(folder)
-                    os.rename(stage, folder)
-            except filelock.Timeout as exc:
-                raise LockTimeoutError(f"another process is writing to {folder}", hint="retry later") from exc
-            except OSError:
-                if kept_old and not folder.exists():
-                    os.rename(kept_old, folder)
-                raise
-            if kept_old and not store_has_content(Path(kept_old)):
-                shutil.rmtree(kept_old, ignore_errors=True)
-                kept_old = None
-        else:
-            os.rename(stage, folder)
-        fsync_dir(folder.parent)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
     return RestoreBackupReport(source=str(source), path=str(folder), count=count, replaced=kept_old is not None,
                                kept_old=kept_old)
+
+
+def _swap_store(stage: Path, folder: Path, lock_timeout: float) -> str | None:
+    """Swap the finished stage in under the store's write lock: no memctl writer is inside the old
+    store while it moves. A process that keeps the old store open notices on its next write (the
+    database at the path is no longer the one it opened) and reopens the new one."""
+    import filelock
+
+    if not (folder / DB_FILE).is_file():
+        _remove_empty(folder)
+        aside = swap_in(stage, folder, _aside_name(folder), marker=DB_FILE, keep_aside=True)
+        return None if aside is None else str(aside)
+    try:
+        with filelock.FileLock(str(folder / LOCK_FILE), timeout=lock_timeout):
+            aside = swap_in(stage, folder, _aside_name(folder), marker=DB_FILE, keep_aside=True)
+    except filelock.Timeout as exc:
+        raise LockTimeoutError(f"another process is writing to {folder}", hint="retry later") from exc
+    return None if aside is None else str(aside)
+
+
+def _remove_empty(folder: Path) -> None:
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def _new_folder(parent: Path, prefix: str) -> Path:
@@ -260,18 +287,16 @@ def _new_folder(parent: Path, prefix: str) -> Path:
     for _ in range(100):
         path = parent / f"{prefix}{secrets.token_hex(4)}"
         try:
-            path.mkdir()  # the umask's permissions, like a store folder memctl creates
+            path.mkdir(mode=0o700)  # it holds every text of a store
         except FileExistsError:
             continue
         return path
     raise StoreError(f"cannot create a temporary folder in {parent}")
 
 
-def _move_aside(folder: Path) -> str:
+def _aside_name(folder: Path) -> Path:
     aside = aside_path(folder)
-    old = aside.with_name(f"{aside.name}-{secrets.token_hex(3)}")
-    os.rename(folder, old)
-    return str(old)
+    return aside.with_name(f"{aside.name}-{secrets.token_hex(3)}")
 
 
 # -- any backend: a backup folder written from the store's rows (PostgreSQL) -----------------------
@@ -341,16 +366,17 @@ def backup_rows(store: Any, dest: Path, *, force: bool = False) -> BackupReport:
     if store.model_info() is None and not store.has_content():
         raise NotFoundError(f"there is no store {store.location}", hint="`memctl subdirs` lists the stores")
     dest = Path(os.path.abspath(dest.expanduser()))
-    _check_target(dest, force, "backup destination")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    stage = _new_folder(dest.parent, f".{dest.name}.backup-")
-    try:
-        count = _write_folder_store(store, stage)
-        files = _write_manifest(stage, subdir=store.name, source=store.location, count=count)
-        replaced = _swap_in(stage, dest)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+    with _replacing(dest, float(store.config["lock_timeout"])):
+        _check_target(dest, force, "backup destination")
+        stage = staging_folder(dest.parent, dest.name, "backup")
+        try:
+            count = _write_folder_store(store, stage)
+            files = _write_manifest(stage, subdir=store.name, source=store.location, count=count)
+            replaced = _swap_in(stage, dest)
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
     size = sum(p.stat().st_size for p in dest.iterdir() if p.is_file())
     index = "copied" if INDEX_FILE in files else "rebuild"
     return BackupReport(path=str(dest), count=count, bytes=size, index=index, files=files, replaced=replaced)

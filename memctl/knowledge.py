@@ -168,12 +168,23 @@ def _walk(folder: Folder, top: Path, area: str, files: list[SourceFile], skipped
 
 def _add_file(folder: Folder, path: Path, area: str, files: list[SourceFile], skipped: list[Skipped]) -> None:
     found = reader_for(path.name)
-    if not path.is_file():
+    if path.is_symlink() and not _inside(path, folder.path):
+        skipped.append(Skipped(str(path), "symbolic link leading out of the folder"))
+    elif not path.is_file():
         skipped.append(Skipped(str(path), "not a regular file"))
     elif found is None:
         skipped.append(Skipped(str(path), f"no reader for {path.suffix or 'files without an extension'}"))
     else:
         files.append(SourceFile(folder, path.relative_to(folder.path).as_posix(), area, found[0]))
+
+
+def _inside(path: Path, top: Path) -> bool:
+    """Whether a link's final target lies inside the knowledge folder (a link out could import
+    /etc/passwd or a private key as a memory)."""
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(Path(os.path.realpath(top)))
+    except OSError:
+        return False
 
 
 def file_sha256(path: Path) -> str:

@@ -6,8 +6,12 @@ Core only (no typer/rich): the CLI's lifecycle commands call one function each.
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -15,44 +19,87 @@ from pathlib import Path
 from typing import IO, Any
 
 from memctl.embeddings import ModelInfo
-from memctl.errors import InputFormatError, NotFoundError, UsageError
-from memctl.store.base import StoreBase, check_area, check_metadata, iter_chunks
+from memctl.errors import InputFormatError, MemctlError, NotFoundError, UsageError
+from memctl.store.base import StoreBase, check_area, check_metadata, check_text_size, iter_chunks
 from memctl.store.embedded import folder_size  # noqa: F401 - part of this module's API
 from memctl.store.records import Memory, now_iso
 
 EXPORT_FORMAT = 1
 HEADER_KEY = "memctl_export"
+# Characters str.splitlines() and many JSON-lines readers treat as line ends; JSON allows them raw
+# inside strings, so the export escapes them (every line stays one line for any reader).
+_LINE_BREAKERS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+_LINE_BREAKERS_RE = re.compile("[\u2028\u2029\x85]")
+
+
+def _json_line(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return _LINE_BREAKERS_RE.sub(lambda m: _LINE_BREAKERS[m.group()], text)
 
 
 def export_lines(store: StoreBase, *, with_vectors: bool = False, area: str | None = None) -> Iterator[str]:
-    """The header line, then one JSON object per memory (oldest first)."""
-    info = store.model_info()
-    header = {HEADER_KEY: EXPORT_FORMAT, "subdir": store.name, "exported_at": now_iso(),
-              "count": len(store), "vectors": with_vectors, "embedding": info if with_vectors else None}
-    yield json.dumps(header, ensure_ascii=False)
-    for memory, blob in store.iter_all(area=area, with_vectors=with_vectors):
-        record = memory.to_dict()
-        if with_vectors and blob is not None:
-            record["vector"] = base64.b64encode(blob).decode("ascii")
-        yield json.dumps(record, ensure_ascii=False)
+    """The header line, then one JSON object per memory (oldest first), all from one read snapshot:
+    the header's count is the number of lines that follow (of `area` alone when given)."""
+    if area is not None:
+        check_area(area)  # before the header: a bad area writes nothing
+    with store.snapshot():
+        info = store.model_info()
+        count = int(store.stats()["areas"].get(area, {}).get("count", 0)) if area else len(store)
+        header = {HEADER_KEY: EXPORT_FORMAT, "subdir": store.name, "exported_at": now_iso(), "area": area,
+                  "count": count, "vectors": with_vectors, "embedding": info if with_vectors else None}
+        yield _json_line(header)
+        for memory, blob in store.iter_all(area=area, with_vectors=with_vectors):
+            record = memory.to_dict()
+            if with_vectors and blob is not None:
+                record["vector"] = base64.b64encode(blob).decode("ascii")
+            yield _json_line(record)
 
 
-def export_jsonl(store: StoreBase, out: IO[str], *, with_vectors: bool = False, area: str | None = None,
+def export_jsonl(store: StoreBase, out: IO[str] | IO[bytes], *, with_vectors: bool = False, area: str | None = None,
                  progress: Callable[[int], None] | None = None) -> int:
+    """Write the export to `out` (text or binary: UTF-8) line by line; returns the memories written."""
     count = -1
+    binary = not isinstance(out, io.TextIOBase) and "b" in getattr(out, "mode", "b")
     for count, line in enumerate(export_lines(store, with_vectors=with_vectors, area=area)):
-        out.write(line + "\n")
+        if binary:
+            out.write((line + "\n").encode("utf-8"))  # type: ignore[arg-type]
+        else:
+            out.write(line + "\n")  # type: ignore[arg-type]
         if progress and count % 1000 == 0:
             progress(count)
     return max(count, 0)
 
 
+def export_to_stdout(store: StoreBase, stdout: IO[bytes], *, with_vectors: bool = False, area: str | None = None,
+                     progress: Callable[[int], None] | None = None) -> int:
+    """The export, spooled to a temporary file first: a failure half-way writes nothing to stdout."""
+    with tempfile.TemporaryFile() as spool:
+        count = export_jsonl(store, spool, with_vectors=with_vectors, area=area, progress=progress)
+        spool.seek(0)
+        shutil.copyfileobj(spool, stdout, 1 << 20)
+    stdout.flush()
+    return count
+
+
+def export_to_file(store: StoreBase, path: Path, *, with_vectors: bool = False, area: str | None = None,
+                   progress: Callable[[int], None] | None = None) -> int:
+    """The export written atomically to `path` (through a symbolic link: to its target), streamed."""
+    from memctl.files import atomic_writer
+
+    with atomic_writer(path) as handle:
+        return export_jsonl(store, handle, with_vectors=with_vectors, area=area, progress=progress)
+
+
 @dataclass
 class ImportReport:
     imported: int = 0
-    skipped: int = 0
+    skipped: int = 0  # ids already in the store (--on-conflict skip)
+    duplicates: int = 0  # identical memories (text, area, metadata) already stored or earlier in the file
     reembedded: int = 0
     batches: int = 0
+    records: int = 0  # records in the file
+    expected: int | None = None  # the header's count
+    truncated: bool = False  # fewer records than the header announced, or a cut-off last line
     ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,74 +112,229 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+class ImportInterrupted(MemctlError):
+    """Ctrl-C during an import: the batches committed so far are kept (the message says how many)."""
+
+    exit_code = 130
+
+
+@dataclass
+class _Scan:
+    header: dict[str, Any] | None = None
+    records: int = 0
+    truncated_line: int | None = None  # a last line cut off mid-record (no newline, not JSON)
+
+
+def iter_jsonl_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, line, ends with a newline): lines end at \\n only, never at U+2028, U+0085 or \\r."""
+    for number, raw in enumerate(handle, start=1):
+        complete = raw.endswith(b"\n")
+        yield number, raw[:-1] if complete else raw, complete
+
+
+def _decode(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})",
+                               hint="memctl export writes UTF-8") from exc
+
+
+def _parse_line(raw: bytes, where: str) -> dict[str, Any] | None:
+    line = _decode(raw, where)
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        # ValueError: bad JSON, NaN/Infinity, or an integer of over 4,300 digits (no .msg then)
+        reason = getattr(exc, "msg", None) or ("nested too deeply" if isinstance(exc, RecursionError) else exc)
+        raise InputFormatError(f"{where}: not valid JSON ({reason})",
+                               hint="expected one JSON object per line, as `memctl export` writes") from exc
+    if not isinstance(obj, dict):
+        raise InputFormatError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _check_header(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    version = obj.get(HEADER_KEY)
+    if version != EXPORT_FORMAT:
+        raise InputFormatError(f"{where}: export format {version!r} is not one this memctl reads ({EXPORT_FORMAT})",
+                               hint="export it again with this memctl, or upgrade memctl")
+    count = obj.get("count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        raise InputFormatError(f"{where}: the header's count {count!r} is not a number of records")
+    return obj
+
+
+def scan_jsonl(handle: IO[bytes], source: str, *, max_text: int | None = None) -> _Scan:
+    """Validate every line before anything is written; errors name the file and line. Streams."""
+    scan = _Scan()
+    for number, raw, complete in iter_jsonl_lines(handle):
+        where = f"{source}:{number}"
+        try:
+            obj = _parse_line(raw, where)
+        except InputFormatError:
+            if not complete and raw.strip():  # the last line, cut off: a truncated file
+                scan.truncated_line = number
+                break
+            raise
+        if obj is None:
+            continue
+        if HEADER_KEY in obj:
+            if scan.header is not None or scan.records:
+                raise InputFormatError(f"{where}: a second export header", hint="import one export file at a time")
+            scan.header = _check_header(obj, where)
+            continue
+        _check_record(obj, where, max_text)
+        scan.records += 1
+    return scan
+
+
+def _records(handle: IO[bytes], source: str, stop: int | None, max_text: int | None) -> Iterator[dict[str, Any]]:
+    for number, raw, _ in iter_jsonl_lines(handle):
+        if stop is not None and number >= stop:
+            return
+        obj = _parse_line(raw, f"{source}:{number}")
+        if obj is not None and HEADER_KEY not in obj:
+            yield _check_record(obj, f"{source}:{number}", max_text)
+
+
 def parse_jsonl(lines: list[str], source: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """Validate every line before anything is written; errors name the file and line."""
+    """Header and records of JSONL text already split into lines (validated)."""
     header: dict[str, Any] | None = None
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
+        obj = _parse_line(line.encode("utf-8"), f"{source}:{number}")
+        if obj is None:
             continue
-        try:
-            obj = json.loads(line, parse_constant=_refuse_constant)
-        except (ValueError, RecursionError) as exc:
-            # ValueError: bad JSON, NaN/Infinity, or an integer of over 4,300 digits (no .msg then)
-            reason = getattr(exc, "msg", None) or ("nested too deeply" if isinstance(exc, RecursionError) else exc)
-            raise InputFormatError(f"{source}:{number}: not valid JSON ({reason})",
-                                   hint="expected one JSON object per line, as `memctl export` writes") from exc
-        if not isinstance(obj, dict):
-            raise InputFormatError(f"{source}:{number}: expected a JSON object, got {type(obj).__name__}")
         if HEADER_KEY in obj:
-            header = obj
+            header = _check_header(obj, f"{source}:{number}")
             continue
         records.append(_check_record(obj, f"{source}:{number}"))
     return header, records
 
 
-def _check_record(obj: dict[str, Any], where: str) -> dict[str, Any]:
+def _check_record(obj: dict[str, Any], where: str, max_text: int | None = None) -> dict[str, Any]:
     text = obj.get("text")
     if not isinstance(text, str) or not text.strip():
         raise InputFormatError(f"{where}: record has no text", hint='each line needs at least {"text": "..."}')
     try:
         check_area(obj.get("area") or "main")
         check_metadata(obj.get("metadata") or {})
-    except Exception as exc:  # noqa: BLE001 - re-raised with the line number
-        raise InputFormatError(f"{where}: {exc}") from exc
+        if max_text is not None:
+            check_text_size(text, max_text)
+    except MemctlError as exc:
+        raise InputFormatError(f"{where}: {exc.message}", hint=exc.hint) from exc
     for key in ("id", "created_at", "updated_at"):
         if obj.get(key) is not None and not isinstance(obj[key], str):
             raise InputFormatError(f"{where}: {key} must be a string")
+    for key in ("created_at", "updated_at"):
+        if obj.get(key) is not None:
+            obj[key] = check_timestamp(obj[key], f"{where}: {key}")
     return obj
 
 
-def _vectors_usable(header: dict[str, Any] | None, records: list[dict[str, Any]], info: ModelInfo) -> int | None:
-    """The dimension of the records' vectors if they all exist and come from the configured model."""
+def check_timestamp(value: str, what: str) -> str:
+    """An ISO 8601 timestamp as stored: kept as it is when it has an offset; a naive one is read as UTC."""
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InputFormatError(f"{what} {value!r} is not an ISO 8601 timestamp",
+                               hint="e.g. 2025-03-01T12:00:00+00:00") from exc
+    return value if stamp.tzinfo else stamp.replace(tzinfo=UTC).isoformat()
+
+
+def _vectors_usable(header: dict[str, Any] | None, info: ModelInfo) -> int | None:
+    """The dimension of the records' vectors if the header says they come from the configured model."""
     embedding = (header or {}).get("embedding") or {}
-    if (embedding.get("provider"), embedding.get("model")) != (info.provider, info.model):
+    if not (header or {}).get("vectors") and not embedding:
         return None
-    if not records or not all(isinstance(r.get("vector"), str) for r in records):
+    if (embedding.get("provider"), embedding.get("model")) != (info.provider, info.model):
         return None
     return int(embedding.get("dimension") or 0) or None
 
 
-def import_jsonl(store: StoreBase, path: Path | None, lines: list[str], *, batch_size: int = 500,
-                 on_conflict: str = "skip", progress: Callable[[int, int], None] | None = None) -> ImportReport:
+def identity_key(text: str, area: str | None, metadata: dict[str, Any] | None) -> str:
+    """What makes two memories identical for an import: text, area and metadata (key order ignored)."""
+    blob = json.dumps([text, area or "main", metadata or {}], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
-    header, records = parse_jsonl(lines, str(path) if path else "<stdin>")
+
+def _drop_duplicates(store: StoreBase, batch: list[dict[str, Any]], seen: set[str]) -> list[dict[str, Any]]:
+    """The records of `batch` that are not identical to a stored memory nor to an earlier record.
+
+    A record identical to the stored memory of its own id is kept: the id conflict rule decides."""
+    from memctl.embeddings import content_hash
+
+    keys = [identity_key(r["text"], r.get("area"), r.get("metadata")) for r in batch]
+    hashes = sorted({content_hash(r["text"]) for r in batch})
+    stored: dict[str, set[str]] = {}
+    for memory in store.memories_with_hashes(hashes):
+        stored.setdefault(identity_key(memory.text, memory.area, memory.metadata), set()).add(memory.id)
+    kept = []
+    for record, key in zip(batch, keys, strict=True):
+        if record.get("id") and record["id"] in stored.get(key, ()):
+            kept.append(record)  # the same memory, id and all: an id conflict, not a duplicate
+            continue
+        if key in stored or key in seen:
+            continue
+        seen.add(key)
+        kept.append(record)
+    return kept
+
+
+def import_jsonl(store: StoreBase, path: Path | None, source: IO[bytes] | list[str], *, batch_size: int = 500,
+                 on_conflict: str = "skip", allow_duplicates: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> ImportReport:
+    """Import an export (a seekable binary file, or lines) in batches, one transaction each.
+
+    Every line is validated first. Re-running an import (after a kill or Ctrl-C, or twice) adds
+    nothing: records whose id is stored are skipped (on_conflict skip), and so are records identical
+    (text, area, metadata) to a stored memory or an earlier record, unless allow_duplicates.
+    """
+    name = str(path) if path else "<stdin>"
+    if isinstance(source, list):
+        source = io.BytesIO("".join(line + "\n" for line in source).encode("utf-8"))
+    max_text = int(store.config.get("max_text_bytes") or 0) or None
+    scan = scan_jsonl(source, name, max_text=max_text)
+    report = ImportReport(records=scan.records, expected=(scan.header or {}).get("count"))
+    report.truncated = scan.truncated_line is not None or (
+        report.expected is not None and report.expected != scan.records)
     info = store.embedder.info
     store.check_model(info)
-    dimension = _vectors_usable(header, records, info)
-    report = ImportReport()
-    with store.bulk():
-        for batch, vectors in _with_vectors(store, iter_chunks(records, batch_size), dimension):
-            if not dimension:
-                report.reembedded += len(batch)
-            ids = store.insert_records(batch, vectors, info, actor="import", op="import", on_conflict=on_conflict)
-            report.imported += len(ids)
-            report.skipped += len(batch) - len(ids)
-            report.batches += 1
-            report.ids += ids
-            if progress:
-                progress(report.imported + report.skipped, len(records))
+    dimension = _vectors_usable(scan.header, info)
+    source.seek(0)
+    seen: set[str] = set()
+    try:
+        with store.bulk():
+            batches = iter_chunks(_records(source, name, scan.truncated_line, max_text), batch_size)
+            if not allow_duplicates:
+                batches = _deduplicated(store, batches, seen, report)
+            for batch, vectors, embedded in _with_vectors(store, batches, dimension):
+                if embedded:
+                    report.reembedded += len(batch)
+                ids = store.insert_records(batch, vectors, info, actor="import", op="import",
+                                           on_conflict=on_conflict)
+                report.imported += len(ids)
+                report.skipped += len(batch) - len(ids)
+                report.batches += 1
+                report.ids += ids
+                if progress:
+                    progress(report.imported + report.skipped + report.duplicates, scan.records)
+    except KeyboardInterrupt:
+        raise ImportInterrupted(f"interrupted: {report.imported} memories of {name} were imported and are kept",
+                                hint="run the same import again: what is stored already is skipped") from None
     return report
+
+
+def _deduplicated(store: StoreBase, batches: Iterator[list[dict[str, Any]]], seen: set[str],
+                  report: ImportReport) -> Iterator[list[dict[str, Any]]]:
+    for batch in batches:
+        kept = _drop_duplicates(store, batch, seen)
+        report.duplicates += len(batch) - len(kept)
+        if kept:
+            yield kept
 
 
 def _stored_vectors(batch: list[dict[str, Any]], dimension: int) -> Any:
@@ -148,25 +350,30 @@ def _stored_vectors(batch: list[dict[str, Any]], dimension: int) -> Any:
 
 
 def _with_vectors(store: Any, batches: Iterator[list[dict[str, Any]]],
-                  dimension: int | None) -> Iterator[tuple[list[dict[str, Any]], Any]]:
-    """(batch, vectors); the next batch is embedded while the caller writes this one (the model and
+                  dimension: int | None) -> Iterator[tuple[list[dict[str, Any]], Any, bool]]:
+    """(batch, vectors, re-embedded); a batch whose records all carry a vector of the configured
+    model uses them. The next batch is embedded while the caller writes this one (the model and
     SQLite both release the GIL), so an import costs about the embedding time alone."""
-    if dimension:
-        for batch in batches:
-            yield batch, _stored_vectors(batch, dimension)
-        return
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     embedder = store.embedder  # the model alone: the store's connection stays in this thread
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = None
+        pending: tuple[list[dict[str, Any]], Future[Any] | Any, bool] | None = None
         for batch in batches:
-            future = pool.submit(embedder.embed, [r["text"] for r in batch])
+            if dimension and all(isinstance(r.get("vector"), str) for r in batch):
+                current: tuple[list[dict[str, Any]], Any, bool] = (batch, _stored_vectors(batch, dimension), False)
+            else:
+                current = (batch, pool.submit(embedder.embed, [r["text"] for r in batch]), True)
             if pending is not None:
-                yield pending[0], pending[1].result()
-            pending = (batch, future)
+                yield _resolved(pending)
+            pending = current
         if pending is not None:
-            yield pending[0], pending[1].result()
+            yield _resolved(pending)
+
+
+def _resolved(item: tuple[list[dict[str, Any]], Any, bool]) -> tuple[list[dict[str, Any]], Any, bool]:
+    batch, vectors, embedded = item
+    return batch, vectors.result() if embedded else vectors, embedded
 
 
 # -- durations ---------------------------------------------------------------------------
@@ -445,11 +652,53 @@ def purge(store: StoreBase, *, older_than: str | None = None, everything: bool =
     if dry_run:
         report.bytes_after = report.bytes_before
         return report
-    hashes = store.purge_rows(bound)
+    cache_dir = store.cache_dir
+    pending = _PendingScrub(cache_dir)
+    hashes = store.purge_rows(bound, found=pending.record)
     report.compacted = store.compact()
-    report.cache_entries = scrub_cache(store.cache_dir, hashes)
+    hashes |= pending.load_all()  # this purge's, and those of purges killed before their scrub
+    report.cache_entries = scrub_cache(cache_dir, hashes - store.hashes_used_elsewhere(hashes))
+    pending.done()
     report.bytes_after = store.size_bytes()
     return report
+
+
+class _PendingScrub:
+    """The content hashes a purge must drop from the embedding cache, on disk before the rows go:
+    a purge killed after its commit leaves them, and the next purge scrubs them."""
+
+    PREFIX = ".purge-pending-"
+
+    def __init__(self, cache_dir: Path | None) -> None:
+        self.cache_dir = cache_dir
+        self.files: list[Path] = []
+
+    def record(self, hashes: set[str]) -> None:
+        if not hashes or self.cache_dir is None:
+            return
+        import secrets
+
+        from memctl.files import atomic_write_bytes
+
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        path = self.cache_dir / f"{self.PREFIX}{secrets.token_hex(6)}.json"
+        atomic_write_bytes(path, json.dumps(sorted(hashes)).encode("ascii"))
+
+    def load_all(self) -> set[str]:
+        found: set[str] = set()
+        if self.cache_dir is None or not self.cache_dir.is_dir():
+            return found
+        for path in sorted(self.cache_dir.glob(f"{self.PREFIX}*.json")):
+            try:
+                found.update(str(h) for h in json.loads(path.read_text(encoding="ascii")))
+            except (OSError, ValueError, TypeError):
+                pass
+            self.files.append(path)
+        return found
+
+    def done(self) -> None:
+        for path in self.files:
+            path.unlink(missing_ok=True)
 
 
 def scrub_cache(cache_dir: Path | None, hashes: set[str]) -> int:
@@ -489,23 +738,28 @@ def store_stats(store: StoreBase, subdir: str) -> dict[str, Any]:
 
 # -- every subdir at once ----------------------------------------------------------------
 def export_all(root: Path | None, out_dir: Path, opener: Callable[[str], StoreBase], *, with_vectors: bool = False,
-               area: str | None = None, subdirs: Sequence[str] | None = None) -> list[dict[str, Any]]:
+               area: str | None = None, subdirs: Sequence[str] | None = None
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One JSONL file per subdir under out_dir (`projects/x` -> out_dir/projects/x.jsonl), each written atomically.
 
-    The subdirs are `subdirs` (e.g. those of a PostgreSQL database), else the stores under `root`."""
-    import io
+    The subdirs are `subdirs` (e.g. those of a PostgreSQL database), else the stores under `root`.
+    A store that cannot be read (damaged, locked) does not stop the others: returns (written, failed),
+    failed naming each such store and why (the CLI then exits 4)."""
+    import sqlite3
 
-    from memctl.files import atomic_write_bytes
     from memctl.paths import list_subdirs
 
-    written = []
+    written: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
     names = list(subdirs) if subdirs is not None else list_subdirs(root) if root is not None else []
     for name in names:
         path = out_dir / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        buffer = io.StringIO()
-        with opener(name) as store:
-            count = export_jsonl(store, buffer, with_vectors=with_vectors, area=area)
-        atomic_write_bytes(path, buffer.getvalue().encode("utf-8"))
+        try:
+            with opener(name) as store:
+                count = export_to_file(store, path, with_vectors=with_vectors, area=area)
+        except (MemctlError, sqlite3.DatabaseError, OSError) as exc:
+            failed.append({"subdir": name, "error": str(exc)})
+            continue
         written.append({"subdir": name, "path": str(path), "count": count})
-    return written
+    return written, failed

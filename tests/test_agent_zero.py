@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import memctl
 from memctl.agent_zero import (
     a0_embedding,
     a0_time_to_iso,
@@ -113,7 +114,7 @@ def berlin():
 def test_import_of_a_real_langchain_store_keeps_ids_texts_areas_timestamps_metadata(backend, cli, tmp_path, berlin):
     folder = tmp_path / "usr" / "memory" / "default"
     build_a0_store(folder, A0_DOCS, sha=True)
-    result = cli("import-agent-zero", folder, "--subdir", "agent0", "--json")
+    result = cli("import-agent-zero", folder, "--subdir", "agent0", "--timezone", "Europe/Berlin", "--json")
     assert result.code == 0, result.err
     doc = result.json
     assert set(doc) == {"subdir", "source", "documents", "imported", "reused_vectors", "reembedded", "batches",
@@ -126,7 +127,7 @@ def test_import_of_a_real_langchain_store_keeps_ids_texts_areas_timestamps_metad
     assert set(memories) == {d["id"] for d in A0_DOCS}
     first, second, third, knowledge, instrument = (memories[d["id"]] for d in A0_DOCS)
     assert first["text"] == A0_DOCS[0]["text"] and first["area"] == "main" and first["metadata"] == {}
-    # naive Agent Zero times are local (Berlin: +01:00 in winter, +02:00 in summer), stored as UTC
+    # naive Agent Zero times in --timezone (Berlin: +01:00 in winter, +02:00 in summer), stored as UTC
     assert first["created_at"] == "2025-01-02T09:11:12.000+00:00" == first["updated_at"]
     assert second["created_at"] == "2025-07-01T06:30:00.000+00:00"
     assert second["area"] == "fragments" and second["metadata"] == {"tags": ["db", "staging"]}
@@ -135,7 +136,7 @@ def test_import_of_a_real_langchain_store_keeps_ids_texts_areas_timestamps_metad
     assert knowledge["metadata"] == {"source": "docs/infra.md", "source_file": "infra.md", "file_type": "md",
                                      "source_path": "/a0/knowledge/custom/main/infra.md",
                                      "knowledge_source": True, "import_timestamp": None}
-    assert instrument["area"] == "main" and instrument["metadata"] == {"a0_area": "instruments"}
+    assert instrument["area"] == "main" and instrument["metadata"] == {"a0": {"area": "instruments"}}
     for memory in memories.values():
         assert not {"id", "area", "timestamp", "created_at", "updated_at"} & set(memory["metadata"])
 
@@ -188,12 +189,13 @@ def test_existing_ids_empty_texts_and_unknown_model_are_reported(backend, cli, t
     assert human.code == 0 and "imported 0 of 3 documents" in human.out and "empty text" in human.out
 
 
-def test_a_mismatched_sha256_sidecar_means_vectors_are_not_trusted(backend, cli, tmp_path):
+def test_a_stale_sha256_sidecar_never_forces_a_reembedding(backend, cli, tmp_path):
+    """index.faiss.sha256 is no Agent Zero file: one that no longer matches (Agent Zero saved since) is ignored."""
     build_a0_store(tmp_path / "a0", A0_DOCS[:2])
     (tmp_path / "a0" / "index.faiss.sha256").write_text("0" * 64)
     doc = cli("import-agent-zero", tmp_path / "a0", "--json").json
-    assert doc["imported"] == 2 and doc["reused_vectors"] == 0 and doc["reembedded"] == 2
-    assert any("index.faiss.sha256" in note for note in doc["notes"])
+    assert doc["imported"] == 2 and doc["reused_vectors"] == 2 and doc["reembedded"] == 0
+    assert not any("sha256" in note for note in doc["notes"])
 
 
 def test_missing_folder_or_files_is_a_usage_error(cli, tmp_path):
@@ -310,7 +312,7 @@ def test_an_exported_folder_loads_in_langchain_and_ranks_like_memctl(backend, cl
     assert set(doc) == {"subdir", "path", "count", "dimension", "embedding", "replaced", "knowledge_import", "notes"}
     assert doc["count"] == 7 and doc["dimension"] == 384 and doc["replaced"] is False
     assert json.loads((dest / "embedding.json").read_text()) == FAKE_MODEL == doc["embedding"]
-    assert (dest / "index.faiss.sha256").read_text() == hashlib.sha256((dest / "index.faiss").read_bytes()).hexdigest()
+    assert not (dest / "index.faiss.sha256").exists()  # not an Agent Zero file
     assert isinstance(faiss.read_index(str(dest / "index.faiss")), faiss.IndexFlatIP)
     assert not [p for p in dest.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
 
@@ -386,8 +388,8 @@ def test_export_refuses_to_overwrite_without_force_then_swaps_and_keeps_knowledg
     forced = cli("export-agent-zero", dest, "--force", "--json")
     assert forced.code == 0, forced.err
     assert forced.json["replaced"] is True and forced.json["knowledge_import"] is True
-    assert sorted(p.name for p in dest.iterdir()) == ["embedding.json", "index.faiss", "index.faiss.sha256",
-                                                      "index.pkl", "knowledge_import.json"]
+    assert sorted(p.name for p in dest.iterdir()) == ["embedding.json", "index.faiss", "index.pkl",
+                                                      "knowledge_import.json", "memctl_sync.json"]
     carried = json.loads((dest / "knowledge_import.json").read_text())
     entry = carried["/a0/knowledge/main/x.md"]
     assert entry["ids"] == [ids[0]] and entry["checksum"] == "abc"  # ids limited to what was exported
@@ -440,12 +442,39 @@ def test_model_matching_is_lenient_about_agent_zero_provider_names():
 
 
 def test_timestamps(berlin):
-    assert a0_time_to_iso("2025-01-02 10:11:12") == "2025-01-02T09:11:12.000+00:00"
-    assert a0_time_to_iso("2025-07-02 10:11:12") == "2025-07-02T08:11:12.000+00:00"
-    assert a0_time_to_iso("2025-07-02T10:11:12Z") == "2025-07-02T10:11:12.000+00:00"
-    assert a0_time_to_iso("2025-07-02T10:11:12") == local_iso("2025-07-02 10:11:12")
+    from memctl.agent_zero import parse_timezone
+
+    # default: UTC (Agent Zero's Docker image), whatever this machine's zone (here Berlin)
+    assert a0_time_to_iso("2025-01-02 10:11:12") == "2025-01-02T10:11:12.000+00:00"
+    assert iso_to_a0_time("2025-07-02T08:11:12.000+00:00") == "2025-07-02 08:11:12"
+    berlin_tz = parse_timezone("Europe/Berlin")
+    assert a0_time_to_iso("2025-01-02 10:11:12", berlin_tz) == "2025-01-02T09:11:12.000+00:00"
+    assert a0_time_to_iso("2025-07-02 10:11:12", berlin_tz) == "2025-07-02T08:11:12.000+00:00"
+    assert a0_time_to_iso("2025-07-02T10:11:12Z", berlin_tz) == "2025-07-02T10:11:12.000+00:00"
+    assert a0_time_to_iso("2025-07-02T10:11:12", parse_timezone("local")) == local_iso("2025-07-02 10:11:12")
     assert a0_time_to_iso("yesterday") is None and a0_time_to_iso(None) is None
-    assert iso_to_a0_time("2025-07-02T08:11:12.000+00:00") == "2025-07-02 10:11:12"
+    assert iso_to_a0_time("2025-07-02T08:11:12.000+00:00", berlin_tz) == "2025-07-02 10:11:12"
+    with pytest.raises(memctl.UsageError, match="not a time zone"):
+        parse_timezone("Mars/Olympus")
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "America/St_Johns"])
+def test_a_round_trip_through_memctl_is_exact(backend, cli, tmp_path, berlin, zone):
+    """Import then export: the same ids, texts, areas, timestamps and metadata, key for key (reserved
+    names, an unknown area and a user's own a0_area key included)."""
+    from memctl.agent_zero import load_index_pkl
+
+    docs = [{"id": "r1", "text": "kept exactly", "metadata": {
+                "area": "instruments", "timestamp": "2025-03-30 01:30:00",
+                "created_at": "2024-01-01", "updated_at": "yesterday", "a0": {"x": 1}, "a0_area": "mine", "k": [1]}},
+            {"id": "r2", "text": "a plain one", "metadata": {"area": "solutions", "timestamp": "2025-10-26 02:30:00"}}]
+    build_a0_store(tmp_path / "a0", docs)
+    assert cli("import-agent-zero", tmp_path / "a0", "--timezone", zone).code == 0
+    assert cli("export-agent-zero", tmp_path / "back", "--timezone", zone).code == 0
+    before = load_index_pkl((tmp_path / "a0" / "index.pkl").read_bytes())[0]
+    after = load_index_pkl((tmp_path / "back" / "index.pkl").read_bytes())[0]
+    assert {k: (d.fields["page_content"], d.fields["metadata"]) for k, d in after.items()} == {
+        k: (d.fields["page_content"], d.fields["metadata"]) for k, d in before.items()}
 
 
 def test_an_unreadable_index_faiss_means_re_embedding_not_failure(backend, cli, tmp_path):
@@ -465,6 +494,70 @@ def test_export_metadata_puts_agent_zero_columns_first_and_they_win():
     from memctl.agent_zero import a0_metadata
 
     meta = a0_metadata("x1", "main", "2025-07-02T08:11:12.000+00:00",
-                       {"timestamp": "a user key", "a0_area": "instruments", "k": 1})
+                       {"timestamp": "a user key", "a0": {"area": "instruments"}, "k": 1})
     assert list(meta) == ["id", "area", "timestamp", "k"]
     assert meta["area"] == "instruments" and meta["timestamp"] == iso_to_a0_time("2025-07-02T08:11:12.000+00:00")
+    mine = a0_metadata("x2", "main", "2025-07-02T08:11:12.000+00:00", {"a0_area": "instruments"})
+    assert mine["area"] == "main" and mine["a0_area"] == "instruments"  # a user key is only a key
+
+
+def test_project_memory_folders_import_and_export(cli, tmp_path):
+    """Agent Zero projects keep memory in usr/projects/<name>/.a0proj/memory: a hidden folder on the way."""
+    folder = tmp_path / "usr" / "projects" / "site" / ".a0proj" / "memory"
+    build_a0_store(folder, A0_DOCS[:2])
+    result = cli("import-agent-zero", folder, "-s", "projects/site", "--json")
+    assert result.code == 0, result.err
+    assert result.json["imported"] == 2
+    assert cli("export-agent-zero", folder, "-s", "projects/site", "--force").code == 0
+    again = cli("import-agent-zero", folder, "-s", "projects/copy", "--json").json
+    assert again["imported"] == 2 and again["reused_vectors"] == 2
+
+
+SYNC_DOCS = [{"id": f"S{i}", "text": f"agent zero memory number {i}",
+              "metadata": {"area": "main", "timestamp": f"2025-05-0{i} 10:00:00"}} for i in range(1, 5)]
+
+
+def test_sync_applies_agent_zeros_additions_edits_and_deletions(backend, cli, tmp_path):
+    folder = tmp_path / "usr" / "memory" / "default"
+    build_a0_store(folder, SYNC_DOCS)
+    assert cli("import-agent-zero", folder, "-s", "a0").code == 0
+    assert cli("import-agent-zero", folder, "-s", "a0", "--sync", "--json").json["unchanged"] == 4
+    cli("update", "S4", "-s", "a0", "--text", "curated in memctl")  # a memctl edit Agent Zero did not touch
+    # Agent Zero runs: forgets S1, edits S2, memorises S5 (and saves its whole folder again)
+    edited = [{**SYNC_DOCS[1], "text": "edited by agent zero", "metadata": {**SYNC_DOCS[1]["metadata"], "t": 1}}]
+    new = [{"id": "S5", "text": "memorised later", "metadata": {"area": "fragments",
+                                                                "timestamp": "2025-06-01 09:00:00"}}]
+    build_a0_store(folder, edited + SYNC_DOCS[2:] + new)
+
+    refused = cli("export-agent-zero", folder, "-s", "a0", "--force", "--json")
+    assert refused.code == 2 and "--sync" in refused.json["error"]["hint"]
+    assert "changed 3 memories" in refused.json["error"]["message"]
+
+    doc = cli("import-agent-zero", folder, "-s", "a0", "--sync", "--json").json
+    assert (doc["added"], doc["updated"], doc["deleted"], doc["unchanged"]) == (1, 1, 1, 2)
+    memories = {m["id"]: m for m in cli("list", "-s", "a0", "--json").json["items"]}
+    assert set(memories) == {"S2", "S3", "S4", "S5"}
+    assert memories["S2"]["text"] == "edited by agent zero" and memories["S2"]["metadata"] == {"t": 1}
+    assert memories["S4"]["text"] == "curated in memctl"
+    assert memories["S5"]["area"] == "fragments"
+    assert cli("restore", "S1", "-s", "a0").code == 0  # a deletion is archived, as any other
+
+    assert cli("export-agent-zero", folder, "-s", "a0", "--force").code == 0  # now nothing would be undone
+    again = cli("import-agent-zero", folder, "-s", "a0", "--sync", "--json").json
+    assert (again["added"], again["updated"], again["deleted"]) == (0, 0, 0)
+
+
+def test_sync_needs_an_earlier_import(cli, tmp_path):
+    build_a0_store(tmp_path / "a0", SYNC_DOCS)
+    result = cli("import-agent-zero", tmp_path / "a0", "--sync")
+    assert result.code == 2 and "without --sync" in result.err
+
+
+def test_an_agent_zero_save_of_the_same_memories_does_not_block_an_export(cli, tmp_path):
+    folder = tmp_path / "a0"
+    build_a0_store(folder, SYNC_DOCS)
+    assert cli("import-agent-zero", folder).code == 0
+    build_a0_store(folder, SYNC_DOCS)  # Agent Zero saved again: same memories, new files
+    doc = cli("import-agent-zero", folder, "--json").json
+    assert doc["imported"] == 0 and doc["reembedded"] == 0  # all ids known: nothing embedded
+    assert cli("export-agent-zero", folder, "--force").code == 0

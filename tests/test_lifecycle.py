@@ -431,7 +431,7 @@ def test_stats_json(backend, cli, home: Path):
     cli("delete", gone)
     _save(cli, "in another store", "-s", "projects/site")
     doc = cli("stats", "--json").json
-    assert set(doc) == {"root", "stores"} and len(doc["stores"]) == 1
+    assert set(doc) == {"root", "stores", "failed"} and len(doc["stores"]) == 1
     s = doc["stores"][0]
     assert set(s) == {"subdir", "path", "count", "areas", "knowledge", "conversation", "oldest", "newest",
                       "never_accessed", "last_accessed", "archived", "history", "bytes", "model"}
@@ -471,8 +471,8 @@ def test_json_documents_of_lifecycle_commands(backend, cli, tmp_path: Path):
         ("backup", str(tmp_path / "b")): {"subdir", "path", "count", "bytes", "index", "files", "replaced"},
         ("restore-backup", str(tmp_path / "b"), "-s", "r"): {"subdir", "source", "path", "count", "replaced",
                                                              "kept_old"},
-        ("stats",): {"root", "stores"},
-        ("export", "--all-subdirs", "-o", str(tmp_path / "x")): {"root", "path", "vectors", "subdirs"},
+        ("stats",): {"root", "stores", "failed"},
+        ("export", "--all-subdirs", "-o", str(tmp_path / "x")): {"root", "path", "vectors", "subdirs", "failed"},
     }
     for args, keys in contracts.items():
         result = cli(*args, "--json")

@@ -13,7 +13,7 @@ import json
 import os
 import string
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -111,6 +111,14 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def check_text_size(text: str, limit: int) -> None:
+    """Refuse a text over `limit` bytes of UTF-8 (config max_text_bytes; 0: no limit) before it is
+    embedded: the model's memory grows with the text (~150 MB per MB)."""
+    if limit and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
+        raise UsageError(f"the text is {len(text.encode('utf-8')):,} bytes, over the limit of {limit:,} bytes",
+                         hint="split it into smaller memories, or raise max_text_bytes in the config")
 
 
 def keywords_of(config: Config, metadata: Mapping[str, Any]) -> str:
@@ -276,6 +284,7 @@ class StoreBase:
                     raise UsageError(f"id {rid!r} already exists in the store", hint="use --on-conflict skip or new-id")
                 rid = new_id()
             taken.add(rid)
+            check_text_size(record["text"], int(self.config.get("max_text_bytes") or 0))
             stamp = record.get("created_at") or now
             meta = check_metadata(record.get("metadata"))
             area = check_area(record.get("area") or "main")
@@ -383,9 +392,15 @@ class StoreBase:
         """(history entries, archived memories) older than `before` (ISO time; None: all)."""
         raise NotImplementedError
 
-    def purge_rows(self, before: str | None) -> set[str]:
+    def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         """Delete those history entries and archived memories in one transaction; return the content
-        hashes of the texts they held that no live memory holds (for the embedding cache)."""
+        hashes of the texts they held that no live memory holds (for the embedding cache). `found`
+        gets those hashes inside the transaction, before anything is deleted (to record them durably)."""
+        raise NotImplementedError
+
+    def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
+        """The hashes among `hashes` that memories of other stores sharing this store's embedding
+        cache hold (their cache entries must stay)."""
         raise NotImplementedError
 
     def size_bytes(self) -> int:
@@ -434,6 +449,10 @@ class StoreBase:
 
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         """The content hashes among `hashes` that some memory's text has."""
+        raise NotImplementedError
+
+    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+        """The memories whose text has one of these content hashes (an import's duplicate check)."""
         raise NotImplementedError
 
     # -- whole-store copies (memctl/backup.py) -------------------------------------------
@@ -496,10 +515,10 @@ class StoreBase:
                                      hint="run `memctl reindex`")
         return vectors
 
-    @staticmethod
-    def _check_text(text: Any) -> str:
+    def _check_text(self, text: Any) -> str:
         if not isinstance(text, str) or not text.strip():
             raise UsageError("memory text is empty", hint="pass the text to store")
+        check_text_size(text, int(self.config.get("max_text_bytes") or 0))
         return text
 
     def _keywords(self, metadata: Mapping[str, Any]) -> str:

@@ -6,14 +6,15 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
-from memctl.files import atomic_write_bytes
+from memctl.files import atomic_write_bytes, recover_swap
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
     COMMON_TOKEN_SHARE,
@@ -51,6 +52,8 @@ MODEL_META = "model"  # the database's copy of embedding.json (the truth; the fi
 REINDEX_HINT = ("run `memctl reindex`: it re-embeds every memory with the configured model and rewrites the "
                 "record (or restore the store from a backup)")
 LOCK_FILE = ".write.lock"
+INDEX_TEMP_PREFIX = "index.faiss."  # temp files of checkpoints: .index.faiss.XXXX (vector_index.py)
+COMMITS_FILE = ".commits"  # committed write transactions, as last recorded (see _check_commits)
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
 _ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
                     " op, actor")
@@ -87,24 +90,101 @@ class EmbeddedStore(StoreBase):
         self._bulk = False
         self._depth = 0
         self._knowledge_bytes: bytes | None = None  # knowledge_import.json as last read or written
-        folder.mkdir(parents=True, exist_ok=True)
+        recover_swap(folder, float(config["lock_timeout"]))  # a restore killed between its two renames
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A store on read-only media (or in a folder this user cannot write) stays readable.
         self.read_only = (folder / DB_FILE).is_file() and not os.access(folder, os.W_OK)
         self.db = self._connect()
+        self._ident = self._db_ident()
         if not self.read_only:
+            _make_private(folder)
             apply_migrations(self.db)
+        self._check_commits()
+
+    # -- the store's generation: restore-backup swaps the whole folder -------------------
+    def _db_ident(self) -> tuple[int, int] | None:
+        """Which file the database path names now (device, inode); None when there is none."""
+        try:
+            info = os.stat(self.folder / DB_FILE)
+        except FileNotFoundError:
+            return None
+        return (info.st_dev, info.st_ino)
+
+    def _replaced(self) -> bool:
+        return self._db_ident() != self._ident
+
+    def _reopen(self) -> None:
+        """Open the store now at the path (a restore replaced the one this handle had open).
+
+        Never creates a store: a folder that vanished is first recovered from an interrupted swap,
+        else reported."""
+        recover_swap(self.folder, float(self.config["lock_timeout"]))
+        if not (self.folder / DB_FILE).is_file():
+            raise StoreError(f"store {self.folder} was removed while this process had it open",
+                             hint="restore it with `memctl restore-backup`, or open it again to start an empty one")
+        self.db.close()
+        self.db = self._connect(create=False)
+        self._ident = self._db_ident()
+        apply_migrations(self.db)
+        self._check_commits()
+        self._index = None
+        self._lock = None
+        self._knowledge_bytes = None
+
+    # -- lost commits: the write-ahead log removed or damaged ----------------------------
+    def _record_commits(self, value: int) -> None:
+        """After a commit (write lock held): the count of committed transactions, beside the database.
+
+        One fixed-width write at offset 0, no fsync: after a power loss the file can only lag behind
+        the database (its log was synced first), which is never reported."""
+        try:
+            fd = os.open(self.folder / COMMITS_FILE, os.O_WRONLY | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            os.pwrite(fd, f"{value:020d}\n".encode("ascii"), 0) if hasattr(os, "pwrite") else \
+                os.write(fd, f"{value:020d}\n".encode("ascii"))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def _check_commits(self) -> None:
+        """Refuse to answer from a database that lost committed transactions (see m006_commit_counter)."""
+        path = self.folder / COMMITS_FILE
+        try:
+            recorded = int(path.read_text(encoding="ascii").strip() or 0)
+        except (OSError, ValueError):
+            return
+        row = self.db.execute("SELECT value FROM counters WHERE name = 'commits'").fetchone()
+        stored = int(row[0]) if row else 0
+        if stored < recorded:
+            raise StoreError(
+                f"store {self.folder} lost its last {recorded - stored} committed write(s): the database has "
+                f"{stored} of the {recorded} recorded in {path} (its write-ahead log {DB_FILE}-wal was removed "
+                "or damaged)",
+                hint=f"put the -wal file back if you have it, or restore a backup (`memctl restore-backup`); "
+                     f"to go on with what the database holds, delete {path}")
+
+    def _refresh_for_read(self) -> None:
+        """Outside any transaction, a read first follows a restore that replaced the store."""
+        if not self._depth and not self.db.in_transaction and self._replaced():
+            self._reopen()
 
     # -- plumbing ------------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, create: bool = True) -> sqlite3.Connection:
         if self.read_only:
             return self._connect_read_only()
         timeout = float(self.config["lock_timeout"])
         deadline = time.monotonic() + timeout
+        target: Any = self.folder / DB_FILE
+        if not create:
+            target = "file:" + urllib.parse.quote(str(target)) + "?mode=rw"
         while True:
             db = None
             try:
-                db = sqlite3.connect(self.folder / DB_FILE, timeout=timeout, isolation_level=None,
-                                     check_same_thread=False)
+                db = sqlite3.connect(target, timeout=timeout, isolation_level=None, check_same_thread=False,
+                                     uri=not create)
                 # Switching a new file to WAL can fail with "locked" at once (no busy handler) when
                 # another process opens it at the same moment; WAL then persists in the file.
                 if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
@@ -148,11 +228,17 @@ class EmbeddedStore(StoreBase):
     def name(self) -> str:
         return self.folder.name
 
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages (the folder)."""
+        return str(self.folder)
+
     def close(self) -> None:
         self._close_embedder()
         self.db.close()
 
     def __len__(self) -> int:
+        self._refresh_for_read()
         return int(self.db.execute("SELECT value FROM counters WHERE name = 'memories'").fetchone()[0])
 
     @contextmanager
@@ -160,15 +246,26 @@ class EmbeddedStore(StoreBase):
         """The store's exclusive write lock, shared by every process (re-entrant in one store)."""
         import filelock
 
-        if self._lock is None:
-            self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=float(self.config["lock_timeout"]))
-        try:
-            self._lock.acquire()
-        except filelock.Timeout as exc:
-            raise LockTimeoutError(
-                f"another process is writing to {self.folder}",
-                hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
-            ) from exc
+        nested = self._lock is not None and self._lock.is_locked
+        for _ in range(5):
+            if not nested and self._replaced():
+                self._reopen()  # before taking the lock: it would re-create a vanished folder
+            if self._lock is None:
+                self._lock = filelock.FileLock(str(self.folder / LOCK_FILE),
+                                               timeout=float(self.config["lock_timeout"]))
+            try:
+                self._lock.acquire()
+            except filelock.Timeout as exc:
+                raise LockTimeoutError(
+                    f"another process is writing to {self.folder}",
+                    hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
+                ) from exc
+            # A restore may have swapped the store while we waited (our lock file moved with the old one).
+            if nested or not self._replaced():
+                break
+            self._lock.release()
+        else:
+            raise StoreError(f"store {self.folder} keeps being replaced", hint="retry when restores are done")
         try:
             yield
         finally:
@@ -193,6 +290,8 @@ class EmbeddedStore(StoreBase):
             self._depth = 1
             try:
                 yield self.db
+                self.db.execute("UPDATE counters SET value = value + 1 WHERE name = 'commits'")
+                commits = self.db.execute("SELECT value FROM counters WHERE name = 'commits'").fetchone()
                 self.db.execute("COMMIT")
             except BaseException:
                 # SQLite may already have rolled back (disk full, I/O error): a second ROLLBACK would
@@ -202,7 +301,9 @@ class EmbeddedStore(StoreBase):
                 raise
             finally:
                 self._depth = 0
-            self._maybe_checkpoint()
+            if commits is not None:
+                self._record_commits(int(commits[0]))
+            self._checkpoint_after_commit()
 
     @contextmanager
     def transaction(self) -> Iterator[EmbeddedStore]:
@@ -319,6 +420,7 @@ class EmbeddedStore(StoreBase):
         return IndexOptions(kind, int(self.config["index_ivf_min_size"]), int(self.config["index_nprobe"]))
 
     def vector_index(self) -> VectorIndex | None:
+        self._refresh_for_read()
         dim = self.dimension()
         if dim is None:
             return None
@@ -339,7 +441,7 @@ class EmbeddedStore(StoreBase):
                 assert self._index is not None
                 self._index.checkpoint(self.db)
                 self._index.rebuilt = False
-        except (filelock.Timeout, OSError, sqlite3.Error):
+        except (filelock.Timeout, OSError, sqlite3.Error, RuntimeError):  # RuntimeError: faiss's write errors
             pass
 
     @contextmanager
@@ -354,7 +456,25 @@ class EmbeddedStore(StoreBase):
             self._bulk = outer
             if not outer:
                 with self._locked():
-                    self._maybe_checkpoint()
+                    self._checkpoint_after_commit()
+
+    def _checkpoint_after_commit(self) -> None:
+        """The index checkpoint a commit may trigger. The memory is committed already: a failure here
+        (disk full while the index file is rewritten) must not make the caller retry and store it
+        twice. The index is derived; the next checkpoint or open catches up from the journal."""
+        try:
+            self._maybe_checkpoint()
+        except (OSError, RuntimeError, sqlite3.Error):  # faiss reports write errors as RuntimeError
+            self._index = None
+            self._remove_stale_temp_files()
+
+    def _remove_stale_temp_files(self) -> None:
+        """Temp files of index checkpoints that a kill or a full disk left (write lock held: none is in use)."""
+        for path in self.folder.glob(f".{INDEX_TEMP_PREFIX}*"):
+            try:
+                path.unlink()
+            except OSError:
+                pass
 
     def _maybe_checkpoint(self) -> None:
         dim = self.dimension()
@@ -362,6 +482,7 @@ class EmbeddedStore(StoreBase):
             return
         index = self._index if self._index is not None else VectorIndex(self.folder, dim, self._index_options())
         if index.pending(self.db) >= int(self.config["index_checkpoint_every"]) or not index.path.exists():
+            self._remove_stale_temp_files()
             self._index = index
             index.checkpoint(self.db)
             index.rebuilt = False
@@ -372,6 +493,7 @@ class EmbeddedStore(StoreBase):
         if dim is None:
             return 0
         with self._locked():
+            self._remove_stale_temp_files()
             self._index = VectorIndex(self.folder, dim, self._index_options())
             self.db.execute("BEGIN")
             try:
@@ -822,7 +944,7 @@ class EmbeddedStore(StoreBase):
         archived = self.db.execute(f"SELECT COUNT(*) FROM archive WHERE {a_where}", args).fetchone()[0]
         return int(history), int(archived)
 
-    def purge_rows(self, before: str | None) -> set[str]:
+    def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         h_where, a_where, args = self._purge_where(before)
         hashes: set[str] = set()
         with self._write() as db:
@@ -830,9 +952,21 @@ class EmbeddedStore(StoreBase):
                                        f" UNION ALL SELECT text, NULL FROM archive WHERE {a_where}", [*args, *args]):
                 hashes.update(content_hash(t) for t in (old, new) if t)
             hashes -= {r[0] for r in db.execute("SELECT content_hash FROM memories")}
+            if found is not None:
+                found(hashes)
             db.execute(f"DELETE FROM history WHERE {h_where}", args)
             db.execute(f"DELETE FROM archive WHERE {a_where}", args)
         return hashes
+
+    def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
+        """Hashes that the other folder stores of this root hold (they share the embedding cache)."""
+        from memctl.paths import list_subdirs, store_dir
+
+        if not hashes or self._cache_dir is None:
+            return set()
+        root = self._cache_dir.parent.parent  # <root>/.cache/embeddings
+        return _hashes_in_folder_stores(root, list_subdirs(root) if root.is_dir() else [], hashes,
+                                        skip=self.folder.resolve(), store_dir=store_dir)
 
     def size_bytes(self) -> int:
         return folder_size(self.folder)
@@ -935,6 +1069,14 @@ class EmbeddedStore(StoreBase):
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         return {digest for digest, _ in self._by_hash(hashes, "NULL")}
 
+    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+        """The memories whose text has one of these content hashes (an import's duplicate check)."""
+        found: list[Memory] = []
+        for chunk in iter_chunks(list(hashes), 500):
+            found += [_memory(r) for r in self.db.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk)]
+        return found
+
     # -- whole-store copies --------------------------------------------------------------
     @contextmanager
     def snapshot(self) -> Iterator[EmbeddedStore]:
@@ -982,10 +1124,58 @@ def _archived(row: Sequence[Any]) -> ArchivedMemory:
     return ArchivedMemory(memory, row[6], row[7], row[8], row[9], row[10], row[11])
 
 
+def _hashes_in_folder_stores(root: Path, names: Sequence[str], hashes: set[str], *, skip: Path | None,
+                             store_dir: Any) -> set[str]:
+    """The hashes among `hashes` that memories of the folder stores `names` under root hold (read-only)."""
+    used: set[str] = set()
+    keys = sorted(hashes)
+    for name in names:
+        folder = store_dir(root, name)
+        if skip is not None and folder.resolve() == skip:
+            continue
+        try:
+            db = sqlite3.connect(f"file:{urllib.parse.quote(str(folder / DB_FILE))}?mode=ro", uri=True, timeout=5)
+        except sqlite3.Error:
+            used |= hashes  # unreadable: keep every entry rather than drop one it may need
+            continue
+        try:
+            for chunk in iter_chunks(keys, 500):
+                used.update(r[0] for r in db.execute(
+                    f"SELECT content_hash FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk))
+        except sqlite3.Error:
+            used |= hashes
+        finally:
+            db.close()
+    return used
+
+
+def _make_private(folder: Path) -> None:
+    """The store holds every text: its folder 0700 and its database files 0600 (SQLite creates them
+    from the umask, usually 0644). Only the owner's stores are changed; a failure changes nothing."""
+    import stat
+
+    try:
+        if os.stat(folder).st_uid != os.getuid():
+            return
+        for path, private in ((folder, 0o700), (folder / DB_FILE, 0o600), (folder / f"{DB_FILE}-wal", 0o600),
+                              (folder / f"{DB_FILE}-shm", 0o600)):
+            try:
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+            except FileNotFoundError:
+                continue
+            if mode & 0o077:
+                os.chmod(path, private)
+    except (OSError, AttributeError):  # AttributeError: os.getuid does not exist on Windows
+        pass
+
+
 def folder_size(folder: Path) -> int:
-    """Bytes of the regular files under folder (symbolic links not followed)."""
+    """Bytes of the store's regular files under folder (symbolic links not followed; hidden temp
+    files and staging folders a kill left behind are not the store)."""
     total = 0
     for path in folder.rglob("*"):
+        if any(part.startswith(".") and part != COMMITS_FILE for part in path.relative_to(folder).parts):
+            continue
         try:
             if path.is_file() and not path.is_symlink():
                 total += path.stat().st_size

@@ -150,6 +150,12 @@ ALTER TABLE memctl_memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
     to_tsvector('english'::regconfig, memctl_fts_text(text || ' ' || keywords))) STORED;
 CREATE INDEX memctl_memories_tsv ON memctl_memories USING gin (tsv);
 """),
+    ("m004_repair_metadata_strings", """
+-- Batches of 50 or more rows were once copied with their metadata encoded twice: the column held
+-- a JSON string whose text is the object. Decode those back into the object (metadata is always one).
+UPDATE memctl_memories SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
+UPDATE memctl_archive SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
+"""),
 ]
 
 

@@ -14,8 +14,8 @@ psycopg and pgvector are imported here only, so the embedded path never loads th
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -164,17 +164,50 @@ class PostgresStore(StoreBase):
         finally:
             self._count_cache = None
 
+    # -- the connection: reconnect once per call after the server went away ---------------
+    def _connection_lost(self) -> bool:
+        return bool(self.conn.closed or getattr(self.conn, "broken", False))
+
+    def _reconnect(self) -> None:
+        """A new connection in place of one the server closed (a restart, a failover, an idle timeout).
+        Raises StoreError (saying so) when the server does not answer."""
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - it is gone already
+            pass
+        try:
+            self.conn = connect(self.url, lock_timeout=float(self.config["lock_timeout"]))
+        except StoreError as exc:
+            raise StoreError(f"lost the connection to PostgreSQL at {redact(self.url)} and could not reconnect: "
+                             f"{exc.message}", hint="check that the server is up; committed changes are kept") from exc
+        self._indexed_dims = set()
+
     def _execute(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
         import psycopg
 
+        if self._depth == 0 and self._connection_lost():
+            self._reconnect()
         try:
             return self.conn.execute(sql, args)
-        except psycopg.errors.LockNotAvailable as exc:
-            raise LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
-                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
         except psycopg.OperationalError as exc:
-            raise StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
-                             hint="check that the server is up; committed changes are kept") from exc
+            # Outside a transaction a statement on a connection the server closed is retried once on a new
+            # one (inside a transaction the whole transaction failed: the caller hears of it).
+            if self._depth or not self._connection_lost() or isinstance(exc, psycopg.errors.LockNotAvailable):
+                raise self._store_error(exc) from exc
+        self._reconnect()
+        try:
+            return self.conn.execute(sql, args)
+        except psycopg.OperationalError as exc:
+            raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: BaseException) -> StoreError:
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
+                                    hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)")
+        return StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
+                          hint="check that the server is up; committed changes are kept")
 
     def _one(self, sql: str, args: Sequence[Any] | None = None) -> Any:
         return self._execute(sql, args).fetchone()
@@ -196,7 +229,7 @@ class PostgresStore(StoreBase):
             return
         self._depth = 1
         try:
-            with self.conn.transaction():
+            with self._begin():
                 yield self.conn
         except psycopg.errors.LockNotAvailable as exc:
             raise LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
@@ -206,6 +239,24 @@ class PostgresStore(StoreBase):
                              hint="nothing of this change was written; retry") from exc
         finally:
             self._depth = 0
+
+    @contextmanager
+    def _begin(self) -> Iterator[None]:
+        """A transaction on a live connection: one the server closed is replaced once, at BEGIN
+        (nothing of the transaction was sent yet)."""
+        import psycopg
+
+        with ExitStack() as stack:
+            if self._connection_lost():
+                self._reconnect()
+            try:
+                stack.enter_context(self.conn.transaction())
+            except psycopg.OperationalError:
+                if not self._connection_lost():
+                    raise
+                self._reconnect()
+                stack.enter_context(self.conn.transaction())
+            yield
 
     @contextmanager
     def transaction(self) -> Iterator[PostgresStore]:
@@ -329,8 +380,9 @@ class PostgresStore(StoreBase):
         except psycopg.errors.UniqueViolation as exc:  # another process took an id between check and insert
             raise UsageError("an id of this batch was just stored by another process; nothing was inserted",
                              hint="retry (with --on-conflict skip to keep the stored ones)") from exc
-        except psycopg.errors.UntranslatableCharacter as exc:
-            raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}") from exc
+        except psycopg.DataError as exc:  # NUL characters, untranslatable ones
+            raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}",
+                             hint="PostgreSQL text holds no NUL (U+0000) characters; remove them") from exc
         return inserted
 
     def _insert_rows(self, rows: list[tuple[Any, ...]], *, with_access: bool = False) -> None:
@@ -342,7 +394,9 @@ class PostgresStore(StoreBase):
         if not rows:
             return
         columns = "subdir, id, text, area, created_at, updated_at, metadata, vector, content_hash, keywords"
-        types = ["text", "text", "text", "text", "text", "text", "json", "vector", "text", "text"]
+        # metadata arrives as JSON text: COPY sends it as text bytes (json_recv reads them as they are);
+        # the "json" dumper would encode the text once more, storing a JSON *string* (issue 17.1).
+        types = ["text", "text", "text", "text", "text", "text", "text", "vector", "text", "text"]
         if with_access:
             columns, types = columns + ", accessed_at", [*types, "text"]
         with self.conn.cursor() as cur:
@@ -800,19 +854,38 @@ class PostgresStore(StoreBase):
                              " AND (%s::text IS NULL OR archived_at < %s)", (self.subdir, before, before))[0]
         return int(history), int(archived)
 
-    def purge_rows(self, before: str | None) -> set[str]:
-        texts: list[str] = []
+    def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         with self._write():
-            for old, new in self._all("DELETE FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)"
-                                      " RETURNING old_text, new_text", (self.subdir, before, before)):
-                texts += [t for t in (old, new) if t]
-            texts += [r[0] for r in self._all("DELETE FROM memctl_archive WHERE subdir = %s"
-                                              " AND (%s::text IS NULL OR archived_at < %s) RETURNING text",
-                                              (self.subdir, before, before))]
-            hashes = {content_hash(t) for t in texts}
+            rows = self._all("SELECT old_text, new_text FROM memctl_history WHERE subdir = %s"
+                             " AND (%s::text IS NULL OR at < %s) UNION ALL SELECT text, NULL FROM memctl_archive"
+                             " WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
+                             (self.subdir, before, before, self.subdir, before, before))
+            hashes = {content_hash(t) for row in rows for t in row if t}
             live = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
-                             " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
-        return hashes - {r[0] for r in live}
+                             " AND content_hash = ANY(%s)", (self.subdir, sorted(hashes)))
+            hashes -= {r[0] for r in live}
+            if found is not None:
+                found(hashes)
+            self._execute("DELETE FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)",
+                          (self.subdir, before, before))
+            self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
+                          (self.subdir, before, before))
+        return hashes
+
+    def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
+        """Hashes that other subdirs of this database, or folder stores of this root, hold (the
+        embedding cache of this machine's root serves them all)."""
+        from memctl.paths import list_subdirs, store_dir
+        from memctl.store.embedded import _hashes_in_folder_stores
+
+        if not hashes:
+            return set()
+        used = {r[0] for r in self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir <> %s"
+                                        " AND content_hash = ANY(%s)", (self.subdir, sorted(hashes)))}
+        if self._cache_dir is not None and self._cache_dir.parent.parent.is_dir():
+            root = self._cache_dir.parent.parent
+            used |= _hashes_in_folder_stores(root, list_subdirs(root), hashes, skip=None, store_dir=store_dir)
+        return used
 
     def size_bytes(self) -> int:
         """The size of the store's rows (memories, history, archive); the server decides about files."""
@@ -910,6 +983,13 @@ class PostgresStore(StoreBase):
                          " WHERE subdir = %s AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
         return {digest: np.frombuffer(_vector_bytes(vector), dtype="<f4") for digest, vector in rows}
 
+    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+        """The memories whose text has one of these content hashes (an import's duplicate check)."""
+        if not hashes:
+            return []
+        return [_memory(r) for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s"
+                                              " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))]
+
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         rows = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
                          " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
@@ -924,7 +1004,7 @@ class PostgresStore(StoreBase):
             return
         self._depth = 1
         try:
-            with self.conn.transaction():
+            with self._begin():
                 self._execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield self
         finally:

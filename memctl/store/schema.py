@@ -169,6 +169,12 @@ CREATE TRIGGER memories_au_fts AFTER UPDATE OF text, keywords ON memories BEGIN
 END;
 INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
 """),
+    ("m006_commit_counter", """
+-- Every write transaction adds one; the count is also written to the file .commits beside the
+-- database after each commit. A database that opens with a lower count than that file lost
+-- committed transactions (its write-ahead log was removed or damaged), and memctl says so.
+INSERT OR IGNORE INTO counters VALUES ('commits', 0);
+"""),
 ]
 
 

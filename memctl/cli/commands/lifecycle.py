@@ -150,17 +150,31 @@ def restore_backup(
 
 @app.command()
 def stats(ctx: typer.Context, all_subdirs: AllSubdirsOpt = False) -> None:
-    """Counts per area and source, oldest/newest, never accessed, archive, size on disk, model."""
+    """Counts per area and source, oldest/newest, never accessed, archive, size on disk, model.
+
+    With --all-subdirs a store that cannot be read is named (`failed`) and the others are still
+    reported; the exit code is then 4."""
+    import sqlite3
+
+    from memctl.errors import EXIT_PARTIAL, MemctlError
     from memctl.lifecycle import store_stats
     from memctl.paths import resolve_root
 
     st = state(ctx)
     root = resolve_root(st.root)
-    rows = []
+    rows, failed = [], []
     for name in st.subdir_names() if all_subdirs else [st.subdir]:
-        with State(st.root, name, overrides=st.overrides, store=st.store).open_store() as store:
-            rows.append(store_stats(store, name))
-    emit(st, {"root": str(root), "stores": rows}, lambda c: c.print(_stats_table(rows)))
+        try:
+            with State(st.root, name, overrides=st.overrides, store=st.store).open_store() as store:
+                rows.append(store_stats(store, name))
+        except (MemctlError, sqlite3.DatabaseError, OSError) as exc:
+            if not all_subdirs:
+                raise
+            failed.append({"subdir": name, "error": str(exc)})
+            info(st, f"memctl: store {name!r} cannot be read: {exc}")
+    emit(st, {"root": str(root), "stores": rows, "failed": failed}, lambda c: c.print(_stats_table(rows)))
+    if failed:
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 def _stats_table(rows: list[dict[str, Any]]) -> Any:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.render import emit, info, progress
 from memctl.cli.state import State
-from memctl.errors import StoreError, UsageError
+from memctl.errors import EXIT_PARTIAL, StoreError, UsageError
 
 
 @app.command()
@@ -66,25 +70,25 @@ def export(
                                               "that gets one SUBDIR.jsonl per store.")] = False,
 ) -> None:
     """Write the store as JSONL: a header line, then one memory per line."""
-    from memctl.files import atomic_write_bytes
-    from memctl.lifecycle import export_jsonl
+    from memctl.lifecycle import export_to_file, export_to_stdout
 
     st = state(ctx)
     if all_subdirs:
         return _export_all(ctx, output, vectors, area)
     with st.open_store() as store:
         bar = progress(st, len(store), "export")
-        if output is None or str(output) == "-":
-            count = export_jsonl(store, sys.stdout, with_vectors=vectors, area=area, progress=bar.update)
+        try:
+            if output is None or str(output) == "-":
+                sys.stdout.flush()
+                count = export_to_stdout(store, sys.stdout.buffer, with_vectors=vectors, area=area,
+                                         progress=bar.update)
+            else:
+                count = export_to_file(store, output, with_vectors=vectors, area=area, progress=bar.update)
+        finally:
             bar.close()
-            info(st, f"exported {count} memories")
-            return
-        import io
-
-        buffer = io.StringIO()
-        count = export_jsonl(store, buffer, with_vectors=vectors, area=area, progress=bar.update)
-        bar.close()
-        atomic_write_bytes(output, buffer.getvalue().encode("utf-8"))
+    if output is None or str(output) == "-":
+        info(st, f"exported {count} memories")
+        return
     emit(st, {"subdir": st.subdir, "path": str(output), "count": count, "vectors": vectors},
          lambda c: c.print(f"exported {count} memories to {output}"))
 
@@ -96,11 +100,15 @@ def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: st
     if output is None or str(output) == "-":
         raise UsageError("--all-subdirs needs -o DIR", hint="e.g. memctl export --all-subdirs -o exports/")
     where = _where(st)
-    written = export_all(None, output, lambda name: State(st.root, name, overrides=st.overrides,
-                                                          store=st.store).open_store(),
-                         with_vectors=vectors, area=area, subdirs=st.subdir_names())
-    emit(st, {"root": where, "path": str(output), "vectors": vectors, "subdirs": written},
+    written, failed = export_all(None, output, lambda name: State(st.root, name, overrides=st.overrides,
+                                                                  store=st.store).open_store(),
+                                 with_vectors=vectors, area=area, subdirs=st.subdir_names())
+    for bad in failed:
+        info(st, f"memctl: store {bad['subdir']!r} was not exported: {bad['error']}")
+    emit(st, {"root": where, "path": str(output), "vectors": vectors, "subdirs": written, "failed": failed},
          lambda c: c.print(f"exported {len(written)} stores to {output}"))
+    if failed:
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 def _where(st: State) -> str:
@@ -123,36 +131,57 @@ def import_(
         "--on-conflict", help="When an id exists already: skip, new-id or error.")] = "skip",
     batch_size: Annotated[int | None, typer.Option("--batch-size", min=1,
                                                    help="Records per transaction [config import_batch_size].")] = None,
+    allow_duplicates: Annotated[bool, typer.Option("--allow-duplicates", help="Also import records identical (text, "
+                                                   "area, metadata) to a stored memory or an earlier record.")] = False,
 ) -> None:
-    """Import memories from JSONL (ids, timestamps, metadata kept; vectors reused when the model matches)."""
+    """Import memories from JSONL (ids, timestamps, metadata kept; vectors reused when the model matches).
+
+    Re-running an import adds nothing twice. Exit 4 when the file is truncated (what it holds is imported).
+    """
     from memctl.lifecycle import import_jsonl
 
     st = state(ctx)
     if on_conflict not in ("skip", "new-id", "error"):
         raise UsageError(f"--on-conflict must be skip, new-id or error, not {on_conflict!r}")
     path = None if source == "-" else Path(source)
-    lines = _read_lines(path)
-    with st.open_store(actor="import", create=True) as store:
+    with _open_source(path) as handle, st.open_store(actor="import", create=True) as store:
         bar = progress(st, None, "import")
         try:
-            report = import_jsonl(store, path, lines, batch_size=batch_size or int(store.config["import_batch_size"]),
-                                  on_conflict=on_conflict, progress=bar.update)
+            report = import_jsonl(store, path, handle, batch_size=batch_size or int(store.config["import_batch_size"]),
+                                  on_conflict=on_conflict, allow_duplicates=allow_duplicates, progress=bar.update)
         finally:
             bar.close()
+    if report.truncated:
+        info(st, f"memctl: {source} is truncated: the header announced {report.expected} records, "
+                 f"{report.records} were complete; those were imported")
     emit(st, {"subdir": st.subdir, "source": source, **report.to_dict()},
-         lambda c: c.print(f"imported {report.imported}, skipped {report.skipped} (existing ids), "
-                           f"re-embedded {report.reembedded}"))
+         lambda c: c.print(f"imported {report.imported}, skipped {report.skipped} (existing ids) and "
+                           f"{report.duplicates} identical, re-embedded {report.reembedded}"))
+    if report.truncated:
+        raise typer.Exit(EXIT_PARTIAL)
 
 
-def _read_lines(path: Path | None) -> list[str]:
+@contextmanager
+def _open_source(path: Path | None) -> Iterator[IO[bytes]]:
+    """The import file, binary (lines end at \\n only); stdin is spooled to a temporary file first
+    (it is read twice: validated, then imported)."""
     if path is None:
-        return sys.stdin.read().splitlines()
+        with tempfile.TemporaryFile() as spool:
+            if hasattr(sys.stdin, "buffer"):
+                shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+            else:  # a text stream without bytes underneath (an embedding application's)
+                spool.write(sys.stdin.read().encode("utf-8"))
+            spool.seek(0)
+            yield spool
+        return
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        handle = path.open("rb")
     except FileNotFoundError as exc:
         raise UsageError(f"import file {str(path)!r} does not exist") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise UsageError(f"cannot read {str(path)!r}: {exc}") from exc
+    with handle:
+        yield handle
 
 
 @app.command()
