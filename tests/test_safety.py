@@ -490,6 +490,7 @@ def test_config_set_through_a_symlinked_config_keeps_the_link(cli, tmp_path: Pat
     real.parent.mkdir()
     real.write_text("search_limit: 3\n")
     user = tmp_path / "no-user-config.yaml"  # the user config file the tests point MEMCTL_CONFIG at
+    user.unlink()  # conftest writes an empty one
     user.symlink_to(real)
     assert cli("config", "set", "search_limit", "7").code == 0
     assert user.is_symlink() and "search_limit: 7" in real.read_text()
