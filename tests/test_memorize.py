@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memctl.llm import LLMError, UtilityModel
-from tests.conftest import REPO
+from tests.conftest import REPO, stored_count
 from tests.scripted_llm import Router, decide_from_updates
 
 EVAL = REPO.parent / "shared" / "eval" / "transcripts"
@@ -80,7 +80,7 @@ def test_dry_run_writes_nothing(cli, chat, scripted):
     scripted(Router(fragments=json.dumps(FACTS[:2])))
     doc = cli("memorize", chat, "--dry-run", "--no-solutions", "--json").json
     assert doc["dry_run"] is True and doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 2
-    assert cli("list", "--json").json["total"] == 0
+    assert stored_count(cli) == 0
 
 
 def test_no_solutions_and_area(cli, chat, scripted):
@@ -98,7 +98,7 @@ def test_failed_extraction_stores_nothing_and_says_why(cli, chat, scripted, repl
     assert result.code == 0
     notes = result.json["transcripts"][0]["notes"]
     assert any("fact extraction" in n for n in notes) and any("solution extraction" in n for n in notes)
-    assert "extraction" in result.err and cli("list", "--json").json["total"] == 0
+    assert "extraction" in result.err and stored_count(cli) == 0
 
 
 def test_consolidation_timeout_inserts_candidate(cli, chat, scripted):
@@ -169,6 +169,7 @@ def test_echo_of_recalled_memories_is_gated(cli, tmp_path, scripted):
 
 
 def test_consolidate_and_behaviour_commands_need_a_model(cli):
+    cli("save", "a memory, so the store exists")
     assert cli("consolidate", "--json").code == 2
     assert cli("behaviour", "adjust", "be brief", "--json").code == 2
 
