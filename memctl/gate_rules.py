@@ -85,7 +85,8 @@ def _anchored(text: str) -> bool:
 _GREETING = re.compile(
     r"^\s*(hi+|hello|hey|good (morning|afternoon|evening|night)|thanks?( you)?|thank you|bye|goodbye|cheers|"
     r"see you|you'?re welcome|ok(ay)?|great|perfect)\b[\s!.,:;)\-]*\w{0,12}[\s!.]*$"
-    r"|\b(greet(s|ed|ing)? (the )?(assistant|agent|bot|ai)|(says?|said) (hi|hello|hey|bye|goodbye|thanks|thank you)|"
+    r"|\b(greet(s|ed|ing)? (the )?(assistant|agent|bot|ai)|said (hi|hello|hey|bye|goodbye|thanks|thank you)|"
+    r"says (thanks|thank you) for (the|all the|your|this)|"
     r"thank(s|ed) the (assistant|agent)|"
     r"small talk|asked how (its|the assistant'?s|the agent'?s|your) day)\b"
     r"|^\s*(你好|您好|嗨|哈喽|早上好|早安|晚上好|晚安|下午好|谢谢|多谢|感谢|再见|拜拜|好的)[啊呀呢吧了！!。，,~\s]*$"
@@ -318,7 +319,7 @@ _PASSING = re.compile(
     r"|\b(is|are|am|'m|was|were|feels?|felt|feeling|gets?|got)\s+(so |very |really |pretty |quite |super |a bit |"
     r"kind of |kinda |honestly |a little |too )?(happy|excited|thrilled|nervous|anxious|worried|upset|angry|sad|"
     r"relieved|overwhelmed|burned out|burnt out|stressed out|proud|glad|disappointed|annoyed|exhausted|frustrated)"
-    r"\s+(about|by|with|that|over|because)\b"
+    r"\s+((about|by|with|over) (the|this|that|all this|it|today)|that|because)\b"
     r"|\b(has|have|had|got) (a |an )?(headache|cold|fever|migraine|sore throat|hangover|flu)\b"
     r"|\b(is|are|was|were|got|gets|seems|keeps)\s+(still |currently |now |again )?(stuck|jammed|broken|down|offline|"
     r"frozen|hung|retrying|failing|pending|blocked|queued|charging|syncing|rebuilding|resilvering|throttling|"
@@ -364,9 +365,9 @@ _PASSING = re.compile(
     r"|(现在|当前|目前|此刻)[^，。,；;]{0,15}?(是|为|显示|有|:|：)?\s*-?\d[\d.,]*\s*(克|千克|公斤|度|°C|℃|%|次|帧|FPS|fps|ms|毫秒)"
     r"|(现在|当前|目前|此刻)[^，。,；;]{0,15}?(FPS|fps|帧率|温度|电量|湿度|网速|延迟|下载量|播放量)\s*(是|为|:|：)?\s*\d"
     r"|(还|仍然|仍)(有|剩|剩下)[^，。,；;\d]{1,8}\d+\s*(个|颗|张|盒|克|条|瓶|袋|件|份|斤)"
-    r"|还在(下载|上传|安装|编译|同步|跑|处理|加载|更新|排队|审核)|已经\s*\d+(\.\d+)?\s*%"
+    r"|还在(下载|上传|安装|编译|同步|处理|加载|更新|排队|审核)|已经\s*\d+(\.\d+)?\s*%"
     r"|已经\S{0,3}了?\s*(一个半|半|\d+|[一二三四五六七八九十两]+)\s*个?(小时|分钟|秒)"
-    r"|(快|要)(疯|崩溃|气死|累死|烦死)了|搞得.{0,6}(疯|崩溃|头疼|头大)|(好|很|太|超)(开心|高兴|激动|紧张|焦虑|难过|郁闷)",
+    r"|(快|要)(疯|崩溃|气死|累死|烦死)了|搞得.{0,6}(疯|崩溃|头疼|头大)",
     re.IGNORECASE)
 
 _COUNT_NOW = re.compile(r"\b(word count|page count|row count|line count|file size|size|total)\s+"
@@ -601,6 +602,7 @@ _VERBS.update("died left lost paid sold told kept held met led fought won became
 
 def _has_verb(words: list[str]) -> bool:
     lowered = [w.lower().strip(".,;:!?") for w in words]
+    lowered = [w.split("-", 1)[1] if w.startswith(("re-", "co-")) else w for w in lowered]  # re-reads
     if any(w in _VERBS for w in lowered):
         return True
     # an -s / -ed form right after a subject ("User bakes bread ..."), or followed by what follows verbs
