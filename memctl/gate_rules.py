@@ -70,7 +70,7 @@ _RECURRING = re.compile(
     rf"standing|recurring|regular(ly)?|routine|mornings|afternoons|evenings|nights|weekends|weekdays|weeknights|"
     rf"(?<!the )holidays|"
     rf"({_WEEKDAYS})s|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s*(-|–|to|through|thru)\s*(mon|tue|wed|thu|fri|sat|sun))\b"
-    rf"|\b({_WEEKDAYS})\s+(and|&|or|,)\s+({_WEEKDAYS})\b"
+    rf"|\b({_WEEKDAYS})(\s+(and|&|or)\s+|\s*,\s*)({_WEEKDAYS})\b"
     rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|习惯|一般|往往|节假日|"
     rf"[周礼拜星期]{_ZH_DAY}(到|至|和|、|-|–)[周礼拜星期]?{_ZH_DAY}",
     re.IGNORECASE)
@@ -85,7 +85,8 @@ def _anchored(text: str) -> bool:
 _GREETING = re.compile(
     r"^\s*(hi+|hello|hey|good (morning|afternoon|evening|night)|thanks?( you)?|thank you|bye|goodbye|cheers|"
     r"see you|you'?re welcome|ok(ay)?|great|perfect)\b[\s!.,:;)\-]*\w{0,12}[\s!.]*$"
-    r"|\b(greet(s|ed|ing)? (the )?(assistant|agent|bot|ai)|said (hi|hello|hey|bye|goodbye|thanks)|"
+    r"|\b(greet(s|ed|ing)? (the )?(assistant|agent|bot|ai)|said (hi|hello|hey|bye|goodbye|thanks|thank you)|"
+    r"says (thanks|thank you) for (the|all the|your|this)|"
     r"thank(s|ed) the (assistant|agent)|"
     r"small talk|asked how (its|the assistant'?s|the agent'?s|your) day)\b"
     r"|^\s*(你好|您好|嗨|哈喽|早上好|早安|晚上好|晚安|下午好|谢谢|多谢|感谢|再见|拜拜|好的)[啊呀呢吧了！!。，,~\s]*$"
@@ -100,7 +101,7 @@ _DATE_ONLY = re.compile(
 
 _AGENT_SUBJECT = re.compile(
     r"^\s*(the\s+)?(agent|assistant|ai|bot|model|llm|chatbot|i|we|memctl|it|claude|gpt)('ve|'d)?\s+(has\s+|have\s+|had\s+|"
-    r"then\s+|also\s+|just\s+|successfully\s+|first\s+)*(\w+ed|ran|wrote|made|built|set|put|did|sent|found|gave|"
+    r"then\s+|also\s+|just\s+|successfully\s+|first\s+)*(re-?)?(\w+ed|ran|wrote|made|built|set|put|did|sent|found|gave|"
     r"took|got|read|kept|began|chose|brought|told|showed|shown|done|run|written|searched|fixed|tried)\b",
     re.IGNORECASE)
 _VERB_FIRST = re.compile(
@@ -113,7 +114,7 @@ _VERB_FIRST = re.compile(
 _ZH_ACTS = ("创建|新建|删除|删掉|运行|执行|跑了|修改|改了|编辑|安装|卸载|写了|写入|更新|生成|搜索|"
             "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
             "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了|推荐了|建议了|比较了|对比了|整理了|"
-            "列出了|找了|算了")
+            "列出了|找了|算了|设了|设好|定了|调到|调了|加了|关了|开了|记下|记录了|发到|重新发|生成好")
 _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
     rf"(帮|为|给|替)?(用户|你|他|她)?\s*({_ZH_ACTS})"
@@ -145,7 +146,7 @@ _COMMAND_OUTPUT = re.compile(
     r"collected|found|inserted|modified|scanned|indexed|failed|passed|written|copied|affected)\b"
     r"|\b(collected|processed|found|inserted|deleted|updated|scanned|indexed|shows|wrote|copied|affected)\s+"
     r"\d+\s+(\w+\s+){0,2}(items?|files?|rows?|records?|tests?|packages?|events?|lines?|objects?|documents?)\b"
-    r"|\b(stdout|stderr|exit code|[$#] \w+)"
+    r"|\b(stdout|stderr|exit code)\b|(^|\s)[$#] [a-z][\w-]*"
     r"|\b(found|detected|flagged|banned|blocked|rejected|skipped|quarantined)\s+\d+\b"
     r"|\breturned (queued|ok|success|succeeded|error|null|none|false|true|empty|nothing)\b"
     r"|\b\d+m\s?\d+(\.\d+)?s\b|\b[1-5]\d\d (conflict|too many requests|bad gateway|service unavailable|"
@@ -154,9 +155,12 @@ _COMMAND_OUTPUT = re.compile(
     r"|\b\d{4,}\s*bytes\b|(编译|生成|输出|导出)(出来|出|了)\s*\d+\s*(页|个|行)"
     r"|(?-i:^\s*[a-z][\w.-]*\s+(reports?|reported|shows?|showed|says|said|prints?|printed|warned|warns|returned|"
     r"outputs?|found)\b)|\b[\w.-]+ (warned|warns|complained|errored|reported|failed|says|said):"
+    r"|\blogs?\s+(shows?|showed|says|said|reports?|reported|printed|prints)\b"
     r"|\b(dmesg|journalctl|syslog|logcat|the logs?|console|stderr|stdout|dashboard|status page|tracking|grafana)"
     r"\s+(shows?|showed|says|said|reports?|"
     r"reported|printed|prints)\b|(日志|控制台|终端)(里|中|上)?(显示|提示|报|打印)"
+    r"|\b(failed|aborted|gave up|stopped) (with (http |status |code )?[1-5]\d\d|after \d+ (retries|attempts|tries))\b"
+    r"|\((expected|wanted|should be|target)\s+[-+]?\d[\d.]*\)"
     r"|\b\d+(\.\d+)?% packet loss\b|^\s*(ping|curl|dig|nslookup|traceroute|wget)\s+\S+\s*:"
     r"|(发现|找到|检测到|扫描到|删除了|导入了?|处理了?|同步了?|跳过了?)\s*\d+\s*(个|条|张|行|项|处|份)"
     r"|\d+\s*个?(测试|用例)\s*(通过|失败|跳过)|(测试|用例)(全部)?(通过|失败)了?\s*\d|退出码\s*[:：]?\s*-?\d+|"
@@ -182,6 +186,7 @@ _RAW_ERROR = re.compile(
     r"undefined reference to|cannot find module|module not found|unexpected token|syntax error at|"
     r"could not resolve host|name or service not known|certificate verify failed|access denied for user)\b"
     r"|^\s*(execution|build|compilation|task|job|deployment|upload|sync) failed\b|\bfailed for task\b"
+    r"|\b(failed|rejected|error|reason|status)\b[^.;]{0,20}(?-i:\b[A-Z]{2,}(_[A-Z0-9]{2,})+\b)"
     r"|(?-i:CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Evicted)"
     r"|(^|:\s*)(could not|couldn't|cannot|can't|failed to|unable to) (resolve|fetch|find|connect|open|load|read|"
     r"write|bind|create|start|mount|locate|allocate|access)\b"
@@ -207,7 +212,8 @@ _LOCAL = re.compile(
     r"/var/folders|/data|/srv|/opt/[\w.-]+/(src|work))(/|\b)"
     r"|\b[A-Za-z]:\\(Users|Temp|tmp)\\"
     r"|\bport\s+\d{2,5}\b|\b(?=[\w.-]*[a-z])[\w.-]+:\d{2,5}\b|端口\s*[:：号]?\s*\d{2,5}"
-    r"|\b[\w./-]+\.(py|js|ts|tsx|jsx|go|rs|java|rb|c|cc|cpp|h|toml|ya?ml|json|cfg|ini)\b.{0,12}\blines?\s+\d+"
+    r"|\b[\w./-]+\.(py|js|ts|tsx|jsx|go|rs|java|rb|c|cc|cpp|h|toml|ya?ml|json|cfg|ini|pm|pl|php|sh|lua|cs|kt|swift)\b"
+    r".{0,12}\blines?\s+\d+"
     r"|\blines?\s+\d+(\s*-\s*\d+)?\s+(of|in)\s+[\w./-]+\.\w+|第\s*\d+\s*行"
     r"|\b(dev|development|local|staging|test|scratch|sandbox)\s+(db|database|server|environment|env|"
     r"instance|box|machine|container|cluster|checkout)\s+(has|had|holds|contains|shows|is at|at|runs at|"
@@ -262,6 +268,9 @@ _RUN_DETAIL = re.compile(
     r"|\b(ci |ci-|workflow |pipeline |github actions |gitlab )?(run|build|job|pipeline|workflow|attempt|deploy(ment)?)"
     r"\s*(#|no\.?|number|id)\s*:?\s*#?\d{2,}\b"
     r"|\b(ci|workflow|pipeline|actions)\s+run\s+#?\d{4,}\b|\bbuild\s+#?\d{3,}\b"
+    r"|\b0x[0-9a-f]{4,}\b|\.exe\+[0-9a-f]{4,}\b"
+    r"|\b(run|job|sync|request|trace|session|upload|activity|submission)\s+(id|#)\s*[:=]?\s*(?=[0-9a-f]*\d)[0-9a-f]{4,}\b"
+    r"|\b(activity|submission|sync|upload|message|event|incident|alert|order)\s+#?\d{6,}\b"
     r"|\b(run|job|build|pipeline|workflow|task|attempt|deployment)\s+#?\d{5,}\b"
     rf"|{_DATA_FILE}.{{0,40}}?\b\d[\d,.]*\s*(k|m)?\s+(rows?|lines?|records?|entries|events)\b"
     rf"|\b\d[\d,.]*\s*(k|m)?\s+(rows?|lines?|records?|entries)\s+(in|from|to|into|of|inside)\s+(the\s+)?(file\s+)?{_DATA_FILE}"
@@ -307,11 +316,15 @@ _PASSING = re.compile(
     r"away|sick|ill|tired|exhausted|busy|hungry|stressed|bored|in a meeting|running late|off work|out of office|"
     r"jet-?lagged|hungover|annoyed|frustrated|in a hurry)\b"
     r"|\b(exhausted|tired|sick|hungover) (today|now|tonight)\b"
+    r"|\b(is|are|am|'m|was|were|feels?|felt|feeling|gets?|got)\s+(so |very |really |pretty |quite |super |a bit |"
+    r"kind of |kinda |honestly |a little |too )?(happy|excited|thrilled|nervous|anxious|worried|upset|angry|sad|"
+    r"relieved|overwhelmed|burned out|burnt out|stressed out|proud|glad|disappointed|annoyed|exhausted|frustrated)"
+    r"\s+((about|by|with|over) (the|this|that|all this|it|today)|that|because)\b"
     r"|\b(has|have|had|got) (a |an )?(headache|cold|fever|migraine|sore throat|hangover|flu)\b"
     r"|\b(is|are|was|were|got|gets|seems|keeps)\s+(still |currently |now |again )?(stuck|jammed|broken|down|offline|"
     r"frozen|hung|retrying|failing|pending|blocked|queued|charging|syncing|rebuilding|resilvering|throttling|"
     r"overheating|unresponsive|flaky|red|processing|uploading|compiling|indexing|deploying|downloading)\b"
-    r"(?!\s+with\b)"
+    r"(?!\s+(with|until)\b)"
     r"|\b(still|again) (charging|syncing|running|failing|broken|pending|stuck)\b"
     r"|\b(stayed|ran|held|sat|idled|peaked|averaged|hovered|settled)\s+(at|around|near)\s+\d"
     r"|\bfor the (second|third|fourth|fifth|\d+(st|nd|rd|th)) time\b"
@@ -348,7 +361,13 @@ _PASSING = re.compile(
     r"|\b(still|only) \d+ [\w-]+( \w+)? (left|remaining|to go|pending)\b|\b\d+ [\w-]+ (left|remaining) (in|on|to)\b"
     r"|(还|仍然|仍)(有|剩|剩下)\s*\d+\s*(张|个|条|篇|项|份|页|章|节|处|次)|(使用率|占用|已用)\s*\d+(\.\d+)?\s*%"
     r"|(正在|在)(休假|度假|出差|开会|生病)|(很|有点|好)?(累|困|饿|忙|烦|不舒服)(了|死了)(?!解)|(生病了|感冒了|发烧了)|"
-    r"(现在|目前|暂时)(挂了|宕机|不可用|失败|报错|打不开)",
+    r"(现在|目前|暂时)(挂了|宕机|不可用|失败|报错|打不开)"
+    r"|(现在|当前|目前|此刻)[^，。,；;]{0,15}?(是|为|显示|有|:|：)?\s*-?\d[\d.,]*\s*(克|千克|公斤|度|°C|℃|%|次|帧|FPS|fps|ms|毫秒)"
+    r"|(现在|当前|目前|此刻)[^，。,；;]{0,15}?(FPS|fps|帧率|温度|电量|湿度|网速|延迟|下载量|播放量)\s*(是|为|:|：)?\s*\d"
+    r"|(还|仍然|仍)(有|剩|剩下)[^，。,；;\d]{1,8}\d+\s*(个|颗|张|盒|克|条|瓶|袋|件|份|斤)"
+    r"|还在(下载|上传|安装|编译|同步|处理|加载|更新|排队|审核)|已经\s*\d+(\.\d+)?\s*%"
+    r"|已经\S{0,3}了?\s*(一个半|半|\d+|[一二三四五六七八九十两]+)\s*个?(小时|分钟|秒)"
+    r"|(快|要)(疯|崩溃|气死|累死|烦死)了|搞得.{0,6}(疯|崩溃|头疼|头大)",
     re.IGNORECASE)
 
 _COUNT_NOW = re.compile(r"\b(word count|page count|row count|line count|file size|size|total)\s+"
@@ -357,8 +376,17 @@ _TARGET = re.compile(r"\b(target|limit|max|maximum|minimum|at most|at least|unde
                      re.IGNORECASE)
 
 
+# a popularity count read off a page at one moment; with a date it is a milestone ("reached 100,000 in 2025")
+_POPULARITY = re.compile(
+    r"\b(has|have|had|got|reached|hit|passed|crossed)\s+(about |over |nearly |almost )?\d[\d,.]*\s*k?\s+"
+    r"(stars|downloads|followers|subscribers|views|forks|likes|endorsements|installs|visits|clicks|upvotes)\b"
+    r"|\d+\s*(次|个)?(下载|播放|浏览|点赞|收藏|关注|粉丝)(量)?", re.IGNORECASE)
+
+
 def _passing(text: str) -> str | None:
     found = _PASSING.search(text) or (None if _TARGET.search(text) else _COUNT_NOW.search(text))
+    if not found and not _ABSOLUTE_DATE.search(text):
+        found = _POPULARITY.search(text)
     if not found or _RECURRING.search(text):
         return None  # "down for maintenance every first Saturday" is a schedule
     return found.group(0).strip()
@@ -368,7 +396,7 @@ _DEADLINE = re.compile(
     rf"\b(is|are|was|were)\s+due\s*([.,;]|$)|\bdue\s+(on|by|next|this|tomorrow|today|tonight|soon|{_WEEKDAYS})\b"
     r"|\bthe deadline\b|\bdeadline (is|was|for)\b|\b(has|have|needs?) to be (done|finished|submitted|sent|in|ready|"
     r"marked|returned) (by|before)\b"
-    r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期|(本|这个?)?月底(前|之前)|(周|星期|礼拜)[一二三四五六日天](前|之前)",
+    r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期|(本|这个?)?月底(前|之前)|(周|星期|礼拜)[一二三四五六日天](前|之前)|(周末|月底|年底|下班|放假)之?前",
     re.IGNORECASE)
 
 
@@ -383,7 +411,8 @@ _OFFER = re.compile(
     r"\b(on offer|on sale|discount(ed)?|promo( code)?|coupon|voucher|limited[- ]time|special offer)\b"
     r"|(打折|促销|优惠券|特价|限时)",
     re.IGNORECASE)
-_EXPIRY = re.compile(r"\b(valid (until|till|through|for \d+ (minutes|hours|days))|expir(es|ing|ed|y)|until \d)\b"
+_EXPIRY = re.compile(r"\b(valid (until|till|through|for \d+ (minutes|hours|days))|expir(es|ing|ed|y)"
+                     r"|until \d{1,2}(:\d{2}|\s?(am|pm)))\b"
                      r"|有效期至|过期|有效期\s*(只有|为|是)?\s*\d+\s*(小时|天|分钟)|(明天|今天|马上)就?失效",
                      re.IGNORECASE)
 
@@ -438,7 +467,7 @@ _REQUEST = re.compile(
     r"|^\s*(please|can you|could you|would you|let'?s|book|find|remind|check|translate|summari[sz]e|convert|"
     r"calculate|look up|search|draft|write me|tell me|show me|give me)\b(?!\s+(is|was|are|were|has|had|of)\b)"
     r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫)(助手|你|AI)"
-    r"|(用户|他|她)?想(知道|了解|问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)"
+    r"|(用户|他|她)?想(知道|了解|问)|^\s*(用户|他|她)(问|询问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)"
     r"|(想|要)?(让|叫|要)助手",
     re.IGNORECASE)
 _TODO = re.compile(
@@ -479,6 +508,7 @@ _MAYBE = re.compile(
     r"|\b(plans?|intends?|wants?|hopes?|is going|are going) to\b.{0,60}\b(once|when|after|if|as soon as|before)\b"
     r"|\bwants? to try\b|\bone of these (days|weekends|evenings)\b"
     r"|\bmay (look|try|switch|move|consider|add|start|want|use|write|apply)\b"
+    r"|\b(user|they|he|she|i|we) may (?!(not|also|only|be|have|need)\b)[a-z]+\b"
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
     r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
     r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
@@ -506,18 +536,20 @@ _IRREGULAR_PAST = ("ran|got|wrote|fell|rose|went|saw|took|began|ate|flew|grew|kn
 _PAST_EVENT = re.compile(
     rf"\b({_IRREGULAR_PAST})\b"
     r"|\b(was|were)\s+(\w+ly\s+)?(\w+ed|sent|built|made|run|done|set|put|cut|hit|shut|split|rebuilt|"
-    r"rerun|reset|found|lost|paid|sold|told|kept|left|given|taken|written|broken|shown|seen)\b(?!\s+(by|in|as)\b)"
+    r"rerun|reset|found|lost|paid|sold|told|kept|left|given|taken|written|broken|shown|seen)\b(?!\s+(by|in|as|from)\b)"
     r"|\b(was|were)\s+(about |around |only |just )?\d[\d,.]*\s*(%|words|pages|lines|rows|files|items|ms|s|sec|"
     r"seconds|minutes|min|mb|gb|kb|tb|k|x|times|°)(?!\w)|\b(crashed|panicked|segfaulted|oom-?killed)\b"
     r"|\b(arrived|shipped|got delivered|was delivered|timed out|rolled back|sent back|came back|went down|bounced|"
     r"fell through|got cancell?ed|was cancell?ed|was postponed|got postponed|failed to)\b"
-    r"|\b\w+ed\s+\d+\s+(?!(years|months|weeks|days|hours)\b)[a-z]+s\b"
+    r"|(?-i:\b[a-z]\w*ed)\s+\d+\s+(?!(years|months|weeks|days|hours|has|was|is)\b)[a-z]+s\b"
     r"|(^|\s)[\w:./-]*\d[\w:./-]*\s+(started|stopped|finished|completed|deployed|failed|crashed|exited|"
     r"restarted|created|deleted|succeeded|timed out)\b",
     re.IGNORECASE)
 _HISTORY = re.compile(r"\b\d+ (years|decades|centuries|generations)\b"
                       r"|\b(years|decades|centuries) (ago|before|earlier)\b"
                       r"|\b(as a child|in (his|her|their) youth|when (he|she|they) was)\b", re.IGNORECASE)
+# a change of state told once is the new state ("took over the compost; Dana no longer does it")
+_STATE_CHANGE = re.compile(r"\b(no longer|not any ?more|any ?more|took over|instead of)\b", re.IGNORECASE)
 _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(\w+ly\s+)?\w+ed\b", re.IGNORECASE)
 
 
@@ -534,7 +566,7 @@ def _past_event(text: str) -> str | None:
         found = _ZH_PAST.search(text)
         return found.group(0).strip() if found else None
     found = _PAST_EVENT.search(text)
-    if not found or _ABSOLUTE_DATE.search(text) or _HISTORY.search(text):
+    if not found or _ABSOLUTE_DATE.search(text) or _HISTORY.search(text) or _STATE_CHANGE.search(text):
         return None  # a dated past event is history ("emigrated in 1952", "published in 2019"), not the session
     word = found.group(0).strip()
     if word.lower().endswith("ed") and _BE_OR_HAVE.search(text) and " " not in word:
@@ -570,6 +602,7 @@ _VERBS.update("died left lost paid sold told kept held met led fought won became
 
 def _has_verb(words: list[str]) -> bool:
     lowered = [w.lower().strip(".,;:!?") for w in words]
+    lowered = [w.split("-", 1)[1] if w.startswith(("re-", "co-")) else w for w in lowered]  # re-reads
     if any(w in _VERBS for w in lowered):
         return True
     # an -s / -ed form right after a subject ("User bakes bread ..."), or followed by what follows verbs
@@ -591,7 +624,8 @@ def _has_verb(words: list[str]) -> bool:
 def _bare_topic(text: str) -> str | None:
     """A label with no statement ("Quarterly revenue figures table"); a list of named things is a fact."""
     # any CJK: its verb may be Chinese (对比, 使用), which an English verb list cannot see
-    if CJK_RUN.search(text) or re.search(r"[,:;=()&+/，：；、（）]|\band\b|\bor\b|->", text):
+    if CJK_RUN.search(text) or _ABSOLUTE_DATE.search(text) or \
+            re.search(r"[,:;=()&+/，：；、（）]|\band\b|\bor\b|->", text):
         return None
     words = words_of(text)
     return None if _has_verb(words) else "no verb"

@@ -206,6 +206,28 @@ RULE_CASES = [
     ("bare_topic", ["Quarterly revenue figures table"],
      ["Home lab services: Nextcloud, Jellyfin, Pi-hole and Home Assistant",
       "家里跑的服务：Nextcloud、Jellyfin、Pi-hole", "第三章的数据集：CIFAR-10、FEMNIST"]),
+    # widened from the second tune batch: readings of one moment, inventories, progress, emotional asides,
+    # popularity counts, memory addresses, activity ids, failures with a code or retries, error constants
+    ("passing_state", ["User is kind of nervous about the exam", "目前 CPU 温度是 78°C", "冰箱里还剩牛奶 2 瓶",
+                       "安装包还在下载", "The repo has 1,200 stars", "用户被这个报错搞得快崩溃了"],
+     ["User gets nervous about flying and prefers trains", "用户坐飞机会很紧张",
+      "The public API is frozen until 3.0; new features go in an experimental module",
+      "The app reached 100,000 downloads in 2025"]),
+    ("run_detail", ["Crash at 0x7FF6A13B2C10 in the renderer", "Strava activity 18822734112 synced"],
+     ["User's long runs start from the lake path"]),
+    ("command_output", ["Upload failed with 413 after the second try", "Flow was 0.4 l/min (expected 1.8)"],
+     ["User writes mods in C# with Rider"]),
+    ("raw_error", ["Sign-in failed with reason ACCOUNT_LOCKED"], ["User's account name is FrostQuill"]),
+    ("agent_action", ["Assistant re-sent the invoice to the client", "助手已经设好了闹钟"],
+     ["User re-reads every contract before signing"]),
+    ("greeting", ["User says thank you for the help"], ["User says thanks in Japanese to the neighbours"]),
+    ("maybe_intention", ["User may hire a tutor for the kids"], ["User may not eat pork"]),
+    ("one_off_request", ["用户问这道菜要放多少盐"], ["用户的问题一般都是关于税务的"]),
+    ("deadline", ["用户周末之前要把报告发出去"], ["用户每个月底前交房租"]),
+    ("past_event", ["The upload was rejected twice"],
+     ["User took over the weekly payroll; Ana no longer does it",
+      "The library was relicensed from MIT to Apache-2.0 in version 3.0",
+      "User lifts on Monday, Wednesday, Friday at 6:15 am"]),
 ]
 
 
