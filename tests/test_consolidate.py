@@ -90,9 +90,24 @@ def test_merge_links_originals_and_survives_their_deletion(backend, store):
     assert result.deleted == [merged] and result.cascaded == []
 
 
-def test_replace_below_safety_threshold_is_downgraded(backend, store):
+def test_replace_below_safety_threshold_rewrites_in_place(backend, store):
+    """A replace of a memory it may act on but not remove: an update (same id, history keeps the old text)."""
     [old] = store.add([LOOSE], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("replace", LOOSE))
+    out = worker.consolidate(STORED, "fragments")
+    assert out.fate == "updated" and out.ids == [old] and out.removed == [] and len(store) == 1
+    assert store.get_one(old).text == STORED and any("applied as an update" in n for n in out.notes)
+    assert store.history(old)[0].old_text == LOOSE
+
+
+def test_replace_of_a_target_it_may_not_act_on_is_downgraded(backend, store):
+    [old] = store.add([LOOSE], area="fragments")
+
+    def decide_then_tighten(message):  # the safety is re-checked when the action is applied
+        worker.consider_min, worker.keyword_overlap = 0.999, 2.0
+        return _decide("replace", LOOSE)(message)
+
+    worker, _ = _worker(store, consolidate=decide_then_tighten)
     out = worker.consolidate(STORED, "fragments")
     assert out.fate == "kept_separate" and "replace_similarity_threshold" in out.reason
     assert store.get_one(old).text == LOOSE and len(store) == 2 and out.removed == []
