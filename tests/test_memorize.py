@@ -93,12 +93,33 @@ def test_no_solutions_and_area(cli, chat, scripted):
 @pytest.mark.parametrize("reply", [LLMError("utility model 'x' failed: Timeout"), "Sure! Here are some facts.",
                                    '{"facts": "none"}'])
 def test_failed_extraction_stores_nothing_and_says_why(cli, chat, scripted, reply):
+    """A failed extraction is a failure: exit 4, counted in the summary and per transcript, shown in the table."""
     scripted(Router(fragments=reply, solutions=reply))
     result = cli("memorize", chat, "--json")
-    assert result.code == 0
-    notes = result.json["transcripts"][0]["notes"]
+    assert result.code == 4
+    [transcript] = result.json["transcripts"]
+    notes = transcript["notes"]
     assert any("fact extraction" in n for n in notes) and any("solution extraction" in n for n in notes)
     assert "extraction" in result.err and cli("list", "--json").json["total"] == 0
+    assert transcript["extraction_failed"] == ["fact", "solution"]
+    assert result.json["summary"]["failed"] == 1 and result.json["summary"]["extractions_failed"] == 2
+    human = cli("memorize", chat)
+    assert human.code == 4 and "extraction failed: fact, solution" in human.out
+    assert "failed: 1" in human.out and "failed: 0" not in human.out
+
+
+def test_one_failed_extraction_keeps_the_other(cli, chat, scripted):
+    scripted(Router(fragments=json.dumps(FACTS[:1]), solutions="no list here"))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 4 and result.json["transcripts"][0]["extraction_failed"] == ["solution"]
+    assert cli("list", "--json").json["total"] == 1
+
+
+def test_empty_extraction_is_not_a_failure(cli, chat, scripted):
+    scripted(Router(fragments="[]", solutions="```json\n[]\n```"))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 0 and result.json["summary"]["failed"] == 0
+    assert result.json["transcripts"][0]["extraction_failed"] == []
 
 
 def test_consolidation_timeout_inserts_candidate(cli, chat, scripted):

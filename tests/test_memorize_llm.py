@@ -115,6 +115,97 @@ def test_http_timeout_inserts_candidate_as_is(cli, chat_server, tmp_path: Path, 
     assert cli("list", "--json").json["total"] == 2
 
 
+def test_gemma_names_get_the_system_prompt_folded_into_the_user_turn(cli, chat_server, tmp_path: Path,
+                                                                     monkeypatch):
+    """A chat format without a system role drops the system message: for gemma models (auto) memctl puts its
+    instructions at the top of the user turn; `never` keeps the system turn; `always` folds for any model."""
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(TRANSCRIPT))
+    for model, setting, folded in (("openai/gemma-3-270m", "auto", True), ("openai/gemma-3-270m", "never", False),
+                                   ("openai/scripted-chat", "auto", False), ("openai/scripted-chat", "always", True)):
+        monkeypatch.setenv("MEMCTL_UTILITY_MODEL", model)
+        monkeypatch.setenv("MEMCTL_UTILITY_FOLD_SYSTEM", setting)
+        chat_server.requests.clear()
+        chat_server.router = Router(fragments='["User wants answers in German from now on"]')
+        result = cli("memorize", path, "--no-solutions", "--dry-run", "--json")
+        assert result.code == 0, result.err
+        messages = chat_server.requests[0]["body"]["messages"]
+        assert [m["role"] for m in messages] == (["user"] if folded else ["system", "user"]), (model, setting)
+        assert "durable facts" in messages[-1]["content"] and ("long-term memory" in messages[0]["content"])
+        assert chat_server.router.folded == [folded]
+    monkeypatch.setenv("MEMCTL_UTILITY_FOLD_SYSTEM", "sometimes")
+    bad = cli("memorize", path, "--json")
+    assert bad.code == 2 and "utility_fold_system must be one of auto, always, never" in bad.json["error"]["message"]
+
+
+class _Hanging:
+    """A server that accepts connections and never answers (records when each connection came)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.accepted: list[float] = []
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(time.monotonic())
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.close()
+        self.sock.close()
+
+
+def test_a_model_that_never_answers_costs_timeout_times_attempts(cli, chat_server, tmp_path: Path, monkeypatch):
+    """No double timeouts: litellm's own retries are off, so 1 + utility_retries tries of utility_timeout each."""
+    hanging = _Hanging()
+    try:
+        monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", f"http://127.0.0.1:{hanging.sock.getsockname()[1]}/v1")
+        monkeypatch.setenv("MEMCTL_UTILITY_TIMEOUT", "2")
+        monkeypatch.setenv("MEMCTL_UTILITY_RETRIES", "1")
+        path = tmp_path / "chat.json"
+        path.write_text(json.dumps(TRANSCRIPT))
+        result = cli("memorize", path, "--no-solutions", "--json")
+        ended = time.monotonic()
+        assert result.code == 4, result.err  # the extraction failed: a failure, not "failed: 0"
+        assert result.json["summary"]["failed"] == 1
+        assert "after 2 tries" in result.json["transcripts"][0]["notes"][0]
+        assert len(hanging.accepted) == 2  # exactly 1 + utility_retries attempts
+        assert ended - hanging.accepted[0] < 2 * 2 + 1.5  # ~timeout x attempts, not twice that
+    finally:
+        hanging.close()
+
+
+def test_waiting_line_on_a_terminal_only(monkeypatch):
+    import io
+
+    from memctl import llm
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(llm, "_WAIT_LINE_AFTER", 0.05)
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        with llm.WaitingLine("openai/slow", ", try 1/2", stream=stream):
+            time.sleep(0.3)
+    assert "waiting for the utility model openai/slow" in tty.getvalue() and "try 1/2" in tty.getvalue()
+    assert tty.getvalue().endswith("\r\x1b[K")  # the line is cleared when the answer comes
+    assert pipe.getvalue() == ""
+    with llm.WaitingLine("openai/fast", "", stream=tty) as line:
+        pass
+    assert not line.shown
+
+
 # --- a real model ------------------------------------------------------------------------------------
 
 
