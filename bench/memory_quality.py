@@ -2,6 +2,7 @@
 """End-to-end memory quality: labelled transcripts replayed through the real memorize pipeline.
 
     python3 bench/memory_quality.py [--corpus DIR] [--embedder local|fake] [--label NAME] [--json] [--misses]
+                                    [--no-gate] [--pairs]
 
 Each series of the corpus (transcripts sharing `series`; a transcript without one is its own series) is
 replayed in id order into ONE new store through `memctl.memorize.memorize_files`, with a scripted utility
@@ -177,7 +178,8 @@ def final_value(value: str, pairs: list[tuple[str, str]]) -> str:
     return value
 
 
-def score_series(store, cases: list[dict], model: PerfectModel, misses: list[str]) -> dict[str, int]:
+def score_series(store, cases: list[dict], model: PerfectModel, misses: list[str],
+                 fates: dict[str, str] | None = None) -> dict[str, int]:
     from memctl.recall import recall
 
     stored = {norm(m.text) for m, _ in store.iter_all()}
@@ -205,8 +207,10 @@ def score_series(store, cases: list[dict], model: PerfectModel, misses: list[str
         good = old not in stored and (current in stored or all(p in stored for p in parts(current)[1:]))
         out["updates_ok"] += good
         if not good:
+            why = "; ".join(f"{p[:30]!r}: {(fates or {}).get(p, 'never extracted')}"
+                            for p in [old, *parts(current)[1:]])
             misses.append(f"update left {'both' if old in stored and current in stored else 'wrong state'}: "
-                          f"{old!r} -> {current!r}")
+                          f"{old!r} -> {current!r} ({why})")
     labelled = list(dict.fromkeys(facts + [n for _, n in pairs]))
     probes = [p for c in cases for p in c.get("recall_probes") or []]
     probes += [p for c in cases for p in (c.get("series_final_state") or {}).get("probes") or []]
@@ -230,6 +234,19 @@ def score_series(store, cases: list[dict], model: PerfectModel, misses: list[str
     return dict(out)
 
 
+class _Pass:
+    ok, reason, detail = True, None, ""
+
+
+def bypass_gate() -> None:
+    """--no-gate: every candidate passes the quality gate, so the figures isolate consolidation and recall."""
+    import memctl.memorize
+
+    if not callable(getattr(memctl.memorize, "check", None)):
+        raise SystemExit("memory_quality: this memctl's memorize has no `check` gate to bypass")
+    memctl.memorize.check = lambda *args, **kwargs: _Pass()  # type: ignore[attr-defined]
+
+
 def run(corpus: Path, embedder: str, misses: list[str]) -> dict:
     import memctl
     from memctl.consolidate import Consolidator
@@ -250,15 +267,60 @@ def run(corpus: Path, embedder: str, misses: list[str]) -> dict:
                 model = PerfectModel(cases, hasattr(Consolidator, "may_act"),
                                      float(store.config["consolidation_threshold"]))
                 llm = UtilityModel(store.config, completion=model)
-                memorize_files(store, [c["_path"] for c in cases], llm)
+                report = memorize_files(store, [c["_path"] for c in cases], llm)
+                fates = {norm(o.text): f"{o.fate} ({o.reason[:60]})" for t in report.transcripts for o in t.candidates}
                 found: list[str] = []
-                for key, value in score_series(store, cases, model, found).items():
+                for key, value in score_series(store, cases, model, found, fates).items():
                     total[key] += value
                 misses += [f"[{name}] {m}" for m in found]
                 exposed, shown, asked = exposed + model.exposed, shown + model.shown_pairs, asked + model.updates_asked
             transcripts += len(cases)
     return {**total, "series": len(series), "transcripts": transcripts, "unrelated_exposed": exposed,
             "shown": shown, "updates_asked": asked, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def update_safety(corpus: Path, embedder: str, as_json: bool) -> int:
+    """--pairs: how well the update safety separates labelled update pairs (old value, new statement) from
+    every other pair of statements of the same series (what a wrong `update` could overwrite), for a grid
+    of vector thresholds, with and without the keyword route. How consolidation_threshold and
+    consolidation_keyword_overlap were chosen (on the tune half only)."""
+    import itertools
+
+    from memctl.config import load_config
+    from memctl.consolidate import keyword_evidence
+    from memctl.embeddings import make_embedder
+
+    embed = make_embedder(load_config(overrides={"embedding_provider": embedder})).embed
+    positives, negatives = [], []
+    for cases in load_series(corpus).values():
+        pairs = [(norm(u["old"]), norm(u["new"])) for c in cases for u in c.get("updates") or []]
+        true = {(o, p) for o, n in pairs for p in (parts(n)[1:] if len(parts(n)) > 2 else [n])}
+        texts = list(dict.fromkeys([norm(t) for c in cases for t in (c.get("expected_fragments") or [])
+                                    + (c.get("must_not_store") or [])] + [x for pair in true for x in pair]))
+        vectors = embed(texts)
+        at = {t: i for i, t in enumerate(texts)}
+        for a, b in itertools.combinations(texts, 2):
+            relevance = (1.0 + float(vectors[at[a]] @ vectors[at[b]])) / 2.0
+            shared, share = keyword_evidence(a, b)
+            bucket = positives if (a, b) in true or (b, a) in true else negatives
+            bucket.append((relevance, shared, share))
+    rows = []
+    for threshold in (0.7, 0.75, 0.8, 0.85, 0.9):
+        for overlap in (None, 0.5, 0.6, 0.7):
+            def acts(p: tuple[float, int, float], t: float = threshold, o: float | None = overlap) -> bool:
+                return p[0] >= t or (o is not None and p[1] >= 2 and p[2] >= o)
+            rows.append([threshold, "off" if overlap is None else overlap, sum(map(acts, positives)),
+                         sum(map(acts, negatives))])
+    if as_json:
+        print(json.dumps({"corpus": str(corpus), "update_pairs": len(positives), "other_pairs": len(negatives),
+                          "grid": [dict(zip(("threshold", "keyword_overlap", "pairs_kept", "others_exposed"), r,
+                                            strict=True)) for r in rows]}))
+    else:
+        print(table(f"update safety on {corpus}: {len(positives)} labelled update pairs, {len(negatives)} other "
+                    f"pairs of statements in the same series", ["consolidation_threshold",
+                    "consolidation_keyword_overlap", "update pairs it may update", "other pairs it may update"],
+                    rows))
+    return 0
 
 
 def pct(a: int, b: int) -> str:
@@ -288,13 +350,21 @@ def main() -> int:
     parser.add_argument("--label", default=None, help="row name (default: git branch@commit)")
     parser.add_argument("--json", action="store_true", help="only the JSON document")
     parser.add_argument("--misses", action="store_true", help="list every miss (stderr)")
+    parser.add_argument("--pairs", action="store_true",
+                        help="instead: the update-safety grid (labelled update pairs vs other same-series pairs)")
+    parser.add_argument("--no-gate", action="store_true",
+                        help="let every candidate pass the quality gate (isolates consolidation and recall)")
     args = parser.parse_args()
     if not args.corpus.is_dir():
         print(f"memory_quality: no corpus folder {args.corpus}", file=sys.stderr)
         return 2
+    if args.pairs:
+        return update_safety(args.corpus, args.embedder, args.json)
+    if args.no_gate:
+        bypass_gate()
     misses: list[str] = []
     figures = run(args.corpus, args.embedder, misses)
-    label = args.label or git_label()
+    label = (args.label or git_label()) + (" (no gate)" if args.no_gate else "")
     doc = {"label": label, "corpus": str(args.corpus), "embedder": args.embedder, **figures,
            "misses": misses}
     if args.misses:
