@@ -367,6 +367,24 @@ def _read_embedding(folder: Path, notes: Notes) -> dict[str, Any] | None:
     return data
 
 
+def _declared_bytes(path: Path) -> int | None:
+    """Bytes of vectors a flat FAISS index file says it holds (d x ntotal x 4), read from its header
+    before FAISS allocates them: a few hundred bytes declaring a terabyte must not be read."""
+    import struct
+
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return None
+    if len(head) < 16 or head[:4] not in (b"IxFI", b"IxF2", b"IxFl"):  # not a flat index: FAISS judges it
+        return None
+    dimension, total = struct.unpack("<iq", head[4:16])  # after the 4-byte type tag: int32 d, int64 ntotal
+    if dimension <= 0 or total < 0:
+        return None
+    return dimension * total * 4
+
+
 def _read_vectors(folder: Path, rows: int, notes: Notes) -> np.ndarray | None:
     """index.faiss as an (n, d) array, or None when its vectors cannot be trusted."""
     import faiss
@@ -383,6 +401,10 @@ def _read_vectors(folder: Path, rows: int, notes: Notes) -> np.ndarray | None:
             notes.add(f"{INDEX_FAISS} does not match {SHA_SIDECAR} (Agent Zero would start an empty index): "
                       "its vectors are not trusted, texts are re-embedded")
             return None
+    declared = _declared_bytes(path)
+    if declared is not None and declared > path.stat().st_size:
+        notes.add(f"{INDEX_FAISS}'s header declares more vectors than the file holds: texts are re-embedded")
+        return None
     try:
         index = faiss.read_index(str(path))
         vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, index.d), np.float32)

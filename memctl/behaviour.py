@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,12 @@ def reset(store: StoreBase) -> BehaviourResult:
 
 def editor_command() -> list[str]:
     """$VISUAL or $EDITOR split into an argument list (never run through a shell); vi otherwise."""
-    value = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    value = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if value is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):  # vi would draw into a pipe and wait forever
+            raise UsageError("no terminal and no editor set: `behaviour edit` needs one",
+                             hint="set EDITOR (e.g. EDITOR=nano), or use `memctl behaviour adjust TEXT`")
+        value = "vi"
     try:
         command = shlex.split(value)
     except ValueError as exc:
@@ -117,7 +123,7 @@ def editor_command() -> list[str]:
 
 def edit(store: StoreBase) -> BehaviourResult:
     """Open the rules in the editor on a temporary copy; normalise and write back atomically."""
-    current, _ = read_rules(store)
+    current, is_default = read_rules(store)
     fd, name = tempfile.mkstemp(prefix="behaviour-", suffix=".md")  # private (0600), removed below
     temp = Path(name)
     try:
@@ -131,6 +137,12 @@ def edit(store: StoreBase) -> BehaviourResult:
                               hint="set EDITOR to an installed editor") from exc
         if status != 0:
             raise MemctlError(f"the editor exited with status {status}; the behaviour rules were not changed")
-        return _write(store, normalise(temp.read_text(encoding="utf-8")), "edit")
+        edited = normalise(temp.read_text(encoding="utf-8"))
+        if not edited.strip():
+            raise MemctlError("the edited rules are empty; the behaviour rules were not changed",
+                              hint="`memctl behaviour reset` restores the default rules")
+        if edited == normalise(current):
+            return BehaviourResult(store.behaviour_location, "edit", current, False, is_default)
+        return _write(store, edited, "edit")
     finally:
         temp.unlink(missing_ok=True)

@@ -117,12 +117,18 @@ def check_value(key: str, value: Any, source: str) -> Any:
         raise ConfigError(
             f"{source}: config key {key!r} must be {expected.__name__}, got {type(value).__name__} {value!r}"
         )
+    from memctl.config_rules import value_problem
+
+    problem = value_problem(key, value)
+    if problem is not None:
+        raise ConfigError(f"{source}: config key {key!r} {problem}, got {value!r}",
+                          hint=f"fix it there, or `memctl config set {key} VALUE`")
     return value
 
 
 def user_config_path() -> Path:
     if os.environ.get("MEMCTL_CONFIG"):
-        return Path(os.environ["MEMCTL_CONFIG"])
+        return Path(os.environ["MEMCTL_CONFIG"]).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_config_dir("memctl", appauthor=False)) / "config.yaml"
@@ -171,6 +177,9 @@ def load_config(
     user_path = user_config_path()
     if user_path.is_file():
         layers.append((str(user_path), _read_yaml(user_path)))
+    elif os.environ.get("MEMCTL_CONFIG") and (environ is None or "MEMCTL_CONFIG" in environ):
+        raise ConfigError(f"MEMCTL_CONFIG names {str(user_path)!r}, which is not a file",
+                          hint="create it (`memctl config set KEY VALUE` writes there), or unset MEMCTL_CONFIG")
     if store_dir is not None and (store_dir / "config.yaml").is_file():
         layers.append((str(store_dir / "config.yaml"), _read_yaml(store_dir / "config.yaml")))
     layers.append(("env", _env_layer(os.environ if environ is None else environ)))
@@ -179,4 +188,13 @@ def load_config(
         for key, value in layer.items():
             values[key] = check_value(key, value, source)
             sources[key] = source
+    _check_together(values, sources)
     return Config(values, sources)
+
+
+def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
+    from memctl.config_rules import cross_problems
+
+    for key, problem in cross_problems(values):
+        raise ConfigError(f"{sources.get(key, 'config')}: config key {key!r} {problem}",
+                          hint=f"`memctl config set {key} VALUE`")

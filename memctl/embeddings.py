@@ -238,8 +238,8 @@ class CachedEmbedder:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS cache(hash TEXT PRIMARY KEY, vector BLOB NOT NULL)")
                 self._db = db
-            except sqlite3.Error:
-                return None  # a cache that cannot open is simply not used
+            except (sqlite3.Error, OSError):
+                return None  # a cache that cannot open (read-only media, no permission) is simply not used
         return self._db
 
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -68,3 +68,19 @@ class EmbeddingError(MemctlError):
 
 class InputFormatError(UsageError):
     """An input file (JSONL export, transcript, ...) is not in the expected format."""
+
+
+def sqlite_hint(message: str) -> str:
+    """The next step for an SQLite open/write failure, by its cause (not every failure is a lock)."""
+    text = message.lower()
+    if "locked" in text or "busy" in text:
+        return "another process holds it; retry, or raise lock_timeout"
+    if "readonly" in text or "read-only" in text:
+        return "the store is on read-only media or in a read-only folder: reading works, writing does not"
+    if "full" in text:
+        return "the disk is full: free some space and retry; nothing committed was lost"
+    if "unable to open" in text:
+        return "check that the folder exists, is a folder, and that you may write to it"
+    if "disk i/o" in text:
+        return "the disk reported an error: check it; restore from a backup if it is failing"
+    return "restore it from a backup or export"

@@ -61,6 +61,10 @@ class ImportReport:
         return data
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def parse_jsonl(lines: list[str], source: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Validate every line before anything is written; errors name the file and line."""
     header: dict[str, Any] | None = None
@@ -69,9 +73,11 @@ def parse_jsonl(lines: list[str], source: str) -> tuple[dict[str, Any] | None, l
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise InputFormatError(f"{source}:{number}: not valid JSON ({exc.msg})",
+            obj = json.loads(line, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            # ValueError: bad JSON, NaN/Infinity, or an integer of over 4,300 digits (no .msg then)
+            reason = getattr(exc, "msg", None) or ("nested too deeply" if isinstance(exc, RecursionError) else exc)
+            raise InputFormatError(f"{source}:{number}: not valid JSON ({reason})",
                                    hint="expected one JSON object per line, as `memctl export` writes") from exc
         if not isinstance(obj, dict):
             raise InputFormatError(f"{source}:{number}: expected a JSON object, got {type(obj).__name__}")

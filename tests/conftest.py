@@ -32,7 +32,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own root and no user config; the fake embedder unless a test opts out."""
     home = tmp_path / "home"
     monkeypatch.setenv("MEMCTL_HOME", str(home))
-    monkeypatch.setenv("MEMCTL_CONFIG", str(tmp_path / "no-user-config.yaml"))
+    user_config = tmp_path / "no-user-config.yaml"
+    user_config.write_text("")  # MEMCTL_CONFIG must name a file: an empty one means no user settings
+    monkeypatch.setenv("MEMCTL_CONFIG", str(user_config))
     monkeypatch.setenv("MEMCTL_EMBEDDING_PROVIDER", "fake")
     for name in list(os.environ):
         # MEMCTL_TEST_* are test switches (fresh-install run, CI's PostgreSQL URL), not configuration.
@@ -92,3 +94,13 @@ def store(home: Path):
 
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as opened:
         yield opened
+
+
+def stored_count(cli: Any, *args: str) -> int:
+    """How many memories `list` reports; 0 for a store that does not exist (nothing was created)."""
+    result = cli("list", "--json", *args)
+    if result.code == 3:
+        assert "no store" in result.json["error"]["message"], result.err
+        return 0
+    assert result.code == 0, result.err
+    return int(result.json["total"])

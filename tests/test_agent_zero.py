@@ -400,6 +400,11 @@ def test_export_never_replaces_a_memctl_store_and_refuses_an_empty_store(cli, ho
     result = cli("export-agent-zero", home / "default", "--force", "--json")
     assert result.code == 2 and "memctl store" in result.json["error"]["message"]
     assert (home / "default" / "memories.sqlite").is_file()
+    missing = cli("export-agent-zero", tmp_path / "out", "--subdir", "missing", "--json")
+    assert missing.code == 3 and "no store" in missing.json["error"]["message"]  # and none is created
+    assert not (home / "missing").exists()
+    cli("save", "x", "--subdir", "empty")
+    cli("forget", "x", "--exact", "--subdir", "empty", "--yes")
     empty = cli("export-agent-zero", tmp_path / "out", "--subdir", "empty", "--json")
     assert empty.code == 2 and "empty" in empty.json["error"]["message"]
     assert not (tmp_path / "out").exists()

@@ -23,6 +23,8 @@ def _llm(store, reply):
 
 
 def test_show_defaults_without_a_file(cli):
+    assert cli("behaviour", "show").code == 3  # no store yet: said, not created
+    cli("save", "a memory, so the store exists")
     doc = cli("behaviour", "show", "--json").json
     assert doc["default"] is True and doc["rules"].startswith("# Behaviour rules")
     assert cli("behaviour").out == doc["rules"]
@@ -66,6 +68,7 @@ def test_rules_are_per_subdir(cli):
         other.write_behaviour("- agent two only\n")
     assert cli("-s", "agent2", "behaviour", "show").out == "- agent two only\n"
     assert cli("-s", "agent1", "behaviour", "show", "--json").json["default"] is False
+    cli("-s", "agent3", "save", "x")
     assert cli("-s", "agent3", "behaviour", "show", "--json").json["default"] is True
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import stored_count
+
 MEMORY_KEYS = {"id", "text", "area", "created_at", "updated_at", "metadata"}
 
 
@@ -60,6 +62,7 @@ def test_save_from_stdin_and_file_with_meta(backend, cli, tmp_path: Path):
     (["import", "/no/such.jsonl"], 2, "does not exist"),
 ])
 def test_errors_have_messages_and_exit_codes(backend, cli, args, code, words):
+    _save(cli, "a memory, so the store exists")
     result = cli(*args)
     assert result.code == code, (result.out, result.err)
     assert words.lower() in result.err.lower()
@@ -80,7 +83,7 @@ def test_global_options_anywhere(cli, home: Path):
     assert (home / "agent1" / "memories.sqlite").exists()
     assert cli("--subdir", "agent1", "--json", "list").json["total"] == 1
     assert cli("list", "--json", "-s", "agent1").json["total"] == 1
-    assert cli("list", "--json").json["total"] == 0
+    assert cli("list", "--json").code == 3  # no store "default": said, not created
     # after `--` everything is text, even if it looks like an option
     mid = cli("--json", "save", "--", "--json").json["ids"][0]
     assert cli("show", mid, "--json").json["memory"]["text"] == "--json"
@@ -158,7 +161,8 @@ def test_forget_deletes_in_batches_until_exhausted(backend, cli, store, monkeypa
     dry = cli("forget", "the build cache lives in gradle folder", "--dry-run", "--json").json
     assert dry["count"] == 250 and dry["dry_run"] is True
     assert cli("list", "--json").json["total"] == 251
-    real = cli("forget", "the build cache lives in gradle folder", "--json").json
+    assert cli("forget", "the build cache lives in gradle folder", "--json").json["dry_run"] is True  # no TTY
+    real = cli("forget", "the build cache lives in gradle folder", "--yes", "--json").json
     assert real["count"] == 250 and {m["id"] for m in real["deleted"]} == {m["id"] for m in dry["deleted"]}
     assert [m["id"] for m in cli("list", "--json").json["items"]] == [keep]
     assert cli("forget", "the build cache lives in gradle folder", "--json").code == 3
@@ -167,7 +171,7 @@ def test_forget_deletes_in_batches_until_exhausted(backend, cli, store, monkeypa
 def test_forget_exact(backend, cli):
     a = _save(cli, "Temporary marker XYZ")
     _save(cli, "Temporary marker XYZ and more")
-    doc = cli("forget", "Temporary marker XYZ", "--exact", "--json").json
+    doc = cli("forget", "Temporary marker XYZ", "--exact", "--yes", "--json").json
     assert [m["id"] for m in doc["deleted"]] == [a]
 
 
@@ -207,7 +211,7 @@ def test_import_rejects_bad_lines_before_writing(backend, cli, tmp_path: Path):
     bad.write_text('{"text": "fine"}\n{"text": "also fine"}\n{not json\n')
     result = cli("import", bad, "--json")
     assert result.code == 2 and "bad.jsonl:3" in result.json["error"]["message"]
-    assert cli("list", "--json").json["total"] == 0
+    assert stored_count(cli) == 0
     notext = tmp_path / "notext.jsonl"
     notext.write_text('{"area": "main"}\n')
     assert "no text" in cli("import", notext).err
@@ -254,7 +258,7 @@ def test_json_documents_of_every_command(backend, cli, tmp_path: Path):
         ("list",): {"subdir", "total", "page", "page_size", "items"},
         ("history",): {"subdir", "id", "entries"},
         ("subdirs",): {"root", "subdirs"},
-        ("update", mid, "--meta", "k=v"): {"subdir", "memory", "reembedded"},
+        ("update", mid, "--meta", "k=v"): {"subdir", "memory", "changed", "reembedded"},
         ("export", "-o", str(tmp_path / "e.jsonl")): {"subdir", "path", "count", "vectors"},
         ("import", str(tmp_path / "e.jsonl"), "-s", "b"): {"subdir", "source", "imported", "skipped", "reembedded",
                                                            "batches"},

@@ -21,7 +21,7 @@ from memctl import knowledge
 from memctl.embeddings import FakeEmbedder
 from memctl.errors import ModelMismatchError
 from memctl.readers import markdown_sections, read_chunks, split_text
-from tests.conftest import REPO, run_memctl
+from tests.conftest import REPO, run_memctl, stored_count
 from tests.pg import query
 
 LONG_P1 = "The release train leaves every second Tuesday. " * 8  # ~390 characters
@@ -297,7 +297,7 @@ def test_dry_run_changes_nothing(backend, cli, home: Path, kb: Path):
     fresh = cli("import-knowledge", kb, "--dry-run", "--json")
     assert fresh.code == 0 and fresh.json["dry_run"] and fresh.json["summary"]["new"] == len(EXPECTED)
     assert fresh.json["chunks"]["added"] == sum(n for _, _, n in EXPECTED.values())
-    assert cli("list", "--json").json["total"] == 0
+    assert stored_count(cli) == 0
     assert saved_state(home) == {}
     cli("import-knowledge", kb)
     snapshot = saved_state(home)

@@ -301,6 +301,7 @@ def test_purge_older_than_keeps_recent_entries(backend, cli, home: Path):
 
 
 def test_purge_needs_one_scope(backend, cli):
+    cli("save", "a memory, so the store exists")
     assert cli("purge", "--yes").code == 2
     assert cli("purge", "--all", "--older-than", "3d", "--yes").code == 2
     assert cli("purge", "--older-than", "soon", "--yes").code == 2

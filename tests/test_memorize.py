@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memctl.llm import LLMError, UtilityModel
-from tests.conftest import REPO
+from tests.conftest import REPO, stored_count
 from tests.scripted_llm import Router, decide_from_updates
 
 EVAL = REPO.parent / "shared" / "eval" / "transcripts"
@@ -80,7 +80,7 @@ def test_dry_run_writes_nothing(cli, chat, scripted):
     scripted(Router(fragments=json.dumps(FACTS[:2])))
     doc = cli("memorize", chat, "--dry-run", "--no-solutions", "--json").json
     assert doc["dry_run"] is True and doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 2
-    assert cli("list", "--json").json["total"] == 0
+    assert stored_count(cli) == 0
 
 
 def test_no_solutions_and_area(cli, chat, scripted):
@@ -100,7 +100,7 @@ def test_failed_extraction_stores_nothing_and_says_why(cli, chat, scripted, repl
     [transcript] = result.json["transcripts"]
     notes = transcript["notes"]
     assert any("fact extraction" in n for n in notes) and any("solution extraction" in n for n in notes)
-    assert "extraction" in result.err and cli("list", "--json").json["total"] == 0
+    assert "extraction" in result.err and stored_count(cli) == 0
     assert transcript["extraction_failed"] == ["fact", "solution"]
     assert result.json["summary"]["failed"] == 1 and result.json["summary"]["extractions_failed"] == 2
     human = cli("memorize", chat)
@@ -112,7 +112,7 @@ def test_one_failed_extraction_keeps_the_other(cli, chat, scripted):
     scripted(Router(fragments=json.dumps(FACTS[:1]), solutions="no list here"))
     result = cli("memorize", chat, "--json")
     assert result.code == 4 and result.json["transcripts"][0]["extraction_failed"] == ["solution"]
-    assert cli("list", "--json").json["total"] == 1
+    assert stored_count(cli) == 1
 
 
 def test_empty_extraction_is_not_a_failure(cli, chat, scripted):
@@ -190,6 +190,7 @@ def test_echo_of_recalled_memories_is_gated(cli, tmp_path, scripted):
 
 
 def test_consolidate_and_behaviour_commands_need_a_model(cli):
+    cli("save", "a memory, so the store exists")
     assert cli("consolidate", "--json").code == 2
     assert cli("behaviour", "adjust", "be brief", "--json").code == 2
 

@@ -149,7 +149,7 @@ def test_cli_commands_on_postgres(pg: str, cli, home: Path, tmp_path: Path):
     assert stats["count"] == 2 and "password" not in stats["path"] and stats["path"].endswith("#agent1")
     assert {s["name"] for s in cli("--store", pg, "subdirs", "--json").json["subdirs"]} == {"agent1", "copy"}
     assert run("prune", "--older-than", "0h", "--area", "fragments", "--json").json["count"] == 0
-    assert run("forget", "dark mode editor", "--threshold", "0.8", "--json").json["count"] == 1
+    assert run("forget", "dark mode editor", "--threshold", "0.8", "--yes", "--json").json["count"] == 1
     deleted = run("delete", first, "--json").json
     assert deleted["deleted"] == [first] and run("show", first).code == 3
     assert second not in {m["id"] for m in run("list", "--json").json["items"]}

@@ -60,7 +60,10 @@ def test_json_and_table_formats(cli, filled):
     assert [m["area"] for m in doc["solutions"]] == ["solutions"]
     assert cli("recall", "dark mode editor", "--threshold", "0.6", "--json").json == doc
     table = cli("recall", "dark mode editor", "--threshold", "0.6", "--format", "table").out
-    assert "memories" in table and "solutions" in table and "Neovim" in table
+    lines = table.splitlines()  # stdout is not a terminal: a header, then one tab-separated memory per line
+    assert lines[0].split("\t") == ["id", "area", "score", "created", "text"]
+    assert [line.split("\t")[1] for line in lines[1:]] == ["fragments", "main", "solutions"]
+    assert "Neovim" in table
 
 
 def test_nothing_recalled_is_exit_3(cli, filled):

@@ -23,6 +23,13 @@ class GlobalOptionsGroup(TyperGroup):
         return list(self.commands)  # keep declaration order in --help
 
 
+def empty_root(args: list[str]) -> bool:
+    """`--root ''` (or `--root=`): typer would read it as the current folder."""
+    rest = args[: args.index("--")] if "--" in args else args
+    return any(a == "--root=" or a == "--root" and i + 1 < len(rest) and not rest[i + 1].strip()
+               for i, a in enumerate(rest))
+
+
 def hoist_global_options(args: list[str]) -> list[str]:
     """Move global options that follow the command name to the front (stops at `--`)."""
     front: list[str] = []
@@ -59,11 +66,15 @@ app = typer.Typer(
 )
 
 
+# Set by main() before parsing: --version is eager, so it runs before --json is parsed.
+JSON_REQUESTED = False
+
+
 def _version(value: bool) -> None:
     if value:
         from memctl import __version__
 
-        typer.echo(f"memctl {__version__}")
+        typer.echo(f'{{"version": "{__version__}"}}' if JSON_REQUESTED else f"memctl {__version__}")
         raise typer.Exit()
 
 

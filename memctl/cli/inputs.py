@@ -32,6 +32,20 @@ def read_text(value: str, what: str = "text") -> str:
     return text
 
 
+def unit_interval(value: float | None) -> float | None:
+    """Option callback: a relevance or importance in [0, 1]. Click's FloatRange lets NaN through
+    (every comparison with NaN is false), and `--min-importance inf` would prune everything."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise UsageError(f"{value} is not a number in [0, 1]", hint="e.g. 0.7")
+    return value
+
+
+def _as_text(name: str) -> Any:
+    raise ValueError(name)  # NaN / Infinity are not JSON: the value stays the text the user typed
+
+
 def parse_meta(pairs: list[str] | None) -> dict[str, Any]:
     """key=value pairs; a value that parses as JSON (number, true, list, object) keeps that type."""
     meta: dict[str, Any] = {}
@@ -41,7 +55,7 @@ def parse_meta(pairs: list[str] | None) -> dict[str, Any]:
         if not sep or not key:
             raise UsageError(f"--meta {pair!r} is not key=value", hint="e.g. --meta source=chat --meta priority=2")
         try:
-            meta[key] = json.loads(raw)
-        except ValueError:
+            meta[key] = json.loads(raw, parse_constant=_as_text)
+        except (ValueError, RecursionError):
             meta[key] = raw
     return meta

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 
 from memctl.errors import EXIT_ERROR, EXIT_USAGE, MemctlError
 
 
 def _report(message: str, kind: str, code: int, hint: str | None, as_json: bool) -> int:
-    sys.stderr.write(f"memctl: error: {message}" + (f"\n  hint: {hint}" if hint else "") + "\n")
-    if as_json:
-        doc = {"error": {"type": kind, "message": message, "hint": hint, "exit_code": code}}
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    try:
+        sys.stderr.write(f"memctl: error: {message}" + (f"\n  hint: {hint}" if hint else "") + "\n")
+        if as_json:
+            doc = {"error": {"type": kind, "message": message, "hint": hint, "exit_code": code}}
+            sys.stdout.write(json.dumps(doc) + "\n")  # ASCII: one line whatever the message holds
+            sys.stdout.flush()
+    except (OSError, ValueError):  # stdout is the full disk or a closed pipe: the exit code still tells
+        pass
     return code
 
 
@@ -20,12 +25,18 @@ def main(argv: list[str] | None = None) -> int:
     import typer
     from typer.main import get_command
 
-    from memctl.cli.app import app, command_name, register
+    from memctl.cli.app import app, command_name, empty_root, register
 
     args = list(sys.argv[1:] if argv is None else argv)
     register(command_name(args))
     as_json = "--json" in args[: _dashdash(args)]
+    import memctl.cli.app as app_module
+
+    app_module.JSON_REQUESTED = as_json
     command = get_command(app)
+    if empty_root(args):
+        return _exit(_report("--root is empty", "UsageError", EXIT_USAGE,
+                             "name a folder, or leave --root out for the default", as_json))
     try:
         result = command.main(args=args, prog_name="memctl", standalone_mode=False)
     except MemctlError as exc:
@@ -44,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(_report("interrupted; committed changes are kept", "Interrupted", 130, None, as_json))
     except BrokenPipeError:
         return _exit(0)
+    except (OSError, UnicodeError, OverflowError, RecursionError, MemoryError, sqlite3.Error) as exc:
+        from memctl.cli.failures import describe
+
+        failure = describe(exc)
+        return _exit(_report(failure.message, failure.kind, failure.exit_code, failure.hint, as_json))
     return _exit(result if isinstance(result, int) else 0)
 
 
@@ -52,7 +68,10 @@ def _dashdash(args: list[str]) -> int:
 
 
 def _exit(code: int) -> int:
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return code or 1
     return code
 
 

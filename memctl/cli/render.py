@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -13,18 +14,44 @@ from memctl.cli.state import State
 def emit(state: State, document: dict[str, Any], human: Callable[[Any], None] | None = None) -> None:
     """Print `document` as JSON, or call `human(console)` to draw it for people."""
     if state.json:
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=None) + "\n")
+        sys.stdout.write(to_json(document) + "\n")
         sys.stdout.flush()
         return
     if human is not None and not state.quiet:
         human(console())
 
 
+# Characters JSON allows raw inside strings but that many line readers (Python's splitlines, some
+# editors and JavaScript before ES2019) take for line ends: escaped, so one document stays one line.
+_LINE_BREAKERS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def to_json(document: Any) -> str:
+    """Strict JSON on one line: a non-finite float (NaN/Infinity are not JSON) becomes null."""
+    try:
+        text = json.dumps(document, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(document), ensure_ascii=False, allow_nan=False)
+    return text.translate(_LINE_BREAKERS)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    # Rich turns colour off itself when the stream is not a TTY or NO_COLOR is set.
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    # Rich turns colour off itself when the stream is not a TTY or NO_COLOR is set. Soft wrap for a
+    # pipe or file: lines are neither wrapped nor cropped at Rich's assumed 80 columns.
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, soft_wrap=not stream.isatty())
 
 
 def info(state: State, message: str) -> None:
@@ -38,7 +65,38 @@ def short(text: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+class PlainLines:
+    """Lines printed exactly as they are: no wrapping at the console width, no markup, nothing cut."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        for line in self.lines:
+            yield Segment(line)
+            yield Segment.line()
+
+
+def _cell(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def memory_rows(memories: Iterable[Any], *, score: bool = False) -> PlainLines:
+    """Tab-separated records for pipes (`cut`, `sort`, `awk`): a header line, then one memory per line,
+    the text whole (tab, newline and backslash escaped as \\t, \\n, \\\\)."""
+    lines = ["\t".join(["id", "area", *(["score"] if score else []), "created", "text"])]
+    for m in memories:
+        cells = [m.id, m.area, *([f"{m.score:.3f}"] if score else []), m.created_at[:19], m.text]
+        lines.append("\t".join(_cell(str(c)) for c in cells))
+    return PlainLines(lines)
+
+
 def memory_table(memories: Iterable[Any], *, score: bool = False, title: str | None = None) -> Any:
+    """A table for people on a terminal; plain tab-separated records when stdout is a pipe or file."""
+    if not sys.stdout.isatty():
+        return memory_rows(memories, score=score)
     from rich.table import Table
 
     table = Table(title=title, show_lines=False, expand=False)

@@ -18,10 +18,13 @@ class State:
     overrides: dict[str, Any] = field(default_factory=dict)
     store: str | None = None  # --store: a postgresql:// URL or "embedded" (None: MEMCTL_STORE, config store_url)
 
-    def open_store(self, actor: str = "cli") -> Any:
+    def open_store(self, actor: str = "cli", create: bool = False) -> Any:
+        """The store of --root/--subdir. Only commands that add memories pass `create=True`: the
+        others say "no store at ..." (exit 3) rather than leave an empty store behind a typo."""
         from memctl.store import open_store
 
-        return open_store(self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store)
+        return open_store(self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store,
+                          create=create)
 
     def store_url(self) -> str | None:
         """The PostgreSQL URL the store lives at, or None for the embedded store."""
@@ -35,7 +38,7 @@ class State:
             from memctl.paths import list_subdirs, resolve_root
 
             return list_subdirs(resolve_root(self.root))
-        with self.open_store() as store:
+        with self.open_store(create=True) as store:  # on PostgreSQL opening writes no row
             return [name for name, _ in store.subdirs()]
 
     @property

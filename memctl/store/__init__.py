@@ -47,8 +47,13 @@ def _redacted(value: str) -> str:
 
 def open_store(root: str | os.PathLike[str] | None = None, subdir: str = DEFAULT_SUBDIR, *,
                config: Config | None = None, overrides: dict[str, Any] | None = None,
-               embedder: Embedder | None = None, actor: str = "api", store: str | None = None) -> Any:
+               embedder: Embedder | None = None, actor: str = "api", store: str | None = None,
+               create: bool = True) -> Any:
     """Open (creating if needed) the store `<root>/<subdir>`. Use it as a context manager.
+
+    `create=False` (read-only commands) raises NotFoundError when there is no store there instead
+    of making an empty one. A folder that still has a store's files but lost its database is
+    refused either way: an empty store must never silently replace one that was there.
 
     `store` (else env MEMCTL_STORE, else config store_url) names a PostgreSQL database
     (`postgresql://USER:PASSWORD@HOST:PORT/DB`): the store is then the rows of `subdir` there
@@ -60,10 +65,49 @@ def open_store(root: str | os.PathLike[str] | None = None, subdir: str = DEFAULT
         from memctl.store.postgres import PostgresStore
 
         name = validate_subdir(subdir)
-        return PostgresStore(url, name, config or load_config(None, overrides), embedder=embedder, actor=actor,
-                             cache_dir=Path(root_path) / ".cache" / "embeddings")
+        opened = PostgresStore(url, name, config or load_config(None, overrides), embedder=embedder, actor=actor,
+                               cache_dir=Path(root_path) / ".cache" / "embeddings")
+        if not create and name not in {known for known, _ in opened.subdirs()}:
+            from memctl.errors import NotFoundError
+
+            opened.close()
+            raise NotFoundError(f"no store {name!r} in the PostgreSQL database",
+                                hint="check --subdir (`memctl subdirs` lists the stores); `memctl save` creates one")
+        return opened
     folder = store_dir(root_path, subdir)
     if config is None:
-        config = load_config(folder, overrides)
+        config = load_config(folder, overrides)  # a bad store config.yaml is named before anything else
+    check_store_folder(root_path, folder, create)
     return EmbeddedStore(folder, config, embedder=embedder, actor=actor,
                          cache_dir=Path(root_path) / ".cache" / "embeddings")
+
+
+# Files only a store that once had a database holds (the cache and config.yaml are not enough).
+_STORE_TRACES = ("index.faiss", "embedding.json", "knowledge_import.json")
+
+
+def check_store_folder(root: Path, folder: Path, create: bool) -> None:
+    """Refuse a root that is not a folder, a store that lost its database, and (unless `create`) a
+    store that does not exist."""
+    from memctl.errors import NotFoundError, StoreError, UsageError
+    from memctl.paths import STORE_MARKER
+
+    if str(root) == "":
+        raise UsageError("--root is empty", hint="name a folder, or leave --root out for the default")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"root {str(root)!r} is not a folder", hint="point --root (or MEMCTL_HOME) at a folder")
+    database = folder / STORE_MARKER
+    if database.exists() and not database.is_file():
+        raise StoreError(f"{database} is not a file", hint="move it away; memctl keeps the store's database there")
+    if database.is_file():
+        return
+    traces = [name for name in _STORE_TRACES if (folder / name).exists()]
+    if traces:
+        raise StoreError(f"the store at {folder} has lost its database {STORE_MARKER} (still there: "
+                         f"{', '.join(traces)}); memctl will not create an empty store in its place",
+                         hint="restore it with `memctl restore-backup` or from your export (`memctl import`); "
+                              "to start over, remove the folder")
+    if not create:
+        raise NotFoundError(f"no store at {folder}",
+                            hint="check --root / --subdir (`memctl subdirs` lists the stores); "
+                                 "`memctl save` creates a store")

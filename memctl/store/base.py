@@ -100,9 +100,12 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     if bad:
         raise UsageError(f"metadata keys {sorted(bad)} are reserved", hint="they are columns of the memory itself")
     try:
-        json.dumps(metadata)
+        # allow_nan=False: NaN and Infinity are not JSON; SQLite's json functions (stats, filters)
+        # reject the whole row set once one such value is stored.
+        json.dumps(metadata, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"metadata is not JSON-serialisable: {exc}") from exc
+        raise UsageError(f"metadata is not JSON-serialisable: {exc}",
+                         hint="values must be strings, finite numbers, booleans, null, lists or objects") from exc
     return dict(metadata)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 
 DB_FILE = "memories.sqlite"
 EMBEDDING_FILE = "embedding.json"
+MODEL_META = "model"  # the database's copy of embedding.json (the truth; the file mirrors it)
+REINDEX_HINT = ("run `memctl reindex`: it re-embeds every memory with the configured model and rewrites the "
+                "record (or restore the store from a backup)")
 LOCK_FILE = ".write.lock"
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
 _ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
@@ -78,15 +82,21 @@ class EmbeddedStore(StoreBase):
         self._index: VectorIndex | None = None
         self._lock: Any = None
         self._reindexing = False
+        self._mirrored = False
         self._bulk = False
         self._depth = 0
         self._knowledge_bytes: bytes | None = None  # knowledge_import.json as last read or written
         folder.mkdir(parents=True, exist_ok=True)
+        # A store on read-only media (or in a folder this user cannot write) stays readable.
+        self.read_only = (folder / DB_FILE).is_file() and not os.access(folder, os.W_OK)
         self.db = self._connect()
-        apply_migrations(self.db)
+        if not self.read_only:
+            apply_migrations(self.db)
 
     # -- plumbing ------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            return self._connect_read_only()
         timeout = float(self.config["lock_timeout"])
         deadline = time.monotonic() + timeout
         while True:
@@ -107,13 +117,29 @@ class EmbeddedStore(StoreBase):
                     db.close()
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
-                                     hint="another process holds it; retry, or raise lock_timeout") from exc
+                                     hint=sqlite_hint(str(exc))) from exc
                 time.sleep(0.05)
             except sqlite3.DatabaseError as exc:
                 if db is not None:
                     db.close()
                 raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
                                  hint="restore it from a backup or export") from exc
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """Read-only media or folder: reading needs no lock and writes nothing. `mode=ro` still uses the
+        WAL's index (-shm) when it can; `immutable=1` reads the file alone when even that cannot be had."""
+        from urllib.parse import quote
+
+        path = quote(str((self.folder / DB_FILE).resolve()))
+        last: sqlite3.Error | None = None
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(f"file:{path}?{flags}", uri=True, isolation_level=None, check_same_thread=False)
+                db.execute("SELECT COUNT(*) FROM memories").fetchone()
+                return db
+            except sqlite3.Error as exc:
+                last = exc
+        raise StoreError(f"cannot read store database {self.folder / DB_FILE}: {last}", hint=sqlite_hint(str(last)))
 
     @property
     def name(self) -> str:
@@ -166,7 +192,10 @@ class EmbeddedStore(StoreBase):
                 yield self.db
                 self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                # SQLite may already have rolled back (disk full, I/O error): a second ROLLBACK would
+                # raise "no transaction is active" and hide the real error.
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
                 raise
             finally:
                 self._depth = 0
@@ -193,14 +222,64 @@ class EmbeddedStore(StoreBase):
 
     # -- embeddings ----------------------------------------------------------------------
     def model_info(self) -> dict[str, Any] | None:
+        """The embedding model the stored vectors were made with.
+
+        The truth is a copy in the database's `meta` table (written in the same transaction as the
+        vectors); embedding.json is its readable mirror and is rewritten from it when it is missing
+        or damaged. A store from before that copy existed has only the file: then a missing,
+        unreadable or inconsistent file is an error naming the fix, never an empty answer.
+        """
+        record = self._meta(MODEL_META)
+        if isinstance(record, dict):
+            if not self._mirrored:  # once per open: the file only mirrors the database
+                self._mirror_model_file(record)
+                self._mirrored = True
+            return record
+        found = self._model_file()
+        if self._reindexing:
+            return found if isinstance(found, dict) else None
+        if isinstance(found, str):
+            raise StoreError(f"{self.folder / EMBEDDING_FILE} is unreadable ({found}), and this store keeps no other "
+                             "record of its embedding model", hint=REINDEX_HINT)
+        if found is None:
+            if self._has_vectors():
+                raise StoreError(f"the store at {self.folder} holds memories but lost its model record "
+                                 f"{EMBEDDING_FILE}", hint=REINDEX_HINT)
+            return None
+        stored = self._stored_dimension()
+        if stored is not None and stored != found.get("dimension"):
+            raise StoreError(f"{self.folder / EMBEDDING_FILE} says dimension {found.get('dimension')}, but the stored "
+                             f"vectors have {stored}", hint=REINDEX_HINT)
+        return found
+
+    def _model_file(self) -> dict[str, Any] | str | None:
+        """embedding.json as a dict, None when absent, or what is wrong with it."""
         path = self.folder / EMBEDDING_FILE
-        if not path.is_file():
+        if not path.exists():
             return None
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise StoreError(f"{path} is unreadable: {exc}", hint="run `memctl reindex` to rewrite it") from exc
-        return data if isinstance(data, dict) else None
+            return str(exc)
+        if not isinstance(data, dict) or not {"provider", "model", "dimension"} <= set(data) \
+                or not isinstance(data["dimension"], int) or isinstance(data["dimension"], bool):
+            return "not a model record {provider, model, dimension}"
+        return data
+
+    def _mirror_model_file(self, record: dict[str, Any]) -> None:
+        if self._model_file() == record:
+            return
+        try:
+            atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(record, indent=2) + "\n").encode())
+        except OSError:
+            pass  # read-only media: the database's copy still answers
+
+    def _has_vectors(self) -> bool:
+        return self.db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None
+
+    def _stored_dimension(self) -> int | None:
+        row = self.db.execute("SELECT length(vector) FROM memories LIMIT 1").fetchone()
+        return int(row[0]) // 4 if row and row[0] else None
 
     def check_model(self, info: ModelInfo | None = None) -> None:
         """Refuse to mix vectors of different models in one store."""
@@ -224,6 +303,8 @@ class EmbeddedStore(StoreBase):
 
     def _write_model_file(self, info: ModelInfo, dimension: int) -> None:
         wanted = {"provider": info.provider, "model": info.model, "dimension": int(dimension)}
+        with self._write():
+            self._set_meta(MODEL_META, wanted)
         atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(wanted, indent=2) + "\n").encode())
         self._index = None
 
@@ -651,10 +732,10 @@ class EmbeddedStore(StoreBase):
         last_seq = int(state["last_seq"]) if resuming else 0
         dimension = state.get("dimension") if resuming else None
         total, done = len(self), 0
-        with self._write():
-            self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq, "dimension": dimension})
-        self._reindexing = True
+        self._reindexing = True  # before the first write: the old model record may be what is broken
         try:
+            with self._write():
+                self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq, "dimension": dimension})
             while rows := self.db.execute("SELECT seq, text FROM memories WHERE seq > ? ORDER BY seq LIMIT ?",
                                           (last_seq, batch_size)).fetchall():
                 vectors = self.embedder.embed([r[1] for r in rows])
@@ -672,6 +753,7 @@ class EmbeddedStore(StoreBase):
                 self._set_meta("reindex", None)
         finally:
             self._reindexing = False
+        self._mirrored = False
         self.rebuild_index()
         return done
 
@@ -907,3 +989,4 @@ def folder_size(folder: Path) -> int:
         except OSError:
             continue
     return total
+

@@ -24,7 +24,7 @@ def import_agent_zero(
 
     st = state(ctx)
     source = read_agent_zero(path)  # refuses a bad pickle before the store is opened
-    with st.open_store(actor="import-agent-zero") as store:
+    with st.open_store(actor="import-agent-zero", create=True) as store:
         bar = progress(st, len(source.documents), "import")
         try:
             report = run_import(store, source, batch_size=int(store.config["import_batch_size"]), progress=bar.update)

@@ -31,7 +31,7 @@ def import_knowledge(
     from memctl.knowledge import resolve_folders
 
     st = state(ctx)
-    with st.open_store(actor="knowledge") as store:
+    with st.open_store(actor="knowledge", create=True) as store:
         folders = resolve_folders(store.config, dirs)
         bar = progress(st, None, "import-knowledge")
         try:

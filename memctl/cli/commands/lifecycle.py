@@ -8,26 +8,14 @@ from typing import Annotated, Any
 import typer
 
 from memctl.cli.app import app, state
+from memctl.cli.confirm import decide
+from memctl.cli.inputs import unit_interval
 from memctl.cli.render import emit, info, memory_table
 from memctl.cli.state import State
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (needed when there is no terminal).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would go; change nothing.")]
 AllSubdirsOpt = Annotated[bool, typer.Option("--all-subdirs", help="Every store under the root.")]
-
-
-def decide(ctx: typer.Context, dry_run: bool, yes: bool, question: str | None) -> bool:
-    """Scripts (no TTY) get a dry run unless --yes; a terminal is asked (when there is something to
-    change: `question`) unless --yes. Returns whether this is a dry run."""
-    st = state(ctx)
-    if dry_run or yes:
-        return dry_run
-    if not st.interactive:
-        info(st, "no terminal: dry run only; pass --yes to make the change")
-        return True
-    if question:
-        typer.confirm(question, abort=True, err=True)
-    return False
 
 
 @app.command()
@@ -38,7 +26,8 @@ def prune(
     not_accessed_for: Annotated[str | None, typer.Option("--not-accessed-for", help="Not returned by `load` for this "
                                                          "long (never returned: counted from creation).")] = None,
     area: Annotated[str | None, typer.Option("--area", "-a", help="Only this area.")] = None,
-    min_importance: Annotated[float | None, typer.Option("--min-importance", help="Metadata `importance` below "
+    min_importance: Annotated[float | None, typer.Option(
+        "--min-importance", callback=unit_interval, help="Metadata `importance` below "
                                                          "this (missing: config prune_default_importance).")] = None,
     source: Annotated[str | None, typer.Option("--source", help="knowledge (knowledge_source: true) or "
                                                "conversation (everything else).")] = None,
@@ -147,7 +136,7 @@ def restore_backup(
         timeout = float(load_config(folder if folder.is_dir() else None, st.overrides)["lock_timeout"])
         report = run_restore_backup(source, folder, force=force, lock_timeout=timeout)
     else:  # one transaction in the database; a replaced store is kept as a backup folder under the root
-        with st.open_store(actor="restore-backup") as store:
+        with st.open_store(actor="restore-backup", create=True) as store:
             report = restore_backup_rows(source, store, aside=aside_path(folder), force=force)
     if report.kept_old:
         info(st, f"the replaced store was kept at {report.kept_old}; delete it when you no longer need it")

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.inputs import parse_meta, read_text
+from memctl.cli.inputs import parse_meta, read_text, unit_interval
 from memctl.cli.render import emit, info, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
@@ -34,7 +34,7 @@ def save(
 ) -> None:
     """Save one memory and print its id."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(create=True) as store:
         ids = store.add([read_text(text)], area=area, metadata=[parse_meta(meta)])
     emit(st, {"subdir": st.subdir, "area": area, "ids": ids}, lambda c: c.print(ids[0]))
 
@@ -44,7 +44,8 @@ def load(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for; '-' reads stdin, '@FILE' reads a file.")],
     threshold: Annotated[float | None, typer.Option(
-        "--threshold", "-t", min=0.0, max=1.0, help="Minimum relevance (1+cos)/2 [config search_threshold: 0.7].",
+        "--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
+        help="Minimum relevance (1+cos)/2 [config search_threshold: 0.7].",
     )] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", "-n", min=1, help="Most results [config search_limit: 10].")] = None,
@@ -74,7 +75,7 @@ def load(
 def forget(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="Delete memories similar to this ('-' stdin, '@FILE').")],
-    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0,
+    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
                                                     help="Minimum relevance [config forget_threshold: 0.75].")] = None,
     exact: Annotated[bool, typer.Option("--exact", help="Delete only memories whose text is exactly QUERY.")] = False,
     area: AreaOpt = None,
@@ -83,6 +84,7 @@ def forget(
     yes: YesOpt = False,
 ) -> None:
     """Delete every memory similar to QUERY (in batches until none is left). Exit 3 if none matched."""
+    from memctl.cli.confirm import decide
     from memctl.store.records import Hit
 
     st = state(ctx)
@@ -95,8 +97,8 @@ def forget(
             matches = [m for m in matches if flt is None or flt.matches(m.filter_names())]
         else:
             matches = store.search_all_above(text, threshold, area=area, filter=filter)
+        dry_run = decide(ctx, dry_run, yes, f"Delete {len(matches)} memories?" if matches else None)
         if matches and not dry_run:
-            confirm(ctx, f"Delete {len(matches)} memories?", yes)
             batch = int(store.config["forget_batch_size"])
             for start in range(0, len(matches), batch):
                 store.delete([m.id for m in matches[start : start + batch]], cascade=False)
@@ -118,6 +120,8 @@ def delete(
 ) -> None:
     """Delete memories by id, and what was derived from them. Exit 3 if no id exists."""
     st = state(ctx)
+    if not all(i.strip() for i in ids):
+        raise UsageError("an id is empty", hint="pass the ids `memctl list` or `memctl load` print")
     with st.open_store() as store:
         present = {m.id for m in store.get(ids)}
         cascaded = [] if no_cascade else [i for i in store.derived_ids(sorted(present)) if i not in present]
@@ -148,16 +152,16 @@ def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="I
 
 
 def _show(console: object, memory: object, derived: list[str]) -> None:
+    """`key: value` lines, the text whole (never cut to a column width)."""
     import json
 
-    from rich.table import Table
+    from memctl.cli.render import PlainLines
 
-    table = Table(show_header=False, box=None)
-    for key, value in memory.to_dict().items():  # type: ignore[attr-defined]
-        table.add_row(key, json.dumps(value, ensure_ascii=False) if key == "metadata" else str(value))
+    lines = [f"{key}: {json.dumps(value, ensure_ascii=False) if key == 'metadata' else value}"
+             for key, value in memory.to_dict().items()]  # type: ignore[attr-defined]
     if derived:
-        table.add_row("derived", " ".join(derived))
-    console.print(table)  # type: ignore[attr-defined]
+        lines.append(f"derived: {' '.join(derived)}")
+    console.print(PlainLines(lines))  # type: ignore[attr-defined]
 
 
 @app.command("list")
@@ -196,10 +200,17 @@ def update(
     with st.open_store() as store:
         before = store.get_one(memory_id)
         new_text = read_text(text) if text is not None else None
-        memory = store.update(memory_id, text=new_text, metadata=parse_meta(meta), unset=unset or [],
-                              replace_metadata=replace_meta, area=area)
-    doc = {"subdir": st.subdir, "memory": memory.to_dict(), "reembedded": memory.text != before.text}
-    emit(st, doc, lambda c: c.print(f"updated {memory.id}"))
+        changes = parse_meta(meta)
+        wanted = dict(changes) if replace_meta else {**before.metadata, **changes}
+        for key in unset or []:
+            wanted.pop(key, None)
+        changed = (new_text not in (None, before.text) or wanted != before.metadata
+                   or area not in (None, before.area))
+        memory = store.update(memory_id, text=new_text, metadata=changes, unset=unset or [],
+                              replace_metadata=replace_meta, area=area) if changed else before
+    doc = {"subdir": st.subdir, "memory": memory.to_dict(), "changed": changed,
+           "reembedded": memory.text != before.text}
+    emit(st, doc, lambda c: c.print(f"updated {memory.id}" if changed else f"{memory.id} already so: nothing changed"))
 
 
 @app.command()

@@ -47,7 +47,7 @@ def memorize(
     if not paths:
         raise UsageError("give TRANSCRIPT files or --batch DIR|GLOB", hint="memctl memorize chat.json")
     remembered = parse_recalled(read_text(f"@{recalled}", "--recalled")) if recalled else []
-    with st.open_store(actor="memorize") as store:
+    with st.open_store(actor="memorize", create=True) as store:
         llm = UtilityModel(store.config)
         bar = progress(st, len(paths), "memorize")
         try:
@@ -150,7 +150,7 @@ def behaviour(
     if (text is not None) != (action == "adjust"):
         raise UsageError("only `behaviour adjust` takes TEXT" if text is not None else "adjust needs TEXT",
                          hint='memctl behaviour adjust "Always answer in German"')
-    with st.open_store() as store:
+    with st.open_store(create=action != "show") as store:
         if action == "adjust":
             from memctl.llm import UtilityModel
 

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.inputs import read_text
-from memctl.cli.render import emit, info, memory_table
+from memctl.cli.inputs import read_text, unit_interval
+from memctl.cli.render import emit, info, memory_rows, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
 FORMATS = ("prompt", "json", "table")
@@ -28,7 +28,7 @@ def recall(
                                              "query from the message and history.")] = False,
     post_filter: Annotated[bool, typer.Option("--post-filter", help="Let the utility model drop results that "
                                               "do not help with the message.")] = False,
-    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0,
+    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
                                                     help="Minimum relevance [config search_threshold].")] = None,
 ) -> None:
     """Recall memories and solutions for MESSAGE, rendered for an agent's prompt. Exit 3 if none."""
@@ -53,6 +53,8 @@ def recall(
         emit(st, {"subdir": st.subdir, **result.to_dict()})
     elif output_format == "prompt":
         sys.stdout.write(render_prompt(result))
+    elif not sys.stdout.isatty():  # one tab-separated record set for pipes; the area column tells them apart
+        emit(st, {}, lambda c: c.print(memory_rows([*result.memories, *result.solutions], score=True)))
     else:
         emit(st, {}, lambda c: [c.print(memory_table(hits, score=True, title=title))
                                 for title, hits in (("memories", result.memories), ("solutions", result.solutions))

@@ -49,7 +49,7 @@ def subdirs(ctx: typer.Context) -> None:
 
 def _subdirs_postgres(st: State) -> None:
     """The stores of a PostgreSQL database: `root` and `path` name it (no password) instead of folders."""
-    with st.open_store() as store:
+    with st.open_store(create=True) as store:  # a database connection; no row is written
         where = store.location.rsplit("#", 1)[0]
         rows = [{"name": name, "count": count, "path": f"{where}#{name}"} for name, count in store.subdirs()]
     emit(st, {"root": where, "subdirs": rows},
@@ -132,7 +132,7 @@ def import_(
         raise UsageError(f"--on-conflict must be skip, new-id or error, not {on_conflict!r}")
     path = None if source == "-" else Path(source)
     lines = _read_lines(path)
-    with st.open_store(actor="import") as store:
+    with st.open_store(actor="import", create=True) as store:
         bar = progress(st, None, "import")
         try:
             report = import_jsonl(store, path, lines, batch_size=batch_size or int(store.config["import_batch_size"]),
