@@ -85,8 +85,6 @@ def render(template: str, **values: Any) -> str:
 def fold_system(setting: Any, model: str | None) -> bool:
     """Whether the system prompt goes into the first user turn (utility_fold_system)."""
     value = str(setting).strip().lower()
-    value = {"true": "always", "yes": "always", "on": "always", "false": "never", "no": "never",
-             "off": "never"}.get(value, value)
     if value not in FOLD_CHOICES:
         raise ConfigError(f"utility_fold_system must be one of {', '.join(FOLD_CHOICES)}, not {setting!r}",
                           hint="memctl config set utility_fold_system auto")

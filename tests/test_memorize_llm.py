@@ -133,10 +133,11 @@ def test_gemma_names_get_the_system_prompt_folded_into_the_user_turn(cli, chat_s
         messages = chat_server.requests[0]["body"]["messages"]
         assert [m["role"] for m in messages] == (["user"] if folded else ["system", "user"]), (model, setting)
         assert "durable facts" in messages[-1]["content"] and ("long-term memory" in messages[0]["content"])
-        assert chat_server.router.folded == [folded]
+        assert set(chat_server.router.folded) == {folded}  # every call of the run
     monkeypatch.setenv("MEMCTL_UTILITY_FOLD_SYSTEM", "sometimes")
     bad = cli("memorize", path, "--json")
-    assert bad.code == 2 and "utility_fold_system must be one of auto, always, never" in bad.json["error"]["message"]
+    assert bad.code == 2 and "must be one of auto, always, never" in bad.json["error"]["message"]
+    assert "utility_fold_system" in bad.json["error"]["message"]
 
 
 class _Hanging:
