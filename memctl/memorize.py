@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from memctl.consolidate import Consolidator, Outcome
 from memctl.errors import MemctlError, UsageError
 from memctl.llm import LLMError, UtilityModel
-from memctl.quality import Grounding, check
+from memctl.quality import EmbedFn, Grounding, check, learned_gate_embed
 from memctl.store.records import AREAS
 from memctl.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 
@@ -154,6 +154,7 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
         messages, recalled, embed=store.embed, min_overlap=float(config["memorize_grounding_overlap"]),
         similarity=float(config["memorize_grounding_similarity"]),
         echo_similarity=float(config["memorize_echo_similarity"]))
+    gate_embed = _gate_embed(store, report.notes)
     consolidator = Consolidator(store, llm, actor=actor, dry_run=dry_run)
     metadata = {"source": "memorize", "transcript": Path(source).name}
     seen: set[tuple[str, str]] = set()
@@ -167,13 +168,26 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
                 report.candidates.append(Outcome(text, target_area, "skipped", "duplicate candidate"))
                 continue
             seen.add(key)
-            verdict = check(text, "solutions" if target_area == "solutions" else "fragments", grounding)
+            verdict = check(text, "solutions" if target_area == "solutions" else "fragments", grounding, gate_embed)
             if not verdict.ok:
                 report.candidates.append(Outcome(text, target_area, "gated", verdict.reason or "",
                                                  notes=[verdict.detail] if verdict.detail else []))
                 continue
             report.candidates.append(consolidator.consolidate(text, target_area, metadata))
     return report
+
+
+def _gate_embed(store: StoreBase, notes: list[str]) -> EmbedFn | None:
+    """The embedder for the learned gate when `memorize_gate` is `classifier` and it applies, else None."""
+    choice = str(store.config["memorize_gate"])
+    if choice not in ("rules", "classifier"):
+        raise UsageError(f"memorize_gate is {choice!r}", hint="set memorize_gate to rules or classifier")
+    if choice == "rules":
+        return None
+    embed = learned_gate_embed(store.embedder.info, store.embed)
+    if embed is None:
+        notes.append("memorize_gate: classifier needs the packaged MiniLM embedder; the rules decided")
+    return embed
 
 
 def memorize_files(store: StoreBase, paths: Sequence[Path], llm: UtilityModel, *, area: str = "fragments",

@@ -62,7 +62,7 @@ def test_schema_migrated_once_by_racing_first_users(pg: str):
     assert not errors
     with psycopg.connect(pg, autocommit=True) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == [
-            "m001_initial", "m002_behaviour_knowledge"]
+            "m001_initial", "m002_behaviour_knowledge", "m003_fts_cjk_characters"]
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
     assert {"memctl_memories_hnsw_384", "memctl_memories_tsv", "memctl_memories_subdir_id"} <= indexes
     with open_pg(pg, "race") as store:
@@ -302,7 +302,7 @@ def test_migrating_a_database_of_an_older_memctl(pg: str):
         assert store.read_behaviour() == "- be brief\n"
     with psycopg.connect(pg, autocommit=True) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == [
-            "m001_initial", "m002_behaviour_knowledge"]
+            "m001_initial", "m002_behaviour_knowledge", "m003_fts_cjk_characters"]
 
 
 def _rows_holding(url: str, needle: str) -> list[str]:
@@ -466,6 +466,10 @@ def test_backup_on_postgres_while_another_process_writes(pg: str, cli, tmp_path:
                               stderr=subprocess.PIPE, text=True)
     counts = []
     try:
+        deadline = time.monotonic() + 120  # the store exists once the writer's first batch is in
+        while "default" not in [s["name"] for s in cli("--store", pg, "subdirs", "--json").json["subdirs"]]:
+            assert time.monotonic() < deadline and writer.poll() is None, "the writer never wrote"
+            time.sleep(0.1)
         for n in range(4):
             time.sleep(1.0)
             result = cli("--store", pg, "backup", tmp_path / f"b{n}", "--json")

@@ -43,7 +43,7 @@ TRANSIENT = [
     ("Created a virtualenv for the project", "agent_action"),
     ("All 42 tests passed in 3.1s", "command_output"),
     ("Build failed with exit code 2", "command_output"),
-    ("FileNotFoundError: config.yaml not found", "command_output"),
+    ("FileNotFoundError: config.yaml not found", "raw_error"),
     ("100 USD is about 92 EUR", "calculation"),
     ("User's laptop stores the project at /Users/kim/code/shop", "local_coordinate"),
     ("API server listening on http://localhost:3000", "local_coordinate"),
@@ -51,19 +51,19 @@ TRANSIENT = [
     ("The staging database has 3 stuck jobs", "local_coordinate"),
     ("Commit a3f9c21 fixed the login bug", "ephemeral_id"),
     ("Order ORD-99812 is on its way to the user", "ephemeral_id"),
-    ("User has a dentist appointment tomorrow at 10am", "temporary"),
-    ("User is tired today", "temporary"),
-    ("User's flight lands at 14:35", "temporary"),
+    ("User has a dentist appointment tomorrow at 10am", "relative_time"),
+    ("User is tired today", "relative_time"),
+    ("User's flight lands at 14:35", "one_off_event"),
     ("User asked the assistant to summarise the meeting notes", "one_off_request"),
     ("User wants to know how to reverse a list in Python", "one_off_request"),
-    ("User will send the report to the client soon", "one_off_request"),
-    ("Container web-1 restarted", "past_event"),
+    ("User will send the report to the client soon", "relative_time"),
+    ("Container web-1 restarted", "tool_status"),
     ("Quarterly revenue figures table", "bare_topic"),
     ("3 files changed, 45 insertions(+)", "command_output"),
     ("pytest collected 214 items", "command_output"),
-    ("The build is currently failing", "temporary"),
-    ("Weather in Paris is 18 °C and sunny", "temporary"),
-    ("The conversation was about Docker volumes", "one_off_request"),
+    ("The build is currently failing", "passing_state"),
+    ("Weather in Paris is 18 °C and sunny today", "relative_time"),
+    ("The conversation was about Docker volumes", "session_topic"),
     ("User is looking for a birthday present for her sister", "one_off_request"),
     ("Dev DB contains 40 test users", "local_coordinate"),
 ]
@@ -152,3 +152,238 @@ def test_eval_transcripts_meet_the_targets():
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert figures["facts"] >= 30 and figures["noise"] >= 40
     assert figures["facts_kept_pct"] >= 95.0 and figures["noise_dropped_pct"] >= 90.0
+
+
+# --- the tune-half rules: for each, what must drop and a durable lookalike that must stay, EN and ZH ------
+
+RULE_CASES = [
+    # rule, [(must drop, English), (must drop, Chinese)], [(durable lookalikes that must be kept)]
+    ("relative_time", ["User has to call the landlord tomorrow", "用户明天要去医院复查"],
+     ["User's weekly review is on Fridays at 16:00", "用户每周五下午四点做周报",
+      "The thesis draft goes to the supervisor on 2027-02-01"]),
+    ("one_off_event", ["User's dinner with Sam is on Friday at 19:30", "用户下个周五去面试"],
+     ["User's pottery class is on Thursday evenings", "用户周二和周四晚上上瑜伽课", "Backups run nightly at 02:00",
+      "User's standup is at 9:30"]),
+    ("deadline", ["The tax form is due by Friday", "用户的报销单需要在周五之前提交"],
+     ["Client invoices are due 30 days net", "增值税申报每季度截止日期是次月15日"]),
+    ("maybe_intention", ["User might try Rust for the next side project", "用户说也许以后会学日语"],
+     ["User will defend the thesis on 12 June 2027", "用户计划在2027年6月答辩"]),
+    ("one_off_request", ["User asked the assistant to convert the PDF to Word", "请帮我把这封邮件翻译成英文"],
+     ["User wants every reply in British English", "以后请始终用中文回答我"]),
+    ("run_detail", ["Worker crashed with pid 48213 on host web-07", "Parser stopped at byte offset 1048576",
+                    "orders.csv has 12,408 rows", "The nightly CI run 9876543 timed out on macOS",
+                    "进程号 48213 的 worker 退出"],
+     ["User's CI runs on GitHub Actions with a macOS and a Linux runner", "用户的构建在 GitHub Actions 上运行",
+      "The warehouse keeps seven years of order history"]),
+    ("ephemeral_id", ["Proxmox task 0001A2B3 failed on the node", "工单号：TK20931 已转给二线"],
+     ["Invoices must show the VAT ID DE298761034", "Dates in reports follow ISO-8601"]),
+    ("raw_error", ["ECONNREFUSED when calling the billing API", "报错：连接被拒绝"],
+     ["User's team treats every compiler warning as an error", "用户要求所有错误信息都用英文"]),
+    ("passing_state", ["The NAS volume is 91% used", "用户生病了，在家休息"],
+     ["User is allergic to cats", "用户对猫过敏", "User keeps the server room at 18 °C"]),
+    ("figures", ["October P&L: income £8,400, expenses £2,150, net £6,250"],
+     ["Pension contributions are 5% employee and 3% employer", "quillmark supports Python 3.10 through 3.14"]),
+    ("past_event", ["Container web-1 was restarted twice", "用户的东京出差取消了"],
+     ["User has lived in Lisbon since 2020", "用户已经搬到里斯本了"]),
+    ("expiring_offer", ["The 20% coupon expires at midnight", "这家店的咖啡豆在打折"],
+     ["User's passport expires on 2028-08-31", "用户的护照有效期到2030年"]),
+    ("agent_action", ["The assistant deleted the old backups", "助手已经帮用户删除了旧的备份"],
+     ["User deletes old backups every week", "用户每周删除一次旧备份"]),
+    ("greeting", ["User said hello and thanked the assistant", "用户向助手表示感谢"],
+     ["User greets customers in Portuguese and English", "用户用葡萄牙语和英语接待客户"]),
+    ("to_do", ["User needs to email the landlord about the deposit", "用户记得要给房东回电话"],
+     ["User has to take insulin before every meal", "用户每个月要给父母打钱"]),
+    ("session_topic", ["The conversation was about Kubernetes ingress", "这次对话是关于简历修改的"],
+     ["User's questions are usually about Kubernetes", "用户经常问关于 Kubernetes 的问题"]),
+    ("tool_status", ["npm run build [exit code 1]", "Container web-1 restarted"],
+     ["User restarts the containers every night", "用户每晚重启一次容器"]),
+    ("command_output", ["12 个测试通过，2 个失败", "LaTeX 编译耗时 89214ms", "All 42 tests passed in 3.1s"],
+     ["用户的测试都用 pytest 写", "The CI runs the full test suite on every push"]),
+    ("figures", ["发票金额：¥1,280.00，税额 ¥166.40，合计 ¥1,446.40"],
+     ["User's hourly rate is £65", "用户的时薪是 300 元"]),
+    ("calculation", ["350 °F is about 177 °C"], ["用户喜欢烤箱温度设在 180 °C", "User bakes bread at 230 °C"]),
+    ("date_only", ["Today is Friday, 14 June", "今天是星期五"], ["User's birthday is 3 March", "用户的生日是3月3日"]),
+    ("bare_topic", ["Quarterly revenue figures table"],
+     ["Home lab services: Nextcloud, Jellyfin, Pi-hole and Home Assistant",
+      "家里跑的服务：Nextcloud、Jellyfin、Pi-hole", "第三章的数据集：CIFAR-10、FEMNIST"]),
+]
+
+
+@pytest.mark.parametrize("rule, drops, keeps", RULE_CASES, ids=[c[0] for c in RULE_CASES])
+def test_each_rule_drops_its_class_and_keeps_the_lookalike(rule, drops, keeps):
+    for text in drops:
+        verdict = check(text)
+        assert verdict.reason == rule, (text, verdict.reason, verdict.detail)
+    for text in keeps:
+        verdict = check(text)
+        assert verdict.ok, (text, verdict.reason, verdict.detail)
+
+
+DURABLE_CLASSES = [  # issue #20, failure classes 1 and 2: dropped by the gate before, facts all
+    "User's fiscal year runs from 1 April to 31 March",
+    "公司的财年从4月1日到次年3月31日",
+    "The novel's first draft is planned to be finished by 2027-09-30",
+    "User runs a weather station on the roof",
+    "Homelab stack: Proxmox, TrueNAS, Nextcloud and Jellyfin",
+    "User's team syncs Mondays at 10:00 CET",
+    "用户是素食者",
+]
+
+
+@pytest.mark.parametrize("text", DURABLE_CLASSES)
+def test_durable_facts_that_look_transient_are_kept(text):
+    verdict = check(text)
+    assert verdict.ok, (verdict.reason, verdict.detail)
+
+
+SOLUTIONS = [  # (text, reason or None): the solutions path drops output with no fix, never a fix with a command
+    ("docker compose -f compose.yml up -d [exit code 1]", "tool_status"),
+    ("$ docker compose up -d\nContainer db-1 Started", "tool_status"),
+    ("pytest: 3 failed, 41 passed in 2.31s, see the log", "command_output"),
+    ("ECONNREFUSED 10.1.2.3:5432 while running the database migrations on CI", "raw_error"),
+    ("docker compose up fails with 'port is already allocated' -> stop the old container with docker compose "
+     "down, then run docker compose up -d again", None),
+    ("docker compose up 报 port is already allocated -> 先执行 docker compose down 再重新启动", None),
+    ("pytest reports 3 failed tests only on CI -> set TZ=UTC in the workflow because the tests compare local "
+     "dates", None),
+    ("Migrations fail with ECONNREFUSED on CI -> start the postgres service container before the job steps", None),
+]
+
+
+@pytest.mark.parametrize("text, reason", SOLUTIONS)
+def test_solutions_path_drops_output_and_keeps_fixes_with_commands(text, reason):
+    assert check(text, "solutions").reason == reason
+
+
+def test_enabled_rules_are_the_measured_ones():
+    """Every rule that may drop was measured >= 0.97 precise on the tune half, or never fired there."""
+    from memctl.quality import enabled_rules, gate_data
+
+    data = gate_data()
+    assert data["min_precision"] >= 0.97 and data["corpus"]["facts"] >= 50
+    for area in ("fragments", "solutions"):
+        names = {r.name for r in enabled_rules(area)}
+        assert names and names == set(data["enabled"][area])
+        for name in names:
+            measured = data["rules"][area][name]
+            assert measured["drops"] == 0 or measured["precision"] >= 0.97, (area, name, measured)
+    # a rule measured as imprecise is not used: raw_error on fragments would have to drop facts otherwise
+    assert all(m["precision"] is None or m["precision"] >= 0.97 or name not in data["enabled"][area]
+               for area in data["rules"] for name, m in data["rules"][area].items())
+
+
+def test_without_the_measurement_the_gate_keeps(monkeypatch):
+    import memctl.quality as quality
+
+    monkeypatch.setattr(quality, "gate_data", lambda: {})
+    assert check("All 42 tests passed in 3.1s").ok
+    assert quality.rule_reason("All 42 tests passed in 3.1s") is None
+
+
+def test_rules_do_not_drop_chinese_for_lacking_english_words():
+    """A Chinese statement has no English verb and one whitespace word: neither may decide its fate."""
+    for text in ("用户住在杭州", "团队所有服务都部署在阿里云 ACK 上", "论文用 LaTeX 写，参考文献用 BibTeX 管理"):
+        assert check(text).ok, text
+
+
+def test_grounding_matches_chinese_by_characters():
+    grounding = _grounding(("user", "我的论文是用 LaTeX 写的，参考文献放在 Zotero 里。"))
+    assert check("用户的论文用 LaTeX 写", grounding=grounding).ok
+    assert check("用户的参考文献用 Zotero 管理", grounding=grounding).ok
+    invented = check("用户养了一只叫咪咪的猫", grounding=grounding)
+    assert invented.reason == "ungrounded", invented
+    # an English summary of a Chinese conversation: only numbers and ALLCAPS names can be compared
+    assert check("User writes the thesis in LaTeX", grounding=grounding).ok
+    assert check("User's thesis is written in Word 2019", grounding=grounding).reason == "ungrounded"
+
+
+def test_content_stems_split_chinese_into_bigrams():
+    from memctl.quality import content_stems
+
+    units = content_stems("用户喜欢深色主题 in every editor")
+    assert "深色" in units and "主题" in units and "editor" in units
+    assert "用户" not in units  # the frame ("user") carries no content
+
+
+def test_classifier_weights_match_its_features():
+    from memctl.gate_classifier import GateClassifier, feature_names
+
+    if not GateClassifier.available():
+        pytest.skip("no classifier shipped")
+    model = GateClassifier.load()
+    assert len(model.weights) == 384 + len(feature_names())
+    assert 0.0 < model.threshold <= 1.0
+
+
+@pytest.mark.skipif(not (REPO / "eval/corpus/tune").is_dir(), reason="tune half not present")
+def test_tune_half_meets_the_targets():
+    proc = subprocess.run([sys.executable, "bench/quality_gate.py", "--corpus", "eval/corpus/tune", "--embedder",
+                           "fake", "--no-foreign", "--json"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert figures["facts"] >= 80 and figures["noise"] >= 60
+    assert figures["facts_kept_pct"] >= 95.0 and figures["noise_dropped_pct"] >= 90.0
+    assert figures["solutions_kept_pct"] >= 95.0
+    assert figures["gates"]["main_before"]["facts_kept_pct"] < figures["facts_kept_pct"]
+
+
+def test_hand_written_examples_outside_the_tune_domains():
+    """Our own examples from domains the tune half does not have: no durable fact dropped, most noise out."""
+    examples = json.loads((REPO / "tests/data/gate_examples.json").read_text(encoding="utf-8"))
+    dropped_facts = [(t, check(t).reason) for t in examples["facts"] if not check(t).ok]
+    assert not dropped_facts
+    kept_noise = [t for t in examples["noise"] if check(t).ok]
+    assert len(kept_noise) <= 0.1 * len(examples["noise"]), kept_noise
+
+
+def test_learned_gate_only_with_the_model_it_was_trained_on():
+    from memctl.embeddings import DEFAULT_LOCAL_MODEL, ModelInfo
+    from memctl.gate_classifier import GateClassifier
+    from memctl.quality import learned_gate_embed
+
+    if not GateClassifier.available():
+        pytest.skip("no classifier shipped")
+
+    def embed(texts):
+        raise AssertionError("not called")
+
+    assert learned_gate_embed(ModelInfo("local", DEFAULT_LOCAL_MODEL), embed) is embed
+    assert learned_gate_embed(ModelInfo("fake", "fake"), embed) is None
+    assert learned_gate_embed(ModelInfo("local", "/models/other-model"), embed) is None
+
+
+def test_learned_gate_decides_fragments_and_names_the_agreeing_rule(monkeypatch):
+    from memctl import gate_classifier
+
+    class Stub:
+        def reason(self, text, area, embed):
+            return ("classifier", "p(noise) 0.99") if "noise" in text else None
+
+    monkeypatch.setattr(gate_classifier.GateClassifier, "load", classmethod(lambda cls: Stub()))
+    embed = object()
+    # the classifier keeps what a rule alone would drop, and drops what no rule names
+    assert check("User has to call the landlord tomorrow", embed=embed).ok
+    learned = check("User mentioned some noise about printers", embed=embed)
+    assert learned.reason == "classifier" and "0.99" in learned.detail
+    agreed = check("User has noise to deal with tomorrow", embed=embed)
+    assert agreed.reason == "relative_time" and "0.99" in agreed.detail
+    # solutions always go through the rules
+    assert check("docker compose -f compose.yml up -d [exit code 1]", "solutions", embed=embed).reason == "tool_status"
+
+
+def test_memorize_gate_setting_is_checked():
+    from types import SimpleNamespace
+
+    from memctl.embeddings import ModelInfo
+    from memctl.errors import UsageError
+    from memctl.memorize import _gate_embed
+
+    def store(choice, provider="fake"):
+        return SimpleNamespace(config={"memorize_gate": choice}, embed=lambda texts: None,
+                               embedder=SimpleNamespace(info=ModelInfo(provider, "fake")))
+
+    notes: list[str] = []
+    assert _gate_embed(store("rules"), notes) is None and not notes
+    assert _gate_embed(store("classifier"), notes) is None and "MiniLM" in notes[0]
+    with pytest.raises(UsageError, match="memorize_gate"):
+        _gate_embed(store("bayes"), notes)

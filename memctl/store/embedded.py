@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memctl.embeddings import Embedder, ModelInfo, content_hash
+from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes
 from memctl.filters import Filter
@@ -26,6 +26,7 @@ from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter
     new_id,
 )
 from memctl.store.base import json_or_none as _json_or_none
+from memctl.store.keyword import register_functions
 from memctl.store.records import (
     AREAS,
     ArchivedMemory,
@@ -110,6 +111,7 @@ class EmbeddedStore(StoreBase):
                     db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")
                 db.execute("PRAGMA foreign_keys=ON")
+                register_functions(db)  # the keyword index's triggers call memctl_fts_text
                 db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
                 return db
             except sqlite3.OperationalError as exc:
@@ -135,6 +137,7 @@ class EmbeddedStore(StoreBase):
         for flags in ("mode=ro", "mode=ro&immutable=1"):
             try:
                 db = sqlite3.connect(f"file:{path}?{flags}", uri=True, isolation_level=None, check_same_thread=False)
+                register_functions(db)
                 db.execute("SELECT COUNT(*) FROM memories").fetchone()
                 return db
             except sqlite3.Error as exc:
@@ -664,7 +667,7 @@ class EmbeddedStore(StoreBase):
         self.check_model()
         embedder = self.embedder
         with ThreadPoolExecutor(max_workers=1) as pool:
-            future = pool.submit(embedder.embed, [query])
+            future = pool.submit(embed_queries, embedder, [query])
             self.vector_index()
             vector = future.result()[0]
         dim = self.dimension()

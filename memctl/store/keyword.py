@@ -2,7 +2,10 @@
 
 The FTS5 table uses the Porter + unicode61 tokenizer (query words are split the same way, \\w+
 runs, and stemmed by FTS5 itself); common English words are dropped so BM25 ranks on the words
-that carry meaning.
+that carry meaning. Chinese, Japanese and Korean text is indexed one character per token and
+queried word by word, each word a phrase of its characters (memctl/segment.py): the index goes
+through the SQL function `memctl_fts_text`, which every connection to a store registers
+(`register_functions`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
+
+from memctl.segment import CJK_STOPWORDS, has_cjk, index_text, phrase, piece_pattern, pieces, words
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset("""
@@ -23,18 +28,25 @@ tell know remember please get got us let lets like one thing things something an
 """.split())
 
 
+def register_functions(db: sqlite3.Connection) -> None:
+    """SQL functions the store's schema calls (the keyword index's triggers and source view)."""
+    db.create_function("memctl_fts_text", 1, index_text, deterministic=True)
+
+
 def query_tokens(text: str) -> list[str]:
-    """Distinct meaningful tokens of a query, in order."""
+    """Distinct meaningful tokens of a query, in order (CJK runs segmented into words)."""
     seen: dict[str, None] = {}
-    for token in _TOKEN.findall(text.lower()):
-        if token not in STOPWORDS and not (len(token) == 1 and token.isascii() and token.isalpha()):
-            seen.setdefault(token, None)
+    for token in words(text):
+        if token in STOPWORDS or token in CJK_STOPWORDS or (len(token) == 1 and token.isascii() and token.isalpha()):
+            continue
+        seen.setdefault(token, None)
     return list(seen)
 
 
 def match_expression(tokens: Sequence[str]) -> str | None:
-    """An FTS5 MATCH string: any of the tokens (each quoted, so no FTS syntax leaks in)."""
-    quoted = ['"' + t.replace('"', '""') + '"' for t in tokens]
+    """An FTS5 MATCH string: any of the tokens (each quoted, so no FTS syntax leaks in; a CJK
+    word becomes the phrase of its characters, as the index holds them)."""
+    quoted = ['"' + phrase(t).replace('"', '""') + '"' for t in tokens]
     return " OR ".join(quoted) if quoted else None
 
 
@@ -106,8 +118,9 @@ def identifier_tokens(text: str) -> list[str]:
     """Query words that name something exactly: with a digit (order numbers, ports, versions) or
     capitalised inside the sentence (surnames, product names). Lower-cased, as FTS5 indexes them."""
     found: dict[str, None] = {}
-    for position, match in enumerate(re.finditer(r"\w+", text)):
-        word = match.group(0)
+    for position, (word, cjk) in enumerate(pieces(text)):
+        if cjk:
+            continue  # no case, and a digit next to CJK is a piece of its own
         lowered = word.lower()
         if lowered in STOPWORDS or len(word) < 2:
             continue
@@ -119,27 +132,35 @@ def identifier_tokens(text: str) -> list[str]:
 def name_tokens(text: str) -> list[str]:
     """Capitalised query words (names of people, places, products), lower-cased, in order."""
     found: dict[str, None] = {}
-    for word in re.findall(r"\w+", text):
-        if word[0].isupper() and len(word) >= 2 and word.lower() not in STOPWORDS:
+    for word, cjk in pieces(text):
+        if not cjk and word[0].isupper() and len(word) >= 2 and word.lower() not in STOPWORDS:
             found.setdefault(word.lower(), None)
     return list(found)
+
+
+_POSSESSIVE = r"(?:['\u2019]s\b)?"
 
 
 def without_words(text: str, words: set[str]) -> str:
     """`text` without the given (lower-case) words and their possessive 's; `text` itself if nothing is left."""
     if not words:
         return text
-    kept = re.sub(r"\b(\w+)(?:['\u2019]s\b)?", lambda m: "" if m.group(1).lower() in words else m.group(0), text)
+    word = piece_pattern().pattern if has_cjk(text) else r"\w+"  # "Alice说" is two words, not one
+    kept = re.sub(f"({word}){_POSSESSIVE}", lambda m: "" if m.group(1).lower() in words else m.group(0), text)
     kept = re.sub(r"\s+([,.;:!?])", r"\1", re.sub(r"\s+", " ", kept))
     kept = re.sub(r",([.;:!?])", r"\1", kept).strip(" ,")
     return kept if _TOKEN.search(kept) else text
 
 
 def word_set(text: str) -> set[str]:
-    """Lower-case \\w+ words of `text` (metadata values compared with query words)."""
-    return set(_TOKEN.findall(text.lower()))
+    """Lower-case words of `text`, CJK runs segmented (metadata values compared with query words)."""
+    return set(words(text))
 
 
 def count_tokens(text: str, tokens: set[str]) -> int:
-    """How many of `tokens` occur in `text`."""
-    return len(tokens.intersection(_TOKEN.findall(text.lower()))) if tokens else 0
+    """How many of `tokens` occur in `text` (a CJK token anywhere in it, as the index finds it)."""
+    if not tokens:
+        return 0
+    lowered = text.lower()
+    present = set(_TOKEN.findall(lowered)) | {piece.lower() for piece, cjk in pieces(text) if not cjk}
+    return sum(1 for t in tokens if (t in lowered if has_cjk(t) else t in present))

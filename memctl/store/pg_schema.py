@@ -132,6 +132,24 @@ CREATE TABLE memctl_knowledge_files (
 CREATE INDEX memctl_memories_knowledge ON memctl_memories (subdir, seq)
     WHERE (metadata->>'knowledge_source') = 'true';
 """),
+    ("m003_fts_cjk_characters", r"""
+-- Keyword search finds Chinese, Japanese and Korean words: each CJK character becomes a token of
+-- its own (as the embedded store's memctl_fts_text does), and queries search each CJK word as the
+-- phrase of its characters (memctl/segment.py). Before, the parser kept a run of Han characters up
+-- to the next punctuation as one word, so no Chinese word was ever found. Re-adding the generated
+-- column recomputes it for every stored row.
+CREATE FUNCTION memctl_fts_text(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
+    SELECT regexp_replace(regexp_replace(t, '[[:punct:]]', ' ', 'g'),
+        '([\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f'  -- kana (memctl/segment.py CJK_CLASS)
+        '\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f'  -- Han
+        '\uac00-\ud7af\u1100-\u11ff\u3130-\u318f])',  -- Hangul
+        ' \1 ', 'g')
+$$;
+ALTER TABLE memctl_memories DROP COLUMN tsv;
+ALTER TABLE memctl_memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
+    to_tsvector('english'::regconfig, memctl_fts_text(text || ' ' || keywords))) STORED;
+CREATE INDEX memctl_memories_tsv ON memctl_memories USING gin (tsv);
+"""),
 ]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from memctl.embeddings import Embedder, ModelInfo, content_hash
+from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
 from memctl.store.base import StoreBase, check_area, check_metadata
@@ -572,7 +572,7 @@ class PostgresStore(StoreBase):
     # -- searching: the primitives StoreBase builds on -----------------------------------
     def _embed_query(self, query: str) -> np.ndarray:
         self.check_model()
-        vector = self.embedder.embed([query])[0]
+        vector = embed_queries(self.embedder, [query])[0]
         dim = self.dimension()
         if dim is not None and vector.shape[0] != dim:
             raise ModelMismatchError(f"embedding dimension {vector.shape[0]} differs from the store's {dim}",
@@ -623,20 +623,26 @@ class PostgresStore(StoreBase):
         return {int(seq): relevance(ip) for seq, ip in rows}
 
     def _doc_freq(self, token: str, cap: int) -> int:
-        """Memories holding `token` (stemmed as the index has it), counted up to `cap` + 1 only."""
+        """Memories holding `token` (stemmed as the index has it; a CJK word as the phrase of its
+        characters), counted up to `cap` + 1 only."""
+        from memctl.segment import phrase
+
         return int(self._one(f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
-                             f" AND tsv @@ plainto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
-                             (self.subdir, token, cap + 1))[0])
+                             f" AND tsv @@ phraseto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
+                             (self.subdir, phrase(token), cap + 1))[0])
 
     def _text_doc_freq(self, token: str, cap: int) -> int:
         """Memories holding `token` in their text (not their keyword metadata), counted up to `cap` + 1 only."""
-        return int(self._one(f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories, plainto_tsquery('{_TS_CONFIG}', %s)"
-                             f" AS q WHERE subdir = %s AND tsv @@ q AND to_tsvector('{_TS_CONFIG}',"
-                             f" regexp_replace(text, '[[:punct:]]', ' ', 'g')) @@ q LIMIT %s) AS s",
-                             (token, self.subdir, cap + 1))[0])
+        from memctl.segment import phrase
+
+        return int(self._one(f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories,"
+                             f" phraseto_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q"
+                             f" AND to_tsvector('{_TS_CONFIG}', memctl_fts_text(text)) @@ q LIMIT %s) AS s",
+                             (phrase(token), self.subdir, cap + 1))[0])
 
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
                        common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
+        from memctl.segment import has_cjk, phrase
         from memctl.store.keyword import common_text_words, query_tokens
 
         tokens = query_tokens(query)
@@ -646,10 +652,12 @@ class PostgresStore(StoreBase):
             tokens = common_text_words(tokens, common_text_df, lambda t: self._text_doc_freq(t, common_text_df))
         if not tokens or k <= 0:
             return []
-        # websearch_to_tsquery never fails on user text; the tokens are \w+ runs, joined by OR.
+        # websearch_to_tsquery never fails on user text; the tokens are \w+ runs (a CJK word: the
+        # quoted phrase of its characters, as the index holds them), joined by OR.
+        terms = [f'"{phrase(t)}"' if has_cjk(t) else t for t in tokens]
         sql = (f"SELECT seq, ts_rank_cd(tsv, q) AS score FROM memctl_memories,"
                f" websearch_to_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q")
-        args: list[Any] = [" or ".join(tokens), self.subdir]
+        args: list[Any] = [" or ".join(terms), self.subdir]
         if area is not None:
             sql += " AND area = %s"
             args.append(area)

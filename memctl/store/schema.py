@@ -135,6 +135,40 @@ CREATE TRIGGER memories_au_fts AFTER UPDATE OF text, keywords ON memories BEGIN
 END;
 INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
 """),
+    ("m005_fts_cjk_characters", """
+-- Keyword search v3: Chinese, Japanese and Korean text is indexed one character per token
+-- (memctl_fts_text, registered by memctl on every connection: memctl/store/keyword.py), and
+-- queries search each CJK word as the phrase of its characters (memctl/segment.py). Before, a run
+-- of Han characters up to the next punctuation was one token and no Chinese word was ever found.
+-- The index reads its source through a view, so 'rebuild' indexes what the triggers index.
+DROP TRIGGER memories_ai;
+DROP TRIGGER memories_ad;
+DROP TRIGGER memories_au_fts;
+DROP TABLE memories_fts;
+CREATE VIEW memories_fts_source AS
+    SELECT seq, memctl_fts_text(text) AS text, memctl_fts_text(keywords) AS keywords FROM memories;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    text, keywords, content='memories_fts_source', content_rowid='seq',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (new.seq);
+    INSERT INTO memories_fts(rowid, text, keywords)
+        VALUES (new.seq, memctl_fts_text(new.text), memctl_fts_text(new.keywords));
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO index_journal(seq) VALUES (old.seq);
+    INSERT INTO memories_fts(memories_fts, rowid, text, keywords)
+        VALUES ('delete', old.seq, memctl_fts_text(old.text), memctl_fts_text(old.keywords));
+END;
+CREATE TRIGGER memories_au_fts AFTER UPDATE OF text, keywords ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text, keywords)
+        VALUES ('delete', old.seq, memctl_fts_text(old.text), memctl_fts_text(old.keywords));
+    INSERT INTO memories_fts(rowid, text, keywords)
+        VALUES (new.seq, memctl_fts_text(new.text), memctl_fts_text(new.keywords));
+END;
+INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
+"""),
 ]
 
 
