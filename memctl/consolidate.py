@@ -1,9 +1,11 @@
 """Consolidation: a new memory meets the similar memories already stored, and the store keeps the
 current truth once instead of every version of it.
 
-For each candidate: find similar memories in the same area (the full text, plus 2–4 keywords the
-utility model extracts — or the first sentence when that fails), score each by its real relevance
-to the candidate, and ask the model for one action:
+For each candidate: find similar memories in the same area (by vector, and by keyword search over the
+full text plus 2–4 keywords the utility model extracts — or the first sentence when that fails),
+score each by its real relevance to the candidate (vector similarity, never a query score) and its
+keyword evidence (the share of content words the two have in common), and ask the model for one
+action. The model is shown only memories it may act on (see Safety):
 
 - ``skip``          the store already says it: nothing is written
 - ``keep_separate`` a different fact: the candidate is inserted as it is
@@ -11,9 +13,15 @@ to the candidate, and ask the model for one action:
 - ``replace``       the candidate supersedes the targets: they are removed, the candidate inserted
 - ``merge``         candidate and targets become one new memory: they are removed, the merged text inserted
 
-Safety: replace and merge remove only memories whose real relevance is at least
-``replace_similarity_threshold`` (others stay, and with none left the action is downgraded to
-keep_separate, saying why); an update needs a target at least ``consolidation_threshold`` similar.
+Safety: a stored memory may be acted on (shown to the model, and updated) when its real relevance
+reaches ``consolidation_threshold`` *or* the keyword evidence says it is about the same subject
+(``consolidation_keyword_overlap``: at least two shared content words, and that share of the shorter
+memory's content words; Chinese text counts character pairs). So an old value that only the keyword
+side finds ("ledgerline's API is built with Flask", relevance 0.65) can still be updated, while an
+unrelated memory can not. Replace and merge *remove* memories only at ``replace_similarity_threshold``;
+a replace or merge whose targets are all below it (but may be acted on) rewrites the first target in
+place instead (an update: same id, the old text kept in history), so a stale value never survives
+an action the model asked for.
 Targets are re-read inside the write transaction: one that vanished or changed since the model saw
 it is left out. Every action is applied in ONE transaction. Any failure or timeout of the model,
 or an unusable reply, inserts the candidate as it is: nothing is lost, and the outcome says why.
@@ -127,6 +135,34 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return head[:limit].strip() or text[:limit]
 
 
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+def evidence_words(text: str) -> set[str]:
+    """Content words for keyword evidence: stems of the Latin-script words (frame words such as "user" or
+    "prefers" left out) and overlapping character pairs of Chinese/Japanese runs (no spaces to split on)."""
+    from memctl.quality import content_stems
+
+    words = set(content_stems(_CJK_RUN.sub(" ", text)))
+    for run in _CJK_RUN.findall(text):
+        words.update([run] if len(run) == 1 else (run[i : i + 2] for i in range(len(run) - 1)))
+    return words
+
+
+def keyword_evidence(a: str, b: str) -> tuple[int, float]:
+    """(shared content words, their share of the smaller side's content words)."""
+    left, right = evidence_words(a), evidence_words(b)
+    shared = len(left & right)
+    return shared, shared / (min(len(left), len(right)) or 1)
+
+
+def same_subject(a: str, b: str, min_share: float) -> bool:
+    """Keyword evidence that two memories are about the same thing: at least two content words in common,
+    and at least `min_share` of the shorter one's. min_share above 1 turns the keyword route off."""
+    shared, share = keyword_evidence(a, b)
+    return shared >= 2 and share >= min_share
+
+
 class Consolidator:
     """Consolidates candidates into one store; `dry_run` decides without writing."""
 
@@ -141,6 +177,7 @@ class Consolidator:
         self.replace_min = float(config["replace_similarity_threshold"])
         self.plain_replace_min = float(config["memorize_replace_threshold"])
         self.consider_min = float(config["consolidation_threshold"])
+        self.keyword_overlap = float(config["consolidation_keyword_overlap"])
         self.limit = int(config["consolidation_search_limit"])
 
     # -- the entry point ------------------------------------------------------------------------
@@ -182,22 +219,30 @@ class Consolidator:
         return words
 
     def find_similar(self, text: str, vector: np.ndarray, area: str, notes: list[str]) -> list[Similar]:
-        """Memories of `area` near the candidate (full text) or sharing its keywords, by real relevance."""
+        """Memories of `area` the candidate may act on: near it by vector, or found by keyword search (its full
+        text, its keywords) with enough keyword evidence. Best first by real relevance; the others are left
+        out with a note (the model is never shown a memory it may not act on)."""
         if len(self.store) == 0:
             return []
         found: dict[str, Memory] = {}
         for hit in self.store.search_vector(vector, limit=self.limit, threshold=self.consider_min, area=area):
             found.setdefault(hit.id, hit)
-        for hit in self.store.search(text, limit=self.limit, threshold=self.consider_min, area=area):
-            found.setdefault(hit.id, hit)  # hybrid: also rare identifiers the vector side misses
-        for query in self.keywords(text, notes):
+        for query in [text, *self.keywords(text, notes)]:  # rare identifiers the vector side misses
             for hit in self.store.search(query, limit=self.limit, threshold=0.0, area=area, mode="keyword"):
                 found.setdefault(hit.id, hit)
         found = {i: m for i, m in found.items() if not m.metadata.get("knowledge_source")}  # files own those
         scores = self.real_scores(vector, list(found), area)
         ranked = sorted((Similar(i, found[i].text, scores.get(i, 0.0), dict(found[i].metadata)) for i in found),
                         key=lambda s: -s.score)
-        return ranked[: self.limit]
+        shown = [s for s in ranked if self.may_act(text, s)]
+        if len(shown) < len(ranked):
+            notes.append(f"{len(ranked) - len(shown)} keyword match(es) left out: below consolidation_threshold "
+                         f"{self.consider_min} without enough keyword evidence")
+        return shown[: self.limit]
+
+    def may_act(self, text: str, other: Similar) -> bool:
+        """The update safety: close by vector, or the same subject by keyword evidence."""
+        return other.score >= self.consider_min or same_subject(text, other.text, self.keyword_overlap)
 
     def real_scores(self, vector: np.ndarray, ids: Sequence[str], area: str | None) -> dict[str, float]:
         """Relevance of each stored memory to `vector` (not to whichever query found it)."""
@@ -279,6 +324,11 @@ class Consolidator:
                 out.notes.append(f"{action}: kept {target.id}, similarity {target.score:.3f} < "
                                  f"replace_similarity_threshold {self.replace_min}")
         if not removable:
+            actable = [t for t in live if self.may_act(out.text, t)]
+            if actable:  # the stale value must not survive: rewrite it in place (history keeps it)
+                out.notes.append(f"{action} of {actable[0].id} below replace_similarity_threshold "
+                                 f"{self.replace_min} applied as an update")
+                return self._update(out, metadata, vector, actable, result_text, write=write)
             out.reason = (f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
                           f"{self.replace_min}" + (f" (best {max(t.score for t in live):.3f})" if live else ""))
             return self._insert(out, metadata, vector, write=write, fate="kept_separate")
@@ -300,9 +350,10 @@ class Consolidator:
     def _update(self, out: Outcome, metadata: Mapping[str, Any] | None, vector: np.ndarray, live: list[Similar],
                 result_text: str | None, *, write: bool) -> Outcome:
         target = live[0] if live else None
-        if target is None or target.score < self.consider_min:
+        if target is None or not self.may_act(out.text, target):
             why = ("its target is gone" if target is None else
-                   f"target similarity {target.score:.3f} < consolidation_threshold {self.consider_min}")
+                   f"target similarity {target.score:.3f} < consolidation_threshold {self.consider_min} "
+                   f"and too little keyword evidence")
             out.reason = f"update downgraded to keep_separate: {why}"
             return self._insert(out, metadata, vector, write=write, fate="kept_separate")
         new_text = result_text or out.text
@@ -328,6 +379,115 @@ class Consolidator:
                 out.ids = self.store.insert_records(
                     [{"text": out.text, "area": out.area, "metadata": dict(metadata or {})}], vector[None, :],
                     self.store.embedder.info, actor=self.actor)
+        return out
+
+    # -- consolidating stored memories (`memctl consolidate`) -------------------------------------------
+    def consolidate_group(self, area: str, group: list[Similar]) -> GroupOutcome:
+        """The newest memory of the group plays the new candidate; the members it may act on are shown."""
+        newest = group[0]
+        others = [m for m in group[1:] if self.may_act(newest.text, m)]
+        out = GroupOutcome(area, group, "unchanged")
+        if not others:
+            out.reason = "no member is close enough to the newest to act on; nothing changed"
+            return out
+        try:
+            decision = self.decide(newest.text, area, others)
+        except LLMError as exc:
+            out.reason = f"consolidation failed, nothing changed: {exc.message}"
+            return out
+        out.reason = decision.reason
+        targets = [others[i] for i in decision.targets]
+        text = decision.text
+        if text and not plausible(text, [newest.text] + [t.text for t in targets]):
+            out.reason = f"the model's {decision.action} text does not restate the memories; nothing changed"
+            return out
+        result_vector = None
+        if decision.action in ("merge", "update", "replace") and text:
+            try:
+                result_vector = self.store.embed([text])[0]
+            except MemctlError as exc:
+                out.reason = f"could not embed the model's text, nothing changed: {exc.message}"
+                return out
+        try:
+            if self.dry_run:
+                return self._apply_group(out, newest, targets, decision, result_vector, write=False)
+            with self.store.transaction():
+                return self._apply_group(out, newest, targets, decision, result_vector, write=True)
+        except MemctlError as exc:
+            out.fate, out.ids, out.removed = "unchanged", [], []
+            out.reason = f"applying {decision.action} failed, nothing changed: {exc.message}"
+            return out
+
+    def _apply_group(self, out: GroupOutcome, newest: Similar, targets: list[Similar], decision: Decision,
+                     result_vector: Any, *, write: bool) -> GroupOutcome:
+        current = {m.id: m for m in self.store.get([newest.id] + [t.id for t in targets])}
+        if newest.id not in current or current[newest.id].text != newest.text:
+            out.reason = f"{newest.id} changed or vanished since it was read; nothing changed"
+            return out
+        live = []
+        for target in targets:
+            if target.id not in current or current[target.id].text != target.text:
+                out.notes.append(f"target {target.id} changed or vanished; left out")
+            else:
+                live.append(target)
+        action = decision.action
+        if action == "keep_separate":
+            out.fate = "kept_separate"
+            return out
+        close = [t for t in live if t.score >= self.replace_min]
+        actable = [t for t in live if self.may_act(newest.text, t)]
+        if action in ("replace", "merge") and not close and actable:
+            out.notes.append(f"{action} of {actable[0].id} below replace_similarity_threshold {self.replace_min} "
+                             f"applied as an update")
+            action = "update"
+        if action == "update":  # the first target it may act on is rewritten; the newest is absorbed into it
+            return self._update_group(out, newest, actable, decision.text, write=write)
+        if not close:
+            best = max((t.score for t in live), default=0.0)
+            out.fate = "kept_separate"
+            out.reason = (f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
+                          f"{self.replace_min} (best {best:.3f})")
+            return out
+        for target in live:
+            if target.score < self.replace_min:
+                out.notes.append(f"{action}: kept {target.id}, similarity {target.score:.3f} < {self.replace_min}")
+        if action == "skip":  # the newest says nothing new: it goes
+            out.fate, out.removed, out.ids = "skipped", [newest.id], [close[0].id]
+            if write:
+                self.store.delete([newest.id], cascade=False, actor=self.actor, op="consolidate")
+            return out
+        if action == "replace":  # the newest supersedes the close targets
+            out.fate, out.removed, out.ids = "replaced", [t.id for t in close], [newest.id]
+            if write:
+                self.store.delete(out.removed, cascade=False, actor=self.actor, op="replace")
+                self.store.link(out.removed, newest.id, LINK_KIND["replace"])
+            return out
+        # merge: the newest and the close targets become one new memory
+        out.fate, out.removed, out.result_text = "merged", [newest.id] + [t.id for t in close], decision.text
+        if write:
+            meta = merge_metadata(*[t.metadata for t in reversed(close)], newest.metadata,
+                                  {"consolidation_action": "merge"})
+            self.store.delete(out.removed, cascade=False, actor=self.actor, op="merge")
+            out.ids = self.store.insert_records(
+                [{"text": decision.text, "area": out.area, "metadata": meta}], result_vector[None, :],
+                self.store.embedder.info, actor=self.actor, links={LINK_KIND["merge"]: out.removed})
+        return out
+
+    def _update_group(self, out: GroupOutcome, newest: Similar, actable: list[Similar], text: str | None, *,
+                      write: bool) -> GroupOutcome:
+        if not actable:
+            out.fate = "kept_separate"
+            out.reason = (f"update downgraded to keep_separate: the target is below consolidation_threshold "
+                          f"{self.consider_min} and shares too few words")
+            return out
+        target, text = actable[0], text or newest.text
+        out.fate, out.removed, out.ids, out.result_text = "updated", [newest.id], [target.id], text
+        if write:
+            meta = merge_metadata(target.metadata, newest.metadata, {"consolidation_action": "update"})
+            self.store.delete([newest.id], cascade=False, actor=self.actor, op="update")
+            self.store.update(target.id, text=text, metadata=meta, replace_metadata=True, actor=self.actor,
+                              op="update")
+            self.store.link([newest.id], target.id, LINK_KIND["update"])
         return out
 
     # -- without the model ---------------------------------------------------------------------------
@@ -423,11 +583,15 @@ class StoreConsolidation:
                 "groups": [g.to_dict() for g in self.groups]}
 
 
-def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int) -> list[list[Similar]]:
-    """Groups of memories at least `threshold` similar to each other, the closest pairs first.
+def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int,
+                   keyword_overlap: float | None = None) -> list[list[Similar]]:
+    """Groups of memories that may act on each other, the closest pairs first.
 
-    Pairs are joined greedily from the most similar down (a group stops growing at `max_size`), so
-    near-duplicates are settled before looser neighbours. Knowledge chunks are left out.
+    A pair is at least `threshold` similar by vector, or (with `keyword_overlap`) found by a keyword search
+    for one's text with enough keyword evidence (`same_subject`): an old value that only shares the subject's
+    words still meets its new value. Pairs are joined greedily from the most similar down (a group stops
+    growing at `max_size`), so near-duplicates are settled before looser neighbours. Knowledge chunks are
+    left out.
     """
     import numpy as np
 
@@ -446,6 +610,14 @@ def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int)
             j = position.get(hit.id)
             if j is not None and j != i:
                 pairs[(min(i, j), max(i, j))] = hit.score
+        if keyword_overlap is None:
+            continue
+        text = rows[i][0].text
+        for hit in store.search(text, limit=max_size + 1, threshold=0.0, area=area, mode="keyword"):
+            j = position.get(hit.id)
+            if j is not None and j != i and (min(i, j), max(i, j)) not in pairs \
+                    and same_subject(text, hit.text, keyword_overlap):
+                pairs[(min(i, j), max(i, j))] = float(np.clip((1.0 + vectors[i] @ vectors[j]) / 2.0, 0.0, 1.0))
     parent = list(range(len(rows)))
     size = [1] * len(rows)
 
@@ -488,107 +660,10 @@ def consolidate_store(store: StoreBase, llm: UtilityModel, *, area: str | None =
     areas: list[str] = [check_area(area)] if area else ["fragments", "solutions", "main"]
     worker = Consolidator(store, llm, actor=actor, dry_run=dry_run)
     report = StoreConsolidation(dry_run, areas)
-    plan = [(a, g) for a in areas for g in similar_groups(store, a, worker.consider_min, worker.limit + 1)]
+    plan = [(a, g) for a in areas
+            for g in similar_groups(store, a, worker.consider_min, worker.limit + 1, worker.keyword_overlap)]
     for done, (group_area, group) in enumerate(plan, start=1):
-        report.groups.append(consolidate_group(worker, group_area, group))
+        report.groups.append(worker.consolidate_group(group_area, group))
         if progress:
             progress(done, len(plan))
     return report
-
-
-def _group_decision(worker: Consolidator, area: str, group: list[Similar]) -> Decision:
-    newest, others = group[0], group[1:]
-    return worker.decide(newest.text, area, others)
-
-
-def consolidate_group(self: Consolidator, area: str, group: list[Similar]) -> GroupOutcome:
-    """The newest memory of the group plays the new candidate; the others are its similar memories."""
-    newest, others = group[0], group[1:]
-    out = GroupOutcome(area, group, "unchanged")
-    try:
-        decision = _group_decision(self, area, group)
-    except LLMError as exc:
-        out.reason = f"consolidation failed, nothing changed: {exc.message}"
-        return out
-    out.reason = decision.reason
-    targets = [others[i] for i in decision.targets]
-    text = decision.text
-    if text and not plausible(text, [newest.text] + [t.text for t in targets]):
-        out.reason = f"the model's {decision.action} text does not restate the memories; nothing changed"
-        return out
-    result_vector = None
-    if decision.action in ("merge", "update") and text:
-        try:
-            result_vector = self.store.embed([text])[0]
-        except MemctlError as exc:
-            out.reason = f"could not embed the model's text, nothing changed: {exc.message}"
-            return out
-    try:
-        if self.dry_run:
-            return _apply_group(self, out, newest, targets, decision, result_vector, write=False)
-        with self.store.transaction():
-            return _apply_group(self, out, newest, targets, decision, result_vector, write=True)
-    except MemctlError as exc:
-        out.fate, out.ids, out.removed = "unchanged", [], []
-        out.reason = f"applying {decision.action} failed, nothing changed: {exc.message}"
-        return out
-
-
-def _apply_group(self: Consolidator, out: GroupOutcome, newest: Similar, targets: list[Similar], decision: Decision,
-                 result_vector: Any, *, write: bool) -> GroupOutcome:
-    current = {m.id: m for m in self.store.get([newest.id] + [t.id for t in targets])}
-    if newest.id not in current or current[newest.id].text != newest.text:
-        out.reason = f"{newest.id} changed or vanished since it was read; nothing changed"
-        return out
-    live = []
-    for target in targets:
-        if target.id not in current or current[target.id].text != target.text:
-            out.notes.append(f"target {target.id} changed or vanished; left out")
-        else:
-            live.append(target)
-    action = decision.action
-    if action == "keep_separate":
-        out.fate = "kept_separate"
-        return out
-    close = [t for t in live if t.score >= self.replace_min]
-    if not close:
-        best = max((t.score for t in live), default=0.0)
-        out.fate = "kept_separate"
-        out.reason = (f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
-                      f"{self.replace_min} (best {best:.3f})")
-        return out
-    for target in live:
-        if target.score < self.replace_min:
-            out.notes.append(f"{action}: kept {target.id}, similarity {target.score:.3f} < {self.replace_min}")
-    if action == "skip":  # the newest says nothing new: it goes
-        out.fate, out.removed, out.ids = "skipped", [newest.id], [close[0].id]
-        if write:
-            self.store.delete([newest.id], cascade=False, actor=self.actor, op="consolidate")
-        return out
-    if action == "replace":  # the newest supersedes the close targets
-        out.fate, out.removed, out.ids = "replaced", [t.id for t in close], [newest.id]
-        if write:
-            self.store.delete(out.removed, cascade=False, actor=self.actor, op="replace")
-            self.store.link(out.removed, newest.id, LINK_KIND["replace"])
-        return out
-    if action == "update":  # the first close target is rewritten; the newest is absorbed into it
-        target = close[0]
-        out.fate, out.removed, out.ids, out.result_text = "updated", [newest.id], [target.id], decision.text
-        if write:
-            meta = merge_metadata(target.metadata, newest.metadata, {"consolidation_action": "update"})
-            self.store.delete([newest.id], cascade=False, actor=self.actor, op="update")
-            self.store.update(target.id, text=decision.text, metadata=meta, replace_metadata=True,
-                              actor=self.actor, op="update")
-            self.store.link([newest.id], target.id, LINK_KIND["update"])
-        return out
-    # merge: the newest and the close targets become one new memory
-    out.fate, out.removed, out.result_text = "merged", [newest.id] + [t.id for t in close], decision.text
-    if write:
-        meta = merge_metadata(*[t.metadata for t in reversed(close)], newest.metadata,
-                              {"consolidation_action": "merge"})
-        self.store.delete(out.removed, cascade=False, actor=self.actor, op="merge")
-        out.ids = self.store.insert_records(
-            [{"text": decision.text, "area": out.area, "metadata": meta}], result_vector[None, :],
-            self.store.embedder.info, actor=self.actor, links={LINK_KIND["merge"]: out.removed})
-    return out
-

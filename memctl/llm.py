@@ -3,6 +3,14 @@
 Prompts live in `prompts/` as `<name>.sys.md` (system) and `<name>.msg.md` (user message) with
 `$placeholders` (string.Template: JSON examples in prompts keep their braces). litellm is imported
 on the first call only (~3 s), with its cost map read locally and telemetry off.
+
+Some chat formats have no system role and silently drop the system message (llama.cpp's `gemma`
+format does), so the model never sees its instructions: `utility_fold_system` puts the system text at
+the top of the first user turn instead (`auto`: for model names known to need it).
+
+Timeouts: one call waits at most `utility_timeout` seconds and is tried `1 + utility_retries` times in
+all. litellm's and the OpenAI client's own retries are turned off (they used to multiply ours: each
+attempt took about twice the timeout). While a call is waiting on a terminal, a line on stderr says so.
 """
 
 from __future__ import annotations
@@ -10,6 +18,9 @@ from __future__ import annotations
 import os
 import re
 import string
+import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +32,10 @@ if TYPE_CHECKING:
     from memctl.config import Config
 
 CompletionFn = Callable[[list[dict[str, str]]], str]
+FOLD_CHOICES = ("auto", "always", "never")
+# Model names whose usual chat format has no system role (the system message is dropped or refused).
+_NO_SYSTEM_ROLE = re.compile(r"gemma", re.IGNORECASE)
+_WAIT_LINE_AFTER = 2.0  # seconds before the waiting line appears (fast models never show it)
 
 
 class LLMError(MemctlError):
@@ -65,6 +80,66 @@ def load_template(name: str) -> str:
 
 def render(template: str, **values: Any) -> str:
     return string.Template(template).safe_substitute({k: str(v) for k, v in values.items()})
+
+
+def fold_system(setting: Any, model: str | None) -> bool:
+    """Whether the system prompt goes into the first user turn (utility_fold_system)."""
+    value = str(setting).strip().lower()
+    if value not in FOLD_CHOICES:
+        raise ConfigError(f"utility_fold_system must be one of {', '.join(FOLD_CHOICES)}, not {setting!r}",
+                          hint="memctl config set utility_fold_system auto")
+    if value == "auto":
+        return bool(model and _NO_SYSTEM_ROLE.search(model))
+    return value == "always"
+
+
+def chat_messages(system: str, message: str, *, fold: bool) -> list[dict[str, str]]:
+    """The messages of one call: a system turn and a user turn, or one user turn holding both."""
+    if not system.strip():
+        return [{"role": "user", "content": message}]
+    if fold:
+        return [{"role": "user", "content": f"{system.rstrip()}\n\n{message}"}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": message}]
+
+
+class WaitingLine:
+    """A line on stderr (a terminal only) while a call waits: "memctl: waiting for MODEL (12 s, try 1/2)"."""
+
+    def __init__(self, model: str, label: str, stream: Any = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.model, self.label = model, label
+        self.done = threading.Event()
+        self.shown = False
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> WaitingLine:
+        if _is_terminal(self.stream):
+            self.thread = threading.Thread(target=self._run, daemon=True)
+            self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self.done.wait(_WAIT_LINE_AFTER if not self.shown else 1.0):
+            self.shown = True
+            self.stream.write(f"\rmemctl: waiting for the utility model {self.model} "
+                              f"({time.monotonic() - started:.0f} s{self.label})\x1b[K")
+            self.stream.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def parse_json(text: str) -> Any:
@@ -112,9 +187,12 @@ class UtilityModel:
     def name(self) -> str:
         return str(self.config["utility_model"] or "injected")
 
+    @property
+    def folds_system(self) -> bool:
+        return fold_system(self.config.get("utility_fold_system", "auto"), self.config["utility_model"])
+
     def chat(self, system: str, message: str) -> str:
-        messages = ([{"role": "system", "content": system}] if system.strip() else []) + [
-            {"role": "user", "content": message}]
+        messages = chat_messages(system, message, fold=self.folds_system)
         if self._completion is not None:
             try:
                 return self._completion(messages)
@@ -135,16 +213,25 @@ class UtilityModel:
         if key_env and not api_key:
             raise LLMError(f"environment variable {key_env} (utility_api_key_env) is not set",
                            hint=f"export {key_env}=<your key>")
-        try:
-            response = litellm.completion(
-                model=self.config["utility_model"], messages=messages, api_base=self.config["utility_api_base"],
-                api_key=api_key, timeout=float(self.config["utility_timeout"]),
-                num_retries=int(self.config["utility_retries"]),
-                temperature=float(self.config["utility_temperature"]),
-                max_tokens=int(self.config["utility_max_tokens"]),
-            )
-        except Exception as exc:  # noqa: BLE001 - litellm raises many provider-specific types
-            raise LLMError(f"utility model {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
+        attempts = 1 + max(0, int(self.config["utility_retries"]))
+        for attempt in range(1, attempts + 1):
+            label = f", try {attempt}/{attempts}" if attempts > 1 else ""
+            try:
+                with WaitingLine(self.name, label):
+                    response = litellm.completion(
+                        model=self.config["utility_model"], messages=messages,
+                        api_base=self.config["utility_api_base"], api_key=api_key,
+                        timeout=float(self.config["utility_timeout"]),
+                        num_retries=0, max_retries=0,  # ours only: theirs multiplied the wait
+                        temperature=float(self.config["utility_temperature"]),
+                        max_tokens=int(self.config["utility_max_tokens"]),
+                    )
+                break
+            except Exception as exc:  # noqa: BLE001 - litellm raises many provider-specific types
+                if attempt == attempts or _not_worth_retrying(exc):
+                    tries = f" (after {attempt} tries)" if attempt > 1 else ""
+                    raise LLMError(f"utility model {self.name!r} failed{tries}: {type(exc).__name__}: "
+                                   f"{_first_line(exc)}") from exc
         content = response.choices[0].message.content if response.choices else None
         if not content:
             raise LLMError(f"utility model {self.name!r} returned an empty reply")
@@ -162,6 +249,17 @@ class UtilityModel:
         if parsed is None:
             raise LLMError(f"utility model reply is not JSON: {reply[:200]!r}")
         return parsed
+
+
+def _not_worth_retrying(exc: Exception) -> bool:
+    """Errors a second try cannot fix: a wrong key, model name or request."""
+    return type(exc).__name__ in ("AuthenticationError", "NotFoundError", "BadRequestError",
+                                  "PermissionDeniedError", "UnsupportedParamsError", "ContextWindowExceededError")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
 
 
 def numbered(items: Sequence[str]) -> str:

@@ -8,8 +8,9 @@
    memories memctl itself recalled into the conversation; each drop names its reason.
 4. Every remaining candidate is consolidated with what is stored (memctl.consolidate).
 
-Failures never lose memories: a failed extraction stores nothing new and says so; a failed
-consolidation inserts the candidate as it is.
+Failures never lose memories: a failed extraction stores nothing new, says so, and counts as a
+failure of its transcript (`failed` in the summary; the CLI exits 4); a failed consolidation
+inserts the candidate as it is.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ class TranscriptReport:
     candidates: list[Outcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    extraction_failed: list[str] = field(default_factory=list)  # "fact", "solution": the model gave nothing usable
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error or self.extraction_failed)
 
     def counts(self) -> dict[str, int]:
         found = Counter(c.fate for c in self.candidates)
@@ -53,7 +59,8 @@ class TranscriptReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "messages": self.messages, "chars": self.chars, "trimmed": self.trimmed,
-                "error": self.error, "notes": self.notes, "counts": self.counts(),
+                "error": self.error, "extraction_failed": self.extraction_failed, "notes": self.notes,
+                "counts": self.counts(),
                 "candidates": [c.to_dict() for c in self.candidates]}
 
 
@@ -64,14 +71,15 @@ class MemorizeReport:
 
     @property
     def failed(self) -> list[TranscriptReport]:
-        return [t for t in self.transcripts if t.error]
+        return [t for t in self.transcripts if t.failed]
 
     def summary(self) -> dict[str, int]:
         total: Counter[str] = Counter()
         for report in self.transcripts:
             total.update(report.counts())
-        return {fate: total.get(fate, 0) for fate in FATES} | {"transcripts": len(self.transcripts),
-                                                                "failed": len(self.failed)}
+        return {fate: total.get(fate, 0) for fate in FATES} | {
+            "transcripts": len(self.transcripts), "failed": len(self.failed),
+            "extractions_failed": sum(len(t.extraction_failed) for t in self.transcripts)}
 
     def to_dict(self) -> dict[str, Any]:
         return {"dry_run": self.dry_run, "summary": self.summary(),
@@ -101,18 +109,18 @@ def load_transcript(path: Path, max_chars: int) -> tuple[list[Message], int, boo
     return kept, chars, chars < full
 
 
-def extract(llm: UtilityModel, prompt: str, transcript: str, notes: list[str], label: str) -> list[str]:
-    """Candidate texts from the model; [] (and a note) when the reply is unusable."""
+def extract(llm: UtilityModel, prompt: str, transcript: str, notes: list[str], label: str) -> list[str] | None:
+    """Candidate texts from the model; None (and a note) when the call failed or the reply is unusable."""
     try:
         reply = llm.ask_json(prompt, transcript=transcript)
     except LLMError as exc:
         notes.append(f"{label} extraction failed, nothing extracted: {exc.message}")
-        return []
+        return None
     if isinstance(reply, dict):
         reply = next((v for v in reply.values() if isinstance(v, list)), None)
     if not isinstance(reply, list):
-        notes.append(f"{label} extraction reply is not a list, nothing extracted")
-        return []
+        notes.append(f"{label} extraction failed, the reply is not a list: nothing extracted")
+        return None
     texts: list[str] = []
     for item in reply:
         if isinstance(item, dict):
@@ -153,7 +161,10 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
     rater = Rater([m.content for m in messages if m.role == "user"], Weights.from_config(config))
     seen: set[tuple[str, str]] = set()
     for target_area, prompt, label in kinds:
-        for text in extract(llm, prompt, transcript, report.notes, label):
+        texts = extract(llm, prompt, transcript, report.notes, label)
+        if texts is None:
+            report.extraction_failed.append(label)
+        for text in texts or []:
             key = (target_area, text.casefold())
             if key in seen:
                 report.candidates.append(Outcome(text, target_area, "skipped", "duplicate candidate"))

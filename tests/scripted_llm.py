@@ -23,17 +23,30 @@ class Router:
         assert not unknown, f"unknown prompt script {unknown}"
         self.scripts = scripts
         self.calls: list[tuple[str, str]] = []
+        self.folded: list[bool] = []
         self.systems = {load_prompt(p)[0].strip(): p for p in PROMPTS}
 
+    def split(self, messages: list[dict[str, str]]) -> tuple[str, str, bool]:
+        """(prompt name, user message, whether the system text was folded into the user turn)."""
+        if messages[0]["role"] == "system":
+            system = messages[0]["content"].strip()
+            name = self.systems.get(system)
+            assert name, f"unexpected prompt: {system[:80]!r}"
+            return name, messages[-1]["content"], False
+        content = messages[0]["content"]
+        for system, name in self.systems.items():
+            if content.startswith(system):
+                return name, content[len(system):].lstrip("\n"), True
+        raise AssertionError(f"unexpected prompt: {content[:80]!r}")
+
     def kind(self, messages: list[dict[str, str]]) -> str:
-        system = messages[0]["content"].strip() if messages[0]["role"] == "system" else ""
-        name = self.systems.get(system)
-        assert name, f"unexpected prompt: {system[:80]!r}"
+        name = self.split(messages)[0]
         return name.split("_", 1)[-1] if name.startswith("memorize_") else name
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
         kind = self.kind(messages)
-        message = messages[-1]["content"]
+        message = self.split(messages)[1]
+        self.folded.append(self.split(messages)[2])
         self.calls.append((kind, message))
         script = self.scripts.get(kind, _DEFAULTS[kind])
         reply = script.pop(0) if isinstance(script, list) else script

@@ -90,9 +90,26 @@ def test_merge_links_originals_and_survives_their_deletion(backend, store):
     assert result.deleted == [merged] and result.cascaded == []
 
 
-def test_replace_below_safety_threshold_is_downgraded(backend, store):
+def test_replace_below_safety_threshold_rewrites_in_place(backend, store):
+    """A replace of a memory it may act on but not remove: an update (same id, history keeps the old text)."""
     [old] = store.add([LOOSE], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("replace", LOOSE))
+    worker.consider_min = 0.5  # LOOSE may be acted on (updated), not removed (replace needs 0.9)
+    out = worker.consolidate(STORED, "fragments")
+    assert out.fate == "updated" and out.ids == [old] and out.removed == [] and len(store) == 1
+    assert store.get_one(old).text == STORED and any("applied as an update" in n for n in out.notes)
+    assert store.history(old)[0].old_text == LOOSE
+
+
+def test_replace_of_a_target_it_may_not_act_on_is_downgraded(backend, store):
+    [old] = store.add([LOOSE], area="fragments")
+
+    def decide_then_tighten(message):  # the safety is re-checked when the action is applied
+        worker.consider_min, worker.keyword_overlap = 0.999, 2.0
+        return _decide("replace", LOOSE)(message)
+
+    worker, _ = _worker(store, consolidate=decide_then_tighten)
+    worker.consider_min = 0.5
     out = worker.consolidate(STORED, "fragments")
     assert out.fate == "kept_separate" and "replace_similarity_threshold" in out.reason
     assert store.get_one(old).text == LOOSE and len(store) == 2 and out.removed == []
@@ -231,3 +248,64 @@ def test_consolidate_store_failure_changes_nothing(backend, store):
     report = consolidate_store(store, llm)
     assert [g.fate for g in report.groups] == ["unchanged"] and "timeout" in report.groups[0].reason
     assert len(store) == 2
+
+
+# --- acting on what is shown: the update safety (vector similarity or keyword evidence) ----------------
+
+OLD_VALUE = "ledgerline's HTTP API is built with Flask"
+NEW_VALUE = ("ledgerline's HTTP API is built with FastAPI; the Flask app is being retired and all new endpoints go "
+             "in the FastAPI service")
+UNRELATED = "User's dog is called Bruno and sleeps in the hallway"
+
+
+def test_keyword_evidence_counts_words_and_chinese_character_pairs():
+    from memctl.consolidate import keyword_evidence, same_subject
+
+    shared, share = keyword_evidence(OLD_VALUE, NEW_VALUE)
+    assert shared >= 4 and share >= 0.8  # ledgerline, http, api, built, flask
+    assert keyword_evidence("User prefers tea", "User prefers dark mode") == (0, 0.0)  # frame words do not count
+    assert same_subject("论文答辩定在 2027-03-14", "论文答辩推迟到 2027-04-18", 0.5)
+    assert not same_subject("用户住在成都高新区", "用户的狗叫小白", 0.5)
+    assert not same_subject(OLD_VALUE, NEW_VALUE, 1.5)  # above 1: the keyword route is off
+
+
+def test_old_value_found_only_by_keywords_is_updated_not_downgraded(backend, store):
+    """The failure of issue #20: the old value is below consolidation_threshold by vector, the model asks for
+    an update, and the stale value must not survive."""
+    [old, other] = store.add([OLD_VALUE, UNRELATED], area="fragments")
+    worker, router = _worker(store, consolidate=_decide("update", OLD_VALUE, text=NEW_VALUE),
+                             keywords='["ledgerline", "HTTP API", "Flask"]')
+    worker.consider_min = 0.999  # no vector match: only the keyword side can find and qualify it
+    out = worker.consolidate(NEW_VALUE, "fragments")
+    assert [s.id for s in out.similar] == [old] and out.similar[0].score < worker.consider_min
+    assert out.fate == "updated" and out.ids == [old] and len(store) == 2
+    assert store.get_one(old).text == NEW_VALUE and store.history(old)[0].old_text == OLD_VALUE
+    shown = existing_memories(router.calls[-1][1])
+    assert shown == [OLD_VALUE]  # the unrelated memory was never offered
+
+
+def test_memory_without_evidence_is_not_shown_and_cannot_be_updated(backend, store):
+    [other] = store.add([UNRELATED], area="fragments")
+    worker, router = _worker(store, consolidate=_decide("update", UNRELATED, text=NEW_VALUE),
+                             keywords='["User", "dog", "service"]')
+    worker.consider_min = 0.999
+    out = worker.consolidate(NEW_VALUE, "fragments")
+    assert out.fate == "inserted" and router.count("consolidate") == 0
+    assert store.get_one(other).text == UNRELATED and len(store) == 2
+
+
+def test_consolidate_groups_a_keyword_pair_and_updates_the_old_value(backend, home):
+    import memctl
+    from memctl.embeddings import FakeEmbedder
+
+    overrides = {"consolidation_threshold": 0.999}  # the vector side groups nothing
+    with memctl.open_store(home, embedder=FakeEmbedder(), overrides=overrides) as store:
+        old, unrelated = store.add([OLD_VALUE, UNRELATED], area="fragments")
+        [new] = store.add([NEW_VALUE], area="fragments")
+        router = Router(consolidate=_decide("update", OLD_VALUE, text=NEW_VALUE))
+        report = consolidate_store(store, UtilityModel(store.config, completion=router), area="fragments")
+        [group] = report.groups
+        assert [m.id for m in group.members] == [new, old]  # the newest plays the candidate
+        assert group.fate == "updated" and group.ids == [old] and group.removed == [new]
+        assert {m.text for m in store.list()[0]} == {NEW_VALUE, UNRELATED}
+        assert store.get_one(old).text == NEW_VALUE and store.derived_ids([new]) == [old]

@@ -96,12 +96,33 @@ def test_no_solutions_and_area(cli, chat, scripted):
 @pytest.mark.parametrize("reply", [LLMError("utility model 'x' failed: Timeout"), "Sure! Here are some facts.",
                                    '{"facts": "none"}'])
 def test_failed_extraction_stores_nothing_and_says_why(cli, chat, scripted, reply):
+    """A failed extraction is a failure: exit 4, counted in the summary and per transcript, shown in the table."""
     scripted(Router(fragments=reply, solutions=reply))
     result = cli("memorize", chat, "--json")
-    assert result.code == 0
-    notes = result.json["transcripts"][0]["notes"]
+    assert result.code == 4
+    [transcript] = result.json["transcripts"]
+    notes = transcript["notes"]
     assert any("fact extraction" in n for n in notes) and any("solution extraction" in n for n in notes)
     assert "extraction" in result.err and stored_count(cli) == 0
+    assert transcript["extraction_failed"] == ["fact", "solution"]
+    assert result.json["summary"]["failed"] == 1 and result.json["summary"]["extractions_failed"] == 2
+    human = cli("memorize", chat)
+    assert human.code == 4 and "extraction failed: fact, solution" in human.out
+    assert "failed: 1" in human.out and "failed: 0" not in human.out
+
+
+def test_one_failed_extraction_keeps_the_other(cli, chat, scripted):
+    scripted(Router(fragments=json.dumps(FACTS[:1]), solutions="no list here"))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 4 and result.json["transcripts"][0]["extraction_failed"] == ["solution"]
+    assert stored_count(cli) == 1
+
+
+def test_empty_extraction_is_not_a_failure(cli, chat, scripted):
+    scripted(Router(fragments="[]", solutions="```json\n[]\n```"))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 0 and result.json["summary"]["failed"] == 0
+    assert result.json["transcripts"][0]["extraction_failed"] == []
 
 
 def test_consolidation_timeout_inserts_candidate(cli, chat, scripted):
@@ -215,3 +236,31 @@ def test_maya_payments_series_replay_keeps_only_current_values(home):
         old_texts = {e.old_text for e in store.history() if e.op == "update"}
         assert set(final["superseded"]) <= old_texts  # visible in history
         assert report.summary()["updated"] == 4
+
+
+def test_memory_quality_bench_replays_a_series_into_one_store(tmp_path, monkeypatch):
+    """bench/memory_quality.py on a two-transcript series: every label extracted, the old value updated by the
+    perfect scripted model, noise gated, and the figures counted from what the store holds."""
+    from bench.memory_quality import run
+
+    old, new = "ledgerline's HTTP API is built with Flask", ("ledgerline's HTTP API is built with FastAPI; the Flask "
+                                                             "app is being retired")
+    first = {"id": "x-01", "series": "x", "messages": [
+        {"role": "user", "content": "Our service ledgerline has an HTTP API built with Flask."},
+        {"role": "tool", "content": "Uvicorn running on http://127.0.0.1:8000"}],
+        "expected_fragments": [old], "must_not_store": ["Uvicorn running on http://127.0.0.1:8000"],
+        "recall_probes": [{"query": "Which web framework does ledgerline's HTTP API use?", "should_recall": old}]}
+    second = {"id": "x-02", "series": "x", "messages": [
+        {"role": "user", "content": "ledgerline's HTTP API is built with FastAPI now; the Flask app is being "
+                                    "retired."}],
+        "expected_fragments": [new], "must_not_store": [old], "updates": [{"old": old, "new": new}],
+        "recall_probes": [{"query": "What is my cat's name?", "should_recall": None}]}
+    for case in (second, first):  # written out of order: replayed in id order
+        (tmp_path / f"{case['id']}.json").write_text(json.dumps(case))
+    misses: list[str] = []
+    figures = run(tmp_path, "fake", misses)
+    assert figures["series"] == 1 and figures["transcripts"] == 2
+    assert (figures["facts"], figures["facts_kept"]) == (1, 1), misses  # the old value is counted under updates
+    assert (figures["noise"], figures["noise_out"]) == (1, 1), misses
+    assert (figures["updates"], figures["updates_ok"], figures["updates_asked"]) == (1, 1, 1), misses
+    assert figures["probes"] == 1 and figures["negatives"] == 1

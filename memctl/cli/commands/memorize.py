@@ -35,7 +35,8 @@ def memorize(
 ) -> None:
     """Extract durable facts and solutions from transcripts, gate them, and consolidate them into the store.
 
-    Needs utility_model. Exit 4 when some --batch transcripts could not be read.
+    Needs utility_model. Exit 4 when a transcript could not be read (--batch) or the model gave no usable
+    extraction for it (the table and --json count it under `failed`).
     """
     from memctl.llm import UtilityModel
     from memctl.memorize import memorize_files, resolve_batch
@@ -86,7 +87,9 @@ def _render_memorize(console: Any, report: Any) -> None:
             text = c.text if not c.result_text else f"{c.text} => {c.result_text}"
             table.add_row(c.area, _fate_label(c.fate, report.dry_run), short(why, 80), ids, short(text, 140))
         console.print(table)
-        if not transcript.candidates:
+        if transcript.extraction_failed:
+            console.print(f"extraction failed: {', '.join(transcript.extraction_failed)} (see the notes)")
+        elif not transcript.candidates:
             console.print("no candidates extracted")
         for note in transcript.notes:
             console.print(f"note: {note}")
