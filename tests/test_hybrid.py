@@ -56,6 +56,7 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
     with memctl.open_store(home) as store:
         store.add(texts + ["Mr. Kowalczyk signs the warehouse lease", "The warehouse lease is signed by facilities"])
         query = f"what went wrong in {number}?"
+        store.config.values["search_calibration"] = False  # the plain (1 + cosine) / 2 score in every mode
         dense = store.search(query, limit=3, threshold=0.0, mode="dense")
         assert target not in [h.text for h in dense[:1]], "the scenario needs dense to miss"
         hybrid = store.search(query, limit=3, threshold=0.7, mode="hybrid")
@@ -64,6 +65,10 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
             query, limit=100, threshold=0.0, mode="dense") if h.text == target), abs=1e-6)
         surname = store.search("who is Kowalczyk", limit=1, threshold=0.7)
         assert surname[0].text.startswith("Mr. Kowalczyk")
+        store.config.values["search_calibration"] = True  # the calibrated score: the rare token still wins
+        assert store.calibration() is not None
+        assert store.search(query, limit=3)[0].text == target
+        assert store.search("who is Kowalczyk", limit=1)[0].text.startswith("Mr. Kowalczyk")
 
 
 def _chat_store(store, extra: list[tuple[str, str, str]]) -> None:
