@@ -170,11 +170,12 @@ def pct(a: int, b: int) -> str:
 SETTINGS = {"current": CURRENT, "new": {}}
 
 
-def evaluate(folder: Path, home: Path, label: str, details: bool) -> list[list[object]]:
+def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too: bool) -> list[list[object]]:
     import memctl
 
     all_series = load_series(folder)
     tallies = {(layout, name): Tally() for layout in ("series", "half") for name in SETTINGS}
+    unrelated = {name: [0, 0] for name in SETTINGS}  # [recall silent, asked]
     by_language = {(lang, name): Tally() for lang in ("en", "zh", "mixed") for name in SETTINGS}
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
     for number, series in enumerate(all_series):
@@ -186,6 +187,11 @@ def evaluate(folder: Path, home: Path, label: str, details: bool) -> list[list[o
                         recalled, loaded = answers(store, probe.query)
                         tallies["series", name].add(probe, recalled, loaded)
                         by_language.setdefault((probe.language, name), Tally()).add(probe, recalled, loaded)
+                    if unrelated_too:  # another domain's questions: nothing here answers them
+                        for other in all_series:
+                            for probe in other.probes if other is not series else []:
+                                unrelated[name][0] += not answers(store, probe.query)[0]
+                                unrelated[name][1] += 1
     with memctl.open_store(home, f"{slug}-half") as store:
         memories: dict[str, str] = {}
         for series in all_series:
@@ -204,6 +210,10 @@ def evaluate(folder: Path, home: Path, label: str, details: bool) -> list[list[o
         if details and name == "new":
             for miss in tally.misses:
                 print(f"[{label}, {layout}] {miss}", file=sys.stderr)
+    for name, (silent, asked) in unrelated.items():
+        if asked:
+            rows.append([label, "series, other series' probes (unrelated)", name, "", "",
+                         f"{silent}/{asked} ({pct(silent, asked)})", ""])
     for (lang, name), tally in by_language.items():
         if tally.positive + tally.negative and lang != "en":
             rows.append([label, f"series, language {lang} only", name, *tally.row()])
@@ -216,14 +226,16 @@ def main() -> None:
     parser.add_argument("--regression", type=Path,
                         default=Path(__file__).resolve().parents[2] / "shared/eval/transcripts",
                         help="the shared transcripts (regression set); '-' to skip")
+    parser.add_argument("--unrelated", action="store_true",
+                        help="also ask each series' store every other series' probes (recall should stay silent)")
     parser.add_argument("--details", action="store_true", help="list the probes the new scoring fails (stderr)")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-probes-"))
     rows: list[list[object]] = []
     for folder in args.corpus:
-        rows += evaluate(folder, home, folder.name or str(folder), args.details)
+        rows += evaluate(folder, home, folder.name or str(folder), args.details, args.unrelated)
     if str(args.regression) != "-" and args.regression.is_dir():
-        rows += evaluate(args.regression, home, "shared transcripts", args.details)
+        rows += evaluate(args.regression, home, "shared transcripts", args.details, args.unrelated)
     import memctl
 
     with memctl.open_store(home, "info") as store:
