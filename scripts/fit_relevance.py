@@ -104,9 +104,9 @@ def pass_rates(groups, calibration: Calibration, threshold: float, limit: int, s
         for query, evidence, labels in group:
             if not pooled and query.startswith(SYNTHETIC) != synthetic and not any(labels):
                 continue
-            scored = sorted(((calibration.score(ev), y) for ev, y in zip(evidence, labels, strict=True)),
-                            key=lambda p: -p[0])
-            kept = [y for s, y in scored if s >= threshold][:limit]
+            # the search's order (the fusion's), the calibrated score deciding what passes
+            ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
+            kept = [y for ev, y in ranked if calibration.score(ev) >= threshold][:limit]
             if any(labels):
                 positives += 1
                 found += any(kept)

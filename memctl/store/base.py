@@ -545,7 +545,8 @@ class StoreBase:
         (config hybrid_fusion "score", see _search_hybrid) or by reciprocal rank ("rrf").
         In every mode `score` is the relevance (memctl/relevance.py): for an embedding model with shipped
         calibration parameters (and search_calibration on) the estimated probability that the memory
-        answers the query, results ordered by it; otherwise (1 + cosine) / 2, in the mode's order. A
+        answers the query, otherwise (1 + cosine) / 2. Results come in the mode's order (the fusion's
+        in hybrid), so a later result can show a higher score than an earlier one. A
         result needs score >= threshold — except a keyword match on a rare identifier in the query (a
         word with a digit, or capitalised mid-sentence — an order number, a port, a surname — found in
         few memories), which dense similarity often misses: it ranks first and is kept whatever its score.
@@ -661,7 +662,7 @@ class StoreBase:
         low = min(relevances.values(), default=0.0)
         fused = {key: rel - low for key, rel in relevances.items()}
         scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused)
-        return self._select(hits, scores, scores, {}, evidence, limit, threshold)
+        return self._select(hits, scores, relevances, {}, evidence, limit, threshold)
 
     def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
                       flt: Filter | None, calibration: Calibration | None, *, use_dense: bool
@@ -689,7 +690,7 @@ class StoreBase:
         if not use_dense:  # keyword mode: the BM25 order is the mode's own score
             fused = dict(keyword)
         calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused)
-        return self._select(hits, calibrated, calibrated, rare_hits, evidence, limit, threshold)
+        return self._select(hits, calibrated, fused, rare_hits, evidence, limit, threshold)
 
     def _search_hybrid(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
                        flt: Filter | None, calibration: Calibration | None = None
@@ -708,9 +709,8 @@ class StoreBase:
         4. + `hybrid_neighbour_boost` x the best base score among its chat neighbours: memories stored
            within `hybrid_neighbour_window` of it with the same session (`hybrid_neighbour_keys`),
            since a short reply ("We called him Max!") is found through the turn it answers.
-        Without a calibration the score shown is the relevance (1 + cosine) / 2 of the query as asked,
-        in the fusion's order; with one, the calibrated relevance of that evidence plus the fusion's
-        score, and the results are ordered by it.
+        The order is the fusion's (calibrated scores ordered chat turns worse: bench/README.md); the score
+        shown is the relevance of the query as asked: calibrated from its evidence, or (1 + cosine) / 2.
         """
         from memctl.store.keyword import name_tokens, query_tokens, without_words
 
@@ -747,7 +747,7 @@ class StoreBase:
         if calibration is None:
             return self._select(hits, shown, final, rare_hits, None, limit, threshold)
         calibrated, evidence = self._calibrated(calibration, query, hits, shown, dict(keyword), final)
-        return self._select(hits, calibrated, calibrated, rare_hits, evidence, limit, threshold)
+        return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
 
     def _add_neighbour_boost(self, hits: dict[int, Hit], final: dict[int, float], base: _BaseScores,
                              only: Collection[int] | None) -> None:
