@@ -37,6 +37,7 @@ MODES: list[tuple[str, str, dict]] = [
     ("hybrid (default)", "hybrid", {}),
 ]
 ABLATIONS: list[tuple[str, str, dict]] = [
+    ("  hybrid without named candidates", "hybrid", {"hybrid_named_candidates": False}),
     ("  hybrid without name drop", "hybrid", {"hybrid_drop_common_names": False}),
     ("  hybrid without BM25 (share 0)", "hybrid", {"hybrid_keyword_share": 0.0}),
     ("  hybrid without common-word drop", "hybrid", {"hybrid_common_word_share": 0.0}),
@@ -169,6 +170,8 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-ablations", action="store_true", help="skip the rows with one hybrid step off")
+    parser.add_argument("--only", default="",
+                        help="comma-separated starts of the mode labels to run, e.g. 'dense,hybrid (default)'")
     parser.add_argument("--sets", default="eval,A,B,C",
                         help="comma-separated: eval (the shared transcripts' probes), A, B, C (long conversations)")
     parser.add_argument("--text-variants", action="store_true",
@@ -177,6 +180,9 @@ def main() -> None:
     from bench.longconv import generate_grounded_set, generate_hard_set, generate_set
 
     modes = MODES + ([] if args.no_ablations else ABLATIONS)
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        modes = [m for m in modes if any(m[0].strip().startswith(w) for w in wanted)]
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-retrieval-"))
     sets = set(args.sets.split(","))
     rows = run_eval(args.eval, home, modes) if args.eval.is_dir() and "eval" in sets else []

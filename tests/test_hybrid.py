@@ -264,3 +264,21 @@ def test_default_threshold_is_the_configured_one(store):
     assert store.search("red zebras") == []
     store.config.values["search_threshold"] = 0.0
     assert len(store.search("red zebras")) == 2
+
+
+def test_named_speaker_turns_join_the_candidates(store):
+    """In a long chat the turn a question is about is one of its speaker's many; the best candidates of the
+    whole store can all be someone else's. hybrid_named_candidates adds the named speaker's best turns."""
+    extra = [(f"We love camping trips in the mountains, round {i}", "Melanie", "1 June 2023") for i in range(30)]
+    _chat_store(store, extra + [("I slept in a tent in the desert last spring", "Caroline", "2 June 2023")])
+    query = "Where did Caroline go camping?"
+    vector = store.embed([query])[0]
+    (target,) = [int(k) for k in store._candidates(None, store.compile("speaker == 'Caroline'"))]
+    dense = store._dense_pairs(vector, 5, None)
+    assert target not in dict(dense)
+    merged = store._with_named(dense, vector, 5, query, {"caroline"}, None, None)
+    assert target in dict(merged) and set(dict(dense)) < set(dict(merged))
+    assert [ip for _, ip in merged] == sorted((ip for _, ip in merged), reverse=True)
+    melanie = store._candidates(None, store.compile("speaker == 'Melanie'"))
+    assert store._with_named(dense, vector, 5, query, {"caroline"}, None, melanie) == dense  # filters still apply
+    assert store._with_named(dense, vector, 5, "where did she go camping?", {"caroline"}, None, None) == dense

@@ -722,10 +722,14 @@ class StoreBase:
         common_df = int(total * COMMON_TOKEN_SHARE)
         depth = max(limit * 3, int(config["hybrid_candidates"]))
         ranking = vector
+        names: set[str] = set()
         if config["hybrid_drop_common_names"] and common_df >= COMMON_NAME_MIN_DF:
-            stripped = without_words(query, self._common_tokens(name_tokens(query), common_df))
+            names = self._common_tokens(name_tokens(query), common_df)
+            stripped = without_words(query, names)
             ranking = vector if stripped == query else self._embed_query(stripped)
         dense = self._dense_pairs(ranking, depth, only)
+        if names and config["hybrid_named_candidates"]:
+            dense = self._with_named(dense, ranking, depth, query, names, area, only)
         text_share = float(config["hybrid_common_word_share"])
         common_text_df = max(int(total * text_share), COMMON_WORD_MIN_DF) if text_share > 0 else 0
         keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
@@ -748,6 +752,37 @@ class StoreBase:
             return self._select(hits, shown, final, rare_hits, None, limit, threshold)
         calibrated, evidence = self._calibrated(calibration, query, hits, shown, dict(keyword), final)
         return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
+
+    def _with_named(self, dense: list[tuple[int, float]], ranking: np.ndarray, depth: int, query: str,
+                    names: set[str], area: str | None, only: Collection[int] | None) -> list[tuple[int, float]]:
+        """`dense` plus the vector side's best `depth` among the memories whose keyword metadata is one of the
+        (common) names the query mentions: in a long chat the turn a question is about is one of that
+        speaker's hundreds, and the best 50 of the whole store often miss it."""
+        import re
+
+        words = {w for w in re.findall(r"\w+", query) if w.lower() in names}
+        keys = [k for k in self.config["keyword_metadata_keys"] if re.fullmatch(r"[A-Za-z_]\w*", str(k))]
+        if not words or not keys:
+            return dense
+        expression = " or ".join(f"{key} == {word!r}" for key in keys for word in sorted(words))
+        try:
+            named = self._candidates(area, self.compile(expression))
+        except UsageError:  # too long a filter: the plain candidates
+            return dense
+        if named is None or len(named) == 0:
+            return dense
+        if only is not None:  # the area and the caller's filter still apply
+            allowed = {int(k) for k in only}
+            named = [int(k) for k in named if int(k) in allowed]
+        if len(named) == 0:
+            return dense
+        import numpy as np
+
+        extra = self._dense_pairs(ranking, depth, np.asarray(named, dtype=np.int64))
+        merged = dict(dense)
+        for key, ip in extra:
+            merged.setdefault(key, ip)
+        return sorted(merged.items(), key=lambda pair: -pair[1])
 
     def _add_neighbour_boost(self, hits: dict[int, Hit], final: dict[int, float], base: _BaseScores,
                              only: Collection[int] | None) -> None:
