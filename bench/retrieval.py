@@ -37,6 +37,8 @@ MODES: list[tuple[str, str, dict]] = [
     ("hybrid (default)", "hybrid", {}),
 ]
 ABLATIONS: list[tuple[str, str, dict]] = [
+    ("  hybrid, previous defaults (before)", "hybrid", {"hybrid_metadata_boost": 0.2, "hybrid_neighbour_boost": 0.2,
+                                                         "hybrid_named_candidates": False}),
     ("  hybrid without named candidates", "hybrid", {"hybrid_named_candidates": False}),
     ("  hybrid without name drop", "hybrid", {"hybrid_drop_common_names": False}),
     ("  hybrid without BM25 (share 0)", "hybrid", {"hybrid_keyword_share": 0.0}),
