@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -535,3 +536,102 @@ def generate_grounded(sessions: int = 20, seed: int = 7, events_per_speaker: int
 def generate_grounded_set(conversations: int = 10, sessions: int = 20, seed: int = 7
                           ) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
     return [generate_grounded(sessions, seed * 1000 + i) for i in range(conversations)]
+
+
+# --- A third, harder style (set C): what public long-conversation benchmarks measure, at their size ---------
+# The grounded set above overestimates: ~250 turns, two speakers, every event kind happens once per
+# speaker. Here a conversation has ~750 turns over 32 sessions; each main speaker lives through some
+# kinds twice (two trips, two concerts: the question's details pick one); friends from outside join
+# some sessions and tell their own events of the same kinds; topics come back in later sessions; and a
+# third of the questions paraphrase (no slot word of the answer turn).
+GUESTS = ["Aisha", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Hana", "Igor", "Julia", "Kofi", "Lena", "Marco"]
+PARAPHRASE = {
+    "group": "What kind of meeting for people in a similar situation did {speaker} attend?",
+    "subject": "What did {speaker}'s recent artwork show?",
+    "park": "Which outdoor spot did {speaker}'s family sleep in tents at?",
+    "race": "What sort of run did {speaker} take part in for a good cause?",
+    "breed": "What animal joined {speaker}'s household?",
+    "role": "What position was {speaker} offered?",
+    "hobby": "What course did {speaker} enrol in at the local center?",
+    "place": "Which destination did {speaker} return from?",
+    "band": "Which musicians did {speaker} watch perform?",
+    "book": "Which novel could {speaker} not stop reading?",
+    "org": "Where does {speaker} give time for free?",
+    "plant": "What is growing in {speaker}'s garden?",
+    "bodypart": "Which part of {speaker}'s body got injured?",
+    "field": "Which profession is {speaker} thinking of switching to?",
+    "relative": "Which family member of {speaker} tied the knot?",
+    "instrument": "What is {speaker} practicing musically?",
+    "city": "Where is {speaker}'s household relocating?",
+    "dish": "What treat did {speaker} make for an event?",
+}
+
+
+def generate_hard(sessions: int = 32, seed: int = 7, kinds_per_speaker: int = 12, repeats: int = 4
+                  ) -> tuple[list[Turn], list[tuple[str, int]]]:
+    """One long conversation (set C): two main speakers, guests in some sessions, repeated event kinds."""
+    rng = random.Random(seed)
+    speakers = NAMES[seed % len(NAMES)]
+    guests = rng.sample(GUESTS, 4)
+    turns: list[Turn] = []
+    questions: list[tuple[str, int]] = []
+    happened: list[tuple[dict, str, dict[str, str]]] = []
+    events: list[tuple[dict, str]] = []
+    for s in speakers:
+        chosen = rng.sample(KINDS, kinds_per_speaker)
+        events += [(kind, s) for kind in chosen + rng.sample(chosen, repeats)]
+    events += [(kind, g) for g in guests for kind in rng.sample(KINDS, 3)]
+    rng.shuffle(events)
+    per_session = [events[i::sessions] for i in range(sessions)]
+    day = date(2023, 1, 8) + timedelta(days=rng.randint(0, 300))
+    for session, todays in enumerate(per_session):
+        day += timedelta(days=rng.randint(4, 15))
+        present = list(speakers) + [who for _, who in todays if who not in speakers]
+
+        def say(speaker: str, template: str, values: dict[str, str] | None = None, tail: bool = False,
+                session: int = session, day: date = day, present: list[str] = present) -> int:
+            friend = rng.choice([p for p in present if p != speaker])
+            if rng.random() > NAME_SHARE:
+                template = re.sub(r", \{(friend|speaker)\}", "", template)
+            if tail and rng.random() < 0.6:
+                template += " " + rng.choice(TAILS)
+            text = template.format(**{"speaker": speaker, **(values or {}), "friend": friend})
+            turns.append(Turn(speaker, text[0].upper() + text[1:], session, day))
+            return len(turns) - 1
+
+        def chat(count: int, present: list[str] = present) -> None:
+            for _ in range(count):
+                if happened and rng.random() < 0.45:  # a call-back, by its owner or someone else
+                    kind, who, values = rng.choice(happened)
+                    say(who if rng.random() < 0.7 else rng.choice(present), rng.choice(kind["callback"]),
+                        {**values, "speaker": who}, tail=True)
+                else:
+                    say(rng.choice(present), " ".join(rng.sample(TALK[1:], rng.randint(1, 2))))
+
+        say(present[session % len(present)], rng.choice(TALK[:1]))
+        for kind, speaker in todays:
+            chat(rng.randint(3, 8))
+            values = {k: rng.choice(v) for k, v in kind["slots"].items()}
+            values["rel"] = rng.choice(RELATIVE)
+            values["Rel"] = values["rel"][0].upper() + values["rel"][1:]
+            values["speaker"] = speaker
+            asker = rng.choice([p for p in present if p != speaker])
+            at = {"say": say(speaker, rng.choice(kind["say"]), values, tail=True)}
+            say(asker, rng.choice(kind["ask"]), values)
+            at["detail"] = say(speaker, rng.choice(kind["detail"]), values, tail=True)
+            say(rng.choice([p for p in present if p != speaker]), rng.choice(TALK[1:]))
+            happened.append((kind, speaker, values))
+            for question, target in kind["questions"]:
+                questions.append((question.format(**values), at[target]))
+            slot = next(iter(kind["slots"]))
+            questions.append((PARAPHRASE[slot].format(**values), at["say"]))
+        chat(rng.randint(3, 8))
+    # A question asked of two events (the same kind twice, "What book was Jon reading?") has two answers:
+    # leave it out; the ones naming a detail of one event stay.
+    asked = Counter(question for question, _ in questions)
+    return turns, [(question, turn) for question, turn in questions if asked[question] == 1]
+
+
+def generate_hard_set(conversations: int = 10, sessions: int = 32, seed: int = 7
+                      ) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
+    return [generate_hard(sessions, seed * 1000 + i) for i in range(conversations)]

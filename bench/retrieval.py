@@ -37,6 +37,9 @@ MODES: list[tuple[str, str, dict]] = [
     ("hybrid (default)", "hybrid", {}),
 ]
 ABLATIONS: list[tuple[str, str, dict]] = [
+    ("  hybrid, previous defaults (before)", "hybrid", {"hybrid_metadata_boost": 0.2, "hybrid_neighbour_boost": 0.2,
+                                                         "hybrid_named_candidates": False}),
+    ("  hybrid without named candidates", "hybrid", {"hybrid_named_candidates": False}),
     ("  hybrid without name drop", "hybrid", {"hybrid_drop_common_names": False}),
     ("  hybrid without BM25 (share 0)", "hybrid", {"hybrid_keyword_share": 0.0}),
     ("  hybrid without common-word drop", "hybrid", {"hybrid_common_word_share": 0.0}),
@@ -169,14 +172,22 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-ablations", action="store_true", help="skip the rows with one hybrid step off")
+    parser.add_argument("--only", default="",
+                        help="comma-separated starts of the mode labels to run, e.g. 'dense,hybrid (default)'")
+    parser.add_argument("--sets", default="eval,A,B,C",
+                        help="comma-separated: eval (the shared transcripts' probes), A, B, C (long conversations)")
     parser.add_argument("--text-variants", action="store_true",
                         help="also store the turns with speaker/date written into the text, and previous + turn")
     args = parser.parse_args()
-    from bench.longconv import generate_grounded_set, generate_set
+    from bench.longconv import generate_grounded_set, generate_hard_set, generate_set
 
     modes = MODES + ([] if args.no_ablations else ABLATIONS)
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        modes = [m for m in modes if any(m[0].strip().startswith(w) for w in wanted)]
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-retrieval-"))
-    rows = run_eval(args.eval, home, modes) if args.eval.is_dir() else []
+    sets = set(args.sets.split(","))
+    rows = run_eval(args.eval, home, modes) if args.eval.is_dir() and "eval" in sets else []
     variants = {"speaker/date as keyword metadata": {"speaker": False, "date": False, "metadata": True}}
     if args.text_variants:
         variants.update({
@@ -184,10 +195,15 @@ def main() -> None:
             "speaker/date in text": {"speaker": True, "date": True},
             "previous + turn, metadata": {"speaker": False, "date": False, "context": True, "metadata": True},
         })
-    rows += run_long(home, generate_grounded_set(args.conversations, seed=args.seed), "long conv. A (names the event)",
-                     variants, modes)
-    rows += run_long(home, generate_set(args.conversations, seed=args.seed), "long conv. B (paraphrased)",
-                     variants, modes)
+    if "A" in sets:
+        rows += run_long(home, generate_grounded_set(args.conversations, seed=args.seed),
+                         "long conv. A (names the event)", variants, modes)
+    if "B" in sets:
+        rows += run_long(home, generate_set(args.conversations, seed=args.seed), "long conv. B (paraphrased)",
+                         variants, modes)
+    if "C" in sets:
+        rows += run_long(home, generate_hard_set(args.conversations, seed=args.seed),
+                         "long conv. C (harder)", variants, modes)
     print(table("Retrieval: Recall@k, all-MiniLM-L6-v2, no LLM",
                 ["set", "mode", "R@1", "R@5", "R@10", "negatives above 0.7"], rows))
 

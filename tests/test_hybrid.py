@@ -56,6 +56,7 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
     with memctl.open_store(home) as store:
         store.add(texts + ["Mr. Kowalczyk signs the warehouse lease", "The warehouse lease is signed by facilities"])
         query = f"what went wrong in {number}?"
+        store.config.values["search_calibration"] = False  # the plain (1 + cosine) / 2 score in every mode
         dense = store.search(query, limit=3, threshold=0.0, mode="dense")
         assert target not in [h.text for h in dense[:1]], "the scenario needs dense to miss"
         hybrid = store.search(query, limit=3, threshold=0.7, mode="hybrid")
@@ -64,6 +65,10 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
             query, limit=100, threshold=0.0, mode="dense") if h.text == target), abs=1e-6)
         surname = store.search("who is Kowalczyk", limit=1, threshold=0.7)
         assert surname[0].text.startswith("Mr. Kowalczyk")
+        store.config.values["search_calibration"] = True  # the calibrated score: the rare token still wins
+        assert store.calibration() is not None
+        assert store.search(query, limit=3)[0].text == target
+        assert store.search("who is Kowalczyk", limit=1)[0].text.startswith("Mr. Kowalczyk")
 
 
 def _chat_store(store, extra: list[tuple[str, str, str]]) -> None:
@@ -167,3 +172,113 @@ def test_words_common_in_texts_leave_the_keyword_query(home: Path):
         store.config.values["hybrid_common_word_share"] = 0.0
         off = store.search("Which API should the new endpoint use?", limit=2, threshold=0.0)
         assert off[1].text.endswith("uses a queue")
+
+
+# -- the calibrated relevance (memctl/relevance.py) ------------------------------------------------
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+EVIDENCE = {"cosine": 0.3, "cosine_gap": -0.05, "cosine_lift": 0.1, "overlap": 0.25, "keyword": 0.0, "metadata": 0.0,
+            "fused": 0.8, "answer_type": 0.0, "known_words": 0.5}
+STEPS = {"cosine": 0.2, "cosine_gap": 0.05, "cosine_lift": 0.1, "overlap": 0.25, "keyword": 0.5, "metadata": 1.0,
+         "fused": 0.2, "answer_type": 1.0, "known_words": 0.25}
+
+
+def _calibration(**weights: float):
+    from memctl.relevance import FEATURES, Calibration
+
+    return Calibration("fake", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES),
+                       tuple(weights.get(name, 0.0) for name in FEATURES), -1.0, 0.7)
+
+
+def test_shipped_calibration_is_monotone_in_every_kind_of_evidence():
+    from memctl.relevance import FEATURES, shipped
+
+    calibration = shipped(MINILM)
+    assert calibration is not None and set(STEPS) == set(FEATURES) == set(EVIDENCE)
+    base = calibration.score(EVIDENCE)
+    assert 0.0 < base < 1.0
+    for name in FEATURES:
+        more = calibration.score({**EVIDENCE, name: EVIDENCE[name] + STEPS[name]})
+        assert more >= base, f"more {name} lowered the score"
+    assert calibration.score({**EVIDENCE, "cosine": 0.6}) > base  # similarity always counts
+    assert calibration.default_threshold == 0.7
+
+
+def test_a_calibration_with_a_negative_weight_or_other_features_is_refused():
+    from memctl.errors import ConfigError
+    from memctl.relevance import Calibration
+
+    good = _calibration(cosine=1.0).to_dict()
+    assert Calibration.from_dict(good).weights == _calibration(cosine=1.0).weights
+    with pytest.raises(ConfigError, match="weights >= 0"):
+        Calibration.from_dict({**good, "weights": [-1.0] + good["weights"][1:]})
+    with pytest.raises(ConfigError, match="features"):
+        Calibration.from_dict({**good, "features": good["features"][:-1]})
+
+
+def test_uncalibrated_model_keeps_the_plain_formula(store):
+    from memctl.store.records import relevance
+
+    assert store.calibration() is None  # no parameters ship for the fake embedder
+    store.add(["apples are red", "zebras are striped", "the sky is blue"])
+    vector = store.embed(["red apples"])[0]
+    plain = {h.id: h.score for h in store.search_vector(vector, limit=3)}
+    for mode in ("dense", "hybrid"):
+        for hit in store.search("red apples", threshold=0.0, mode=mode):
+            assert hit.score == pytest.approx(plain[hit.id], abs=1e-6)
+    assert all(0.0 <= relevance(ip) <= 1.0 for ip in (-2.0, -1.0, 0.0, 1.0, 2.0))
+    assert [ev for _, ev in store.search_evidence("red apples", threshold=0.0)] == [None] * 3
+
+
+def test_calibrated_threshold_semantics(store, monkeypatch: pytest.MonkeyPatch):
+    """With a calibration: results keep the mode's order, each at or above the threshold, and a higher threshold
+    returns those of a lower one's results that reach it; search_calibration false gives the plain formula."""
+    import memctl.relevance
+
+    monkeypatch.setattr(memctl.relevance, "shipped", lambda model: _calibration(cosine=4.0, overlap=2.0))
+    store.add(["apples are red and sweet", "red cars are fast", "zebras are striped", "the sky is blue today"])
+    assert store.calibration() is not None
+    for mode in ("hybrid", "dense", "keyword"):
+        everything = store.search("red apples", threshold=0.0, mode=mode)
+        assert all(0.0 <= h.score <= 1.0 for h in everything)
+        assert everything[0].text == "apples are red and sweet"
+        assert everything[0].score == max(h.score for h in everything)
+        for threshold in (0.2, 0.5, 0.8):
+            kept = store.search("red apples", threshold=threshold, mode=mode)
+            assert [h.id for h in kept] == [h.id for h in everything if h.score >= threshold]
+    pairs = store.search_evidence("red apples", threshold=0.0)
+    assert pairs[0][1] is not None and pairs[0][1]["overlap"] == 1.0 and pairs[-1][1]["overlap"] < 1.0
+    store.config.values["search_calibration"] = False
+    assert store.calibration() is None
+    vector = store.embed(["red apples"])[0]
+    plain = {h.id: h.score for h in store.search_vector(vector, limit=4)}
+    assert {h.id: h.score for h in store.search("red apples", threshold=0.0, mode="dense")} == pytest.approx(plain)
+    # memory-vs-memory similarity never changes meaning: search_vector stays (1 + cosine) / 2
+    store.config.values["search_calibration"] = True
+    assert {h.id: h.score for h in store.search_vector(vector, limit=4)} == pytest.approx(plain)
+
+
+def test_default_threshold_is_the_configured_one(store):
+    store.add(["apples are red", "zebras are striped"])
+    store.config.values["search_threshold"] = 0.99
+    assert store.search("apples are red")[0].text == "apples are red"  # identical text: (1 + 1) / 2
+    assert store.search("red zebras") == []
+    store.config.values["search_threshold"] = 0.0
+    assert len(store.search("red zebras")) == 2
+
+
+def test_named_speaker_turns_join_the_candidates(store):
+    """In a long chat the turn a question is about is one of its speaker's many; the best candidates of the
+    whole store can all be someone else's. hybrid_named_candidates adds the named speaker's best turns."""
+    extra = [(f"We love camping trips in the mountains, round {i}", "Melanie", "1 June 2023") for i in range(30)]
+    _chat_store(store, extra + [("I slept in a tent in the desert last spring", "Caroline", "2 June 2023")])
+    query = "Where did Caroline go camping?"
+    vector = store.embed([query])[0]
+    (target,) = [int(k) for k in store._candidates(None, store.compile("speaker == 'Caroline'"))]
+    dense = store._dense_pairs(vector, 5, None)
+    assert target not in dict(dense)
+    merged = store._with_named(dense, vector, 5, query, {"caroline"}, None, None)
+    assert target in dict(merged) and set(dict(dense)) < set(dict(merged))
+    assert [ip for _, ip in merged] == sorted((ip for _, ip in merged), reverse=True)
+    melanie = store._candidates(None, store.compile("speaker == 'Melanie'"))
+    assert store._with_named(dense, vector, 5, query, {"caroline"}, None, melanie) == dense  # filters still apply
+    assert store._with_named(dense, vector, 5, "where did she go camping?", {"caroline"}, None, None) == dense

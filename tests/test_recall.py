@@ -171,3 +171,29 @@ def test_history_file_formats(cli, filled, tmp_path: Path):
     bad.write_text("just some notes without speakers")
     result = cli("recall", "dark mode editor", "--history", bad, "--json")
     assert result.code == 2 and "bad.txt" in result.json["error"]["message"]
+
+
+@pytest.mark.integration
+def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, monkeypatch: pytest.MonkeyPatch):
+    """The real packaged model and the shipped calibration, default threshold: a question that shares no
+    word with the stored fact gets it; questions nothing stored answers (English, Chinese) get nothing."""
+    import memctl
+
+    monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")
+    with memctl.open_store(home) as store:
+        store.add(["User's home server runs Proxmox on an Intel NUC with 32 GB of RAM",
+                   "User prefers pytest over unittest for every Python project",
+                   "The team deploys to production every Thursday at 15:00",
+                   "User's partner is allergic to cats"], area="fragments")
+        assert store.calibration() is not None and store.config["search_threshold"] == 0.7
+        found = recall(store, "when do we ship releases?")
+        assert [h.text for h in found.memories] == ["The team deploys to production every Thursday at 15:00"]
+        assert found.memories[0].score >= 0.7
+        hypervisor = recall(store, "which hypervisor is on my server?")  # plain (1 + cos) / 2: 0.64, missed
+        assert [h.text for h in hypervisor.memories] == [
+            "User's home server runs Proxmox on an Intel NUC with 32 GB of RAM"]
+        for unrelated in ("What's the capital of Peru?", "今天天气怎么样？", "Recommend a good pizza place"):
+            assert recall(store, unrelated).empty, unrelated
+            assert store.search(unrelated) == []
+        store.config.values["search_calibration"] = False  # the plain formula misses that paraphrase
+        assert recall(store, "which hypervisor is on my server?").empty

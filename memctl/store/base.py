@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from memctl.config import Config
+    from memctl.relevance import Calibration
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 SEARCH_MODES = ("hybrid", "dense", "keyword")
@@ -557,41 +558,137 @@ class StoreBase:
         ]
         return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
 
-    def search(self, query: str, limit: int = 10, threshold: float = 0.7, area: str | None = None,
+    def search(self, query: str, limit: int = 10, threshold: float | None = None, area: str | None = None,
                filter: str | Filter | None = None, mode: str = "hybrid") -> list[Hit]:
-        """Best matches at or above threshold.
+        """Best matches at or above threshold (None: config search_threshold).
 
-        mode "dense": vector similarity, ordered by relevance. "keyword": keyword-index order (BM25
-        embedded, ts_rank_cd on PostgreSQL). "hybrid" (default): both lists fused — by normalised
-        score plus soft chat signals (config hybrid_fusion "score", see _search_hybrid) or by
-        reciprocal rank ("rrf").
-        In every mode `score` is the relevance (1 + cosine) / 2 and a result needs score >= threshold
-        — except a keyword match on a rare identifier in the query (a word with a digit, or
-        capitalised mid-sentence — an order number, a port, a surname — found in few memories),
-        which dense similarity often misses: it ranks first and is kept whatever its score.
+        mode "dense": vector similarity. "keyword": keyword-index order (BM25 embedded, ts_rank_cd on
+        PostgreSQL). "hybrid" (default): both lists fused — by normalised score plus soft chat signals
+        (config hybrid_fusion "score", see _search_hybrid) or by reciprocal rank ("rrf").
+        In every mode `score` is the relevance (memctl/relevance.py): for an embedding model with shipped
+        calibration parameters (and search_calibration on) the estimated probability that the memory
+        answers the query, otherwise (1 + cosine) / 2. Results come in the mode's order (the fusion's
+        in hybrid), so a later result can show a higher score than an earlier one. A
+        result needs score >= threshold — except a keyword match on a rare identifier in the query (a
+        word with a digit, or capitalised mid-sentence — an order number, a port, a surname — found in
+        few memories), which dense similarity often misses: it ranks first and is kept whatever its score.
         """
+        return [hit for hit, _ in self.search_evidence(query, limit, threshold, area, filter, mode)]
+
+    def search_evidence(self, query: str, limit: int = 10, threshold: float | None = None, area: str | None = None,
+                        filter: str | Filter | None = None, mode: str = "hybrid"
+                        ) -> list[tuple[Hit, dict[str, float] | None]]:
+        """`search`, each hit with the evidence its score was computed from (memctl.relevance.FEATURES;
+        None when the plain formula scored it). scripts/fit_relevance.py fits the calibration on it."""
         if mode not in SEARCH_MODES:
             raise UsageError(f"search mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
         flt = self.compile(filter)
         if area is not None:
             check_area(area)
         query = self._check_text(query)
+        threshold = float(self.config["search_threshold"]) if threshold is None else float(threshold)
         if self._is_empty():
             return []
         fusion = self.config["hybrid_fusion"]
         if fusion not in FUSIONS:
             raise UsageError(f"hybrid_fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
         vector = self._embed_query(query)
+        calibration = self.calibration()
         if mode == "dense":
-            return self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+            if calibration is None:
+                return [(h, None) for h in self.search_vector(vector, limit=limit, threshold=threshold, area=area,
+                                                              filter=flt)]
+            return self._search_dense(query, vector, limit, threshold, area, flt, calibration)
         if mode == "hybrid" and fusion == "score":
-            return self._search_hybrid(query, vector, limit, threshold, area, flt)
-        return self._search_fused(query, vector, limit, threshold, area, flt, use_dense=mode == "hybrid")
+            return self._search_hybrid(query, vector, limit, threshold, area, flt, calibration)
+        return self._search_fused(query, vector, limit, threshold, area, flt, calibration, use_dense=mode == "hybrid")
 
-    def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
-                      flt: Filter | None, *, use_dense: bool) -> list[Hit]:
+    def calibration(self) -> Calibration | None:
+        """The relevance calibration of this store's embedding model (None: plain (1 + cosine) / 2)."""
+        from memctl.relevance import shipped
+
+        if not self.config["search_calibration"]:
+            return None
+        return shipped(self.embedder.info.model)
+
+    def _evidence(self, query: str, hits: Mapping[int, Hit], cosines: Mapping[int, float],
+                  keyword: Mapping[int, float], fused: Mapping[int, float]) -> dict[int, dict[str, float]]:
+        """The evidence (memctl.relevance.FEATURES) of each candidate; `cosines` of the query as asked."""
+        from memctl.relevance import answer_type, asks, content_units, overlap
+        from memctl.store.keyword import query_tokens
+
+        units = content_units(query)
+        kinds = asks(query)
+        tokens = query_tokens(query)
+        known = len(self._rare_tokens(tokens, max(len(self), 1))) / len(tokens) if tokens else 0.0
+        words = set(query_tokens(query))
+        ranked = sorted(cosines.values(), reverse=True)
+        best = ranked[0] if ranked else 0.0
+        mean_top = sum(ranked[:10]) / len(ranked[:10]) if ranked else 0.0
+        best_keyword = max(keyword.values(), default=0.0)
+        best_fused = max(fused.values(), default=0.0)
+        evidence = {}
+        for key, hit in hits.items():
+            cos = cosines.get(key, -1.0)
+            evidence[key] = {
+                "cosine": cos, "cosine_gap": cos - best, "cosine_lift": cos - mean_top,
+                "overlap": overlap(units, hit.text),
+                "keyword": keyword.get(key, 0.0) / best_keyword if best_keyword > 0 else 0.0,
+                "metadata": 1.0 if words and words & _words_of(self._keywords(hit.metadata)) else 0.0,
+                "fused": max(fused.get(key, 0.0), 0.0) / best_fused if best_fused > 0 else 0.0,
+                "answer_type": answer_type(kinds, hit.text),
+                "known_words": known,
+            }
+        return evidence
+
+    @staticmethod
+    def _select(hits: Mapping[int, Hit], scores: Mapping[int, float], rank: Mapping[int, float],
+                rare_hits: Mapping[int, int], evidence: Mapping[int, dict[str, float]] | None, limit: int,
+                threshold: float) -> list[tuple[Hit, dict[str, float] | None]]:
+        """Hits in order (rare-token hits first, then `rank`), score set, those below threshold left out
+        unless they hold a rare query token."""
+        order = sorted(hits, key=lambda key: (-rare_hits.get(key, 0), -rank[key], -scores.get(key, 0.0)))
+        results = []
+        for key in order:
+            score = scores.get(key, 0.0)
+            if score >= threshold or rare_hits.get(key, 0):
+                hits[key].score = round(score, 6)
+                results.append((hits[key], None if evidence is None else evidence[key]))
+        return results[:limit]
+
+    def _rare_hits(self, query: str, hits: Mapping[int, Hit], from_keyword: set[int]) -> dict[int, int]:
         from memctl.store.keyword import count_tokens, identifier_tokens
 
+        rare = self._rare_tokens(identifier_tokens(query), max(3, int(len(self) * RARE_TOKEN_SHARE)))
+        return {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits.items()}
+
+    def _calibrated(self, calibration: Calibration, query: str, hits: Mapping[int, Hit],
+                    relevances: Mapping[int, float], keyword: Mapping[int, float], fused: Mapping[int, float]
+                    ) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
+        cosines = {key: 2.0 * rel - 1.0 for key, rel in relevances.items()}
+        evidence = self._evidence(query, hits, cosines, keyword, fused)
+        return {key: calibration.score(ev) for key, ev in evidence.items()}, evidence
+
+    def _search_dense(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
+                      flt: Filter | None, calibration: Calibration) -> list[tuple[Hit, dict[str, float] | None]]:
+        """Dense candidates scored by the calibration (the keyword side only adds evidence)."""
+        only = self._candidates(area, flt)
+        if only is not None and len(only) == 0:
+            return []
+        depth = max(limit * 3, int(self.config["hybrid_candidates"]))
+        dense = self._dense_pairs(vector, depth, only)
+        keyword = dict(self._keyword_pairs(query, depth, area if flt is None else None,
+                                           only if flt is not None else None, int(len(self) * COMMON_TOKEN_SHARE)))
+        hits = dict(self._seq_hits([(key, 0.0) for key, _ in dense]))
+        relevances = {key: relevance(ip) for key, ip in dense if key in hits}
+        low = min(relevances.values(), default=0.0)
+        fused = {key: rel - low for key, rel in relevances.items()}
+        scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused)
+        return self._select(hits, scores, relevances, {}, evidence, limit, threshold)
+
+    def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
+                      flt: Filter | None, calibration: Calibration | None, *, use_dense: bool
+                      ) -> list[tuple[Hit, dict[str, float] | None]]:
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
             return []
@@ -606,17 +703,20 @@ class StoreBase:
         scores.update(self._relevance_of([key for key, _ in keyword if key not in scores], vector))
         fused = rrf_fuse([(float(self.config["hybrid_dense_weight"]), dense),
                           (float(self.config["hybrid_keyword_weight"]), keyword)], float(self.config["hybrid_rrf_k"]))
-        rare = self._rare_tokens(identifier_tokens(query), max(3, int(total * RARE_TOKEN_SHARE)))
-        from_keyword = {key for key, _ in keyword}
-        hits = self._seq_hits([(key, scores.get(key, 0.0)) for key in fused])
+        hits = dict(self._seq_hits([(key, 0.0) for key in fused]))
         # A memory holding a rare query token (an order number, a surname) is what the user asked for:
         # it ranks first and passes the threshold whatever its vector similarity.
-        rare_hits = {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits}
-        hits.sort(key=lambda pair: (-rare_hits[pair[0]], -fused[pair[0]], -pair[1].score))
-        return [h for key, h in hits if h.score >= threshold or rare_hits[key]][:limit]
+        rare_hits = self._rare_hits(query, hits, {key for key, _ in keyword})
+        if calibration is None:
+            return self._select(hits, scores, fused, rare_hits, None, limit, threshold)
+        if not use_dense:  # keyword mode: the BM25 order is the mode's own score
+            fused = dict(keyword)
+        calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused)
+        return self._select(hits, calibrated, fused, rare_hits, evidence, limit, threshold)
 
     def _search_hybrid(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
-                       flt: Filter | None) -> list[Hit]:
+                       flt: Filter | None, calibration: Calibration | None = None
+                       ) -> list[tuple[Hit, dict[str, float] | None]]:
         """Score fusion, measured in bench/retrieval.py (each step kept only because it moved Recall@k):
 
         1. The vector side ranks with the query minus the names found in over 10 % of the store (a
@@ -631,9 +731,10 @@ class StoreBase:
         4. + `hybrid_neighbour_boost` x the best base score among its chat neighbours: memories stored
            within `hybrid_neighbour_window` of it with the same session (`hybrid_neighbour_keys`),
            since a short reply ("We called him Max!") is found through the turn it answers.
-        The score shown stays the relevance of the query as asked, and the threshold applies to it.
+        The order is the fusion's (calibrated scores ordered chat turns worse: bench/README.md); the score
+        shown is the relevance of the query as asked: calibrated from its evidence, or (1 + cosine) / 2.
         """
-        from memctl.store.keyword import count_tokens, identifier_tokens, name_tokens, query_tokens, without_words
+        from memctl.store.keyword import name_tokens, query_tokens, without_words
 
         config = self.config
         only = self._candidates(area, flt)
@@ -643,10 +744,14 @@ class StoreBase:
         common_df = int(total * COMMON_TOKEN_SHARE)
         depth = max(limit * 3, int(config["hybrid_candidates"]))
         ranking = vector
+        names: set[str] = set()
         if config["hybrid_drop_common_names"] and common_df >= COMMON_NAME_MIN_DF:
-            stripped = without_words(query, self._common_tokens(name_tokens(query), common_df))
+            names = self._common_tokens(name_tokens(query), common_df)
+            stripped = without_words(query, names)
             ranking = vector if stripped == query else self._embed_query(stripped)
         dense = self._dense_pairs(ranking, depth, only)
+        if names and config["hybrid_named_candidates"]:
+            dense = self._with_named(dense, ranking, depth, query, names, area, only)
         text_share = float(config["hybrid_common_word_share"])
         common_text_df = max(int(total * text_share), COMMON_WORD_MIN_DF) if text_share > 0 else 0
         keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
@@ -664,17 +769,42 @@ class StoreBase:
         self._add_neighbour_boost(hits, final, base, only)
         shown = {key: base.dense_relevance[key] for key in hits} if ranking is vector else \
             self._relevance_of(list(hits), vector)
-        rare = self._rare_tokens(identifier_tokens(query), max(3, int(total * RARE_TOKEN_SHARE)))
-        from_keyword = {key for key, _ in keyword}
-        rare_hits = {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits.items()}
-        order = sorted(hits, key=lambda key: (-rare_hits[key], -final[key], -shown.get(key, 0.0)))
-        results = []
-        for key in order:
-            score = shown.get(key, 0.0)
-            if score >= threshold or rare_hits[key]:
-                hits[key].score = round(score, 6)
-                results.append(hits[key])
-        return results[:limit]
+        rare_hits = self._rare_hits(query, hits, {key for key, _ in keyword})
+        if calibration is None:
+            return self._select(hits, shown, final, rare_hits, None, limit, threshold)
+        calibrated, evidence = self._calibrated(calibration, query, hits, shown, dict(keyword), final)
+        return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
+
+    def _with_named(self, dense: list[tuple[int, float]], ranking: np.ndarray, depth: int, query: str,
+                    names: set[str], area: str | None, only: Collection[int] | None) -> list[tuple[int, float]]:
+        """`dense` plus the vector side's best `depth` among the memories whose keyword metadata is one of the
+        (common) names the query mentions: in a long chat the turn a question is about is one of that
+        speaker's hundreds, and the best 50 of the whole store often miss it."""
+        import re
+
+        words = {w for w in re.findall(r"\w+", query) if w.lower() in names}
+        keys = [k for k in self.config["keyword_metadata_keys"] if re.fullmatch(r"[A-Za-z_]\w*", str(k))]
+        if not words or not keys:
+            return dense
+        expression = " or ".join(f"{key} == {word!r}" for key in keys for word in sorted(words))
+        try:
+            named = self._candidates(area, self.compile(expression))
+        except UsageError:  # too long a filter: the plain candidates
+            return dense
+        if named is None or len(named) == 0:
+            return dense
+        if only is not None:  # the area and the caller's filter still apply
+            allowed = {int(k) for k in only}
+            named = [int(k) for k in named if int(k) in allowed]
+        if len(named) == 0:
+            return dense
+        import numpy as np
+
+        extra = self._dense_pairs(ranking, depth, np.asarray(named, dtype=np.int64))
+        merged = dict(dense)
+        for key, ip in extra:
+            merged.setdefault(key, ip)
+        return sorted(merged.items(), key=lambda pair: -pair[1])
 
     def _add_neighbour_boost(self, hits: dict[int, Hit], final: dict[int, float], base: _BaseScores,
                              only: Collection[int] | None) -> None:

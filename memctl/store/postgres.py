@@ -155,12 +155,12 @@ class PostgresStore(StoreBase):
     def _is_empty(self) -> bool:
         return not self._one("SELECT EXISTS (SELECT 1 FROM memctl_memories WHERE subdir = %s)", (self.subdir,))[0]
 
-    def search(self, *args: Any, **kwargs: Any) -> list[Hit]:
-        """StoreBase.search, counting the store once (it needs the count three times)."""
+    def search_evidence(self, *args: Any, **kwargs: Any) -> list[tuple[Hit, dict[str, float] | None]]:
+        """StoreBase.search_evidence (and so search), counting the store once (it needs the count three times)."""
         self._count_cache = None
         self._count_cache = len(self)
         try:
-            return super().search(*args, **kwargs)
+            return super().search_evidence(*args, **kwargs)
         finally:
             self._count_cache = None
 

@@ -65,7 +65,7 @@ def load(
     query: Annotated[str, typer.Argument(help="What to look for; '-' reads stdin, '@FILE' reads a file.")],
     threshold: Annotated[float | None, typer.Option(
         "--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
-        help="Minimum relevance (1+cos)/2 [config search_threshold: 0.7].",
+        help="Minimum relevance (see README) [config search_threshold: 0.7].",
     )] = None,
     limit: Annotated[int | None, typer.Option(
         "--limit", "-n", min=1, help="Most results [config search_limit: 10].")] = None,

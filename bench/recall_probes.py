@@ -1,0 +1,253 @@
+"""Recall probes as a user meets them: does `recall` / `load` at default settings return the stored answer,
+and stay silent when nothing stored answers? Current scoring vs the new one, side by side in one run.
+
+    python bench/recall_probes.py --corpus DIR [--corpus DIR ...] [--regression DIR] [--details]
+
+For each corpus folder (transcript JSON files, schema of ../shared/eval/transcripts plus "domain",
+"half", "language"), two kinds of store:
+- series: one store per series (a transcript without a series is its own), holding the series' stored
+  memories: its expected_fragments (area fragments), expected_solutions (area solutions) and the
+  updates' new values, without the values an update or a series' final state supersedes;
+- half: one store holding every memory of the folder (other domains as distractors).
+Each probe goes through the real search path at default config: `recall` (memctl.recall.recall, the
+block an agent gets: recall_memories_max_result + recall_solutions_max_result) and `load` (store.search
+with search_limit, search_threshold, search_mode). A probe passes if its should_recall text (or, when
+the probe shortens it, the stored memory sharing most words with it) is among the results; a negative
+probe (should_recall null) passes if nothing comes back.
+"current" = the scoring before calibration (plain (1 + cosine) / 2, threshold 0.7); "new" = the defaults.
+The shared transcripts (--regression, default ../shared/eval/transcripts) are a regression set.
+Real packaged model (all-MiniLM-L6-v2 unless configured otherwise), no LLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench._common import table  # noqa: E402
+
+# The settings before calibration; "new" is the shipped defaults.
+CURRENT = {"search_calibration": False, "search_threshold": 0.7}
+WORD = re.compile(r"\w+")
+
+
+@dataclass
+class Probe:
+    query: str
+    want: str | None  # the stored text that answers it; None = nothing should come back
+    language: str = "en"
+
+
+@dataclass
+class Series:
+    name: str
+    memories: dict[str, str] = field(default_factory=dict)  # text -> area
+    probes: list[Probe] = field(default_factory=list)
+
+
+def words(text: str) -> set[str]:
+    return set(WORD.findall(text.lower()))
+
+
+def closest(want: str, stored: list[str]) -> str:
+    """`want` itself if stored, else the stored text sharing most words with it (Jaccard)."""
+    if want in stored:
+        return want
+    target = words(want)
+    return max(stored, key=lambda s: len(target & words(s)) / (len(target | words(s)) or 1))
+
+
+def load_series(folder: Path) -> list[Series]:
+    """The corpus folder's series with their stored memories and probes (probe answers resolved)."""
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        raise SystemExit(f"no transcript JSON files in {folder}")
+    by_series: dict[str, Series] = {}
+    superseded: dict[str, set[str]] = defaultdict(set)
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "messages" not in data:
+            continue
+        name = data.get("series") or f"{path.stem}"
+        series = by_series.setdefault(name, Series(name))
+        language = data.get("language", "en")
+        series.memories.update({t: "fragments" for t in data.get("expected_fragments", [])})
+        series.memories.update({t: "solutions" for t in data.get("expected_solutions", [])})
+        for update in data.get("updates", []):
+            series.memories.setdefault(update["new"], "fragments")
+            superseded[name].add(update["old"])
+        probes = list(data.get("recall_probes", []))
+        final = data.get("series_final_state") or {}
+        series.memories.update({t: "fragments" for t in final.get("facts", [])})
+        series.memories.update({t: "solutions" for t in final.get("solutions", [])})
+        superseded[name].update(final.get("superseded", []))
+        probes += final.get("probes", [])
+        series.probes += [Probe(p["query"], p.get("should_recall"), p.get("language", language)) for p in probes]
+    for name, series in by_series.items():
+        for old in superseded[name]:
+            series.memories.pop(old, None)
+        stored = list(series.memories)
+        for probe in series.probes:
+            if probe.want is not None and stored:
+                probe.want = closest(probe.want, stored)
+    return list(by_series.values())  # a series with nothing stored still has (negative) probes
+
+
+class configured:
+    """Config overrides on an open store for the duration of a with-block."""
+
+    def __init__(self, store, overrides: dict) -> None:
+        self.store, self.overrides, self.saved = store, overrides, {}
+
+    def __enter__(self):
+        self.saved = {k: self.store.config.values[k] for k in self.overrides}
+        self.store.config.values.update(self.overrides)
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.config.values.update(self.saved)
+
+
+def fill(store, memories: dict[str, str]) -> None:
+    for area in ("fragments", "solutions"):
+        texts = [t for t, a in memories.items() if a == area]
+        if texts:
+            store.add(texts, area=area)
+
+
+def answers(store, query: str) -> tuple[list[str], list[str]]:
+    """(recall block texts, load texts) at the store's current config."""
+    from memctl.recall import recall
+
+    got = recall(store, query)
+    config = store.config
+    loaded = store.search(query, limit=int(config["search_limit"]), threshold=float(config["search_threshold"]),
+                          mode=config["search_mode"])
+    return [h.text for h in got.memories + got.solutions], [h.text for h in loaded]
+
+
+@dataclass
+class Tally:
+    positive: int = 0
+    negative: int = 0
+    recall_found: int = 0
+    load_found: int = 0
+    recall_silent: int = 0
+    load_silent: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    def add(self, probe: Probe, recalled: list[str], loaded: list[str]) -> None:
+        if probe.want is None:
+            self.negative += 1
+            self.recall_silent += not recalled
+            self.load_silent += not loaded
+            if recalled or loaded:
+                self.misses.append(f"negative not silent: {probe.query[:70]!r} -> {(recalled or loaded)[0][:60]!r}")
+            return
+        self.positive += 1
+        self.recall_found += probe.want in recalled
+        self.load_found += probe.want in loaded
+        if probe.want not in recalled:
+            self.misses.append(f"not recalled: {probe.query[:70]!r} (want {probe.want[:50]!r})")
+
+    def row(self) -> list[object]:
+        return [f"{self.recall_found}/{self.positive} ({pct(self.recall_found, self.positive)})",
+                f"{self.load_found}/{self.positive} ({pct(self.load_found, self.positive)})",
+                f"{self.recall_silent}/{self.negative} ({pct(self.recall_silent, self.negative)})",
+                f"{self.load_silent}/{self.negative} ({pct(self.load_silent, self.negative)})"]
+
+
+def pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.0f} %" if b else "-"
+
+
+SETTINGS = {"current": CURRENT, "new": {}}
+
+
+def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too: bool) -> list[list[object]]:
+    import memctl
+
+    all_series = load_series(folder)
+    tallies = {(layout, name): Tally() for layout in ("series", "half") for name in SETTINGS}
+    unrelated = {name: [0, 0] for name in SETTINGS}  # [recall silent, asked]
+    by_language = {(lang, name): Tally() for lang in ("en", "zh", "mixed") for name in SETTINGS}
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
+    for number, series in enumerate(all_series):
+        with memctl.open_store(home, f"{slug}-s{number}") as store:
+            fill(store, series.memories)
+            for name, overrides in SETTINGS.items():
+                with configured(store, overrides):
+                    for probe in series.probes:
+                        recalled, loaded = answers(store, probe.query)
+                        tallies["series", name].add(probe, recalled, loaded)
+                        by_language.setdefault((probe.language, name), Tally()).add(probe, recalled, loaded)
+                    if unrelated_too:  # another domain's questions: nothing here answers them
+                        for other in all_series:
+                            for probe in other.probes if other is not series else []:
+                                unrelated[name][0] += not answers(store, probe.query)[0]
+                                unrelated[name][1] += 1
+    with memctl.open_store(home, f"{slug}-half") as store:
+        memories: dict[str, str] = {}
+        for series in all_series:
+            memories.update(series.memories)
+        fill(store, memories)
+        for name, overrides in SETTINGS.items():
+            with configured(store, overrides):
+                for series in all_series:
+                    for probe in series.probes:
+                        tallies["half", name].add(probe, *answers(store, probe.query))
+    n_memories = sum(len(s.memories) for s in all_series)
+    rows = []
+    for (layout, name), tally in tallies.items():
+        rows.append([label, f"{layout} ({len(all_series)} stores, {n_memories} memories)" if layout == "series"
+                     else f"half (1 store, {n_memories} memories)", name, *tally.row()])
+        if details and name == "new":
+            for miss in tally.misses:
+                print(f"[{label}, {layout}] {miss}", file=sys.stderr)
+    for name, (silent, asked) in unrelated.items():
+        if asked:
+            rows.append([label, "series, other series' probes (unrelated)", name, "", "",
+                         f"{silent}/{asked} ({pct(silent, asked)})", ""])
+    for (lang, name), tally in by_language.items():
+        if tally.positive + tally.negative and lang != "en":
+            rows.append([label, f"series, language {lang} only", name, *tally.row()])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, action="append", default=[], help="a corpus folder (repeatable)")
+    parser.add_argument("--regression", type=Path,
+                        default=Path(__file__).resolve().parents[2] / "shared/eval/transcripts",
+                        help="the shared transcripts (regression set); '-' to skip")
+    parser.add_argument("--unrelated", action="store_true",
+                        help="also ask each series' store every other series' probes (recall should stay silent)")
+    parser.add_argument("--details", action="store_true", help="list the probes the new scoring fails (stderr)")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="memctl-bench-probes-"))
+    rows: list[list[object]] = []
+    for folder in args.corpus:
+        rows += evaluate(folder, home, folder.name or str(folder), args.details, args.unrelated)
+    if str(args.regression) != "-" and args.regression.is_dir():
+        rows += evaluate(args.regression, home, "shared transcripts", args.details, args.unrelated)
+    import memctl
+
+    with memctl.open_store(home, "info") as store:
+        model = store.config["embedding_model"]
+        calibration = store.calibration()
+        threshold = store.config["search_threshold"]
+    scoring = "calibrated" if calibration else "plain (1 + cos) / 2, no calibration shipped for this model"
+    print(table(f"Recall probes at default settings ({model}; new = {scoring}, threshold {threshold}; "
+                f"current = {CURRENT})",
+                ["corpus", "stores", "scoring", "recall finds answer", "load finds answer", "recall silent on neg.",
+                 "load silent on neg."], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Fit the relevance calibration of an embedding model on the TUNE half of the corpus and ship it.
+
+    python scripts/fit_relevance.py --corpus eval/corpus/tune [--corpus DIR ...] [--write]
+
+Training pairs (query, candidate memory, answers: yes/no), all from the given tune-half folders:
+- each recall probe against a store of its series' memories, and against one store of every memory
+  of the folder (other domains as distractors): the memory it should recall is a yes;
+- negative probes (should_recall null): the best `--negatives` candidates by the fusion are a no;
+- synthetic negatives: every probe of one series asked of the store of another series (nothing
+  there answers it; cross-domain, so never a hidden yes): its best candidates are a no.
+The evidence of each candidate is what the search computes (memctl.relevance.FEATURES). A logistic
+regression with weights >= 0 is fitted (numpy), answers and non-answers weighing the same in total.
+The cut is the score at which the most answerable probes keep their answer (within the recall block's
+`--limit`) plus the most unanswerable ones (negative and synthetic, pooled) stay silent on these same
+tune-half stores; the odds are then shifted so that this cut is the default threshold 0.7
+(default_config.yaml search_threshold). `--write` saves memctl/data/relevance/<model>.json. Never run
+on the report half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.recall_probes import Probe, Series, configured, fill, load_series  # noqa: E402
+from memctl.relevance import FEATURES, Calibration, file_name, fit  # noqa: E402
+
+SYNTHETIC = "\x00synthetic\x00"
+DEFAULT = 0.7  # default_config.yaml search_threshold
+# A neutral calibration: every candidate gets the evidence computed, scored 0.5 (order: the fusion's).
+NEUTRAL = Calibration("neutral", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0)
+
+
+def collect(store, probes: list[tuple[Probe, bool]], candidates: int) -> list[tuple[str, list[dict], list[int]]]:
+    """Per probe: (query, evidence of its top candidates by the fusion, labels); the query of a synthetic
+    negative (asked of another series' store) is marked with a leading SYNTHETIC."""
+    out = []
+    with configured(store, {"search_threshold": 0.0}):
+        store.calibration = lambda: NEUTRAL
+        try:
+            for probe, answerable in probes:
+                got = store.search_evidence(probe.query, limit=1000, threshold=0.0, mode="hybrid")
+                got.sort(key=lambda pair: -pair[1]["fused"])
+                got = got[:candidates]
+                labels = [int(answerable and probe.want is not None and hit.text == probe.want) for hit, _ in got]
+                out.append((probe.query if answerable else SYNTHETIC + probe.query, [ev for _, ev in got], labels))
+        finally:
+            del store.calibration
+    return out
+
+
+def gather(folders: list[Path], home: Path, candidates: int) -> list[list[tuple[str, list[dict], list[int]]]]:
+    """Groups of probe results: per store layout, the probes asked of it."""
+    import memctl
+
+    groups = []
+    for f_number, folder in enumerate(folders):
+        all_series: list[Series] = load_series(folder)
+        for number, series in enumerate(all_series):
+            with memctl.open_store(home, f"fit{f_number}-s{number}") as store:
+                fill(store, series.memories)
+                if not len(store):
+                    continue
+                asked = [(p, True) for p in series.probes]
+                asked += [(p, False) for other in all_series if other is not series for p in other.probes]
+                groups.append(collect(store, asked, candidates))
+        with memctl.open_store(home, f"fit{f_number}-half") as store:
+            for series in all_series:
+                fill(store, series.memories)
+            groups.append(collect(store, [(p, True) for s in all_series for p in s.probes], candidates))
+    return groups
+
+
+def training_rows(groups, negatives: int) -> tuple[list[list[float]], list[int]]:
+    """The answer of each answerable probe (yes) and the `negatives` best candidates (by the fusion) of each
+    unanswerable probe (no). The other candidates of an answerable probe are left out: above the
+    threshold next to the answer they cost nothing, and what the score must tell apart is "this answers"
+    from "the best this store has for a question it cannot answer"."""
+    rows, labels = [], []
+    for group in groups:
+        for _, evidence, ys in group:
+            chosen = [(ev, 1) for ev, y in zip(evidence, ys, strict=True) if y] if any(ys) else \
+                [(ev, 0) for ev in evidence[:negatives]]
+            for ev, y in chosen:
+                rows.append([float(ev[name]) for name in FEATURES])
+                labels.append(y)
+    return rows, labels
+
+
+def pass_rates(groups, calibration: Calibration, threshold: float, limit: int, synthetic: bool = False,
+               pooled: bool = False) -> tuple[float, float, int, int]:
+    """(share of answerable probes whose answer scores >= threshold within the top `limit`, share of
+    unanswerable probes with nothing >= threshold, counts); unanswerable = the corpus' negative probes,
+    or with `synthetic` the probes asked of another series' store."""
+    found = positives = silent = negatives = 0
+    for group in groups:
+        for query, evidence, labels in group:
+            if not pooled and query.startswith(SYNTHETIC) != synthetic and not any(labels):
+                continue
+            # the search's order (the fusion's), the calibrated score deciding what passes
+            ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
+            kept = [y for ev, y in ranked if calibration.score(ev) >= threshold][:limit]
+            if any(labels):
+                positives += 1
+                found += any(kept)
+            else:
+                negatives += 1
+                silent += not kept
+    return found / max(positives, 1), silent / max(negatives, 1), positives, negatives
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, action="append", required=True, help="a TUNE-half corpus folder")
+    parser.add_argument("--candidates", type=int, default=15, help="candidates per probe kept (by the fusion)")
+    parser.add_argument("--negatives", type=int, default=3,
+                        help="best candidates of an unanswerable probe taken as non-answers")
+    parser.add_argument("--l2", type=float, default=0.01)
+    parser.add_argument("--limit", type=int, default=5, help="results counted when choosing the threshold "
+                        "(the recall block shows recall_memories_max_result)")
+    parser.add_argument("--write", action="store_true", help="save memctl/data/relevance/<model>.json")
+    args = parser.parse_args()
+    for folder in args.corpus:
+        if "report" in folder.resolve().parts:
+            raise SystemExit(f"{folder}: the calibration is fitted on the tune half only")
+    import memctl
+
+    home = Path(tempfile.mkdtemp(prefix="memctl-fit-relevance-"))
+    with memctl.open_store(home, "info") as store:
+        model = store.embedder.info.model
+    groups = gather(args.corpus, home, args.candidates)
+    rows, labels = training_rows(groups, args.negatives)
+    # Answers and non-answers weigh the same in total.
+    n_yes = sum(labels)
+    weights = [0.5 / n_yes if y else 0.5 / (len(labels) - n_yes) for y in labels]
+    calibration = fit(rows, labels, model, l2=args.l2, sample_weight=weights)
+    # The cut: most answers kept plus most unanswerable probes (the corpus' and the synthetic ones, pooled)
+    # silent; ties go to the higher threshold.
+    best = None
+    for step in range(2, 99):
+        threshold = step / 100
+        found, silent, positives, negatives = pass_rates(groups, calibration, threshold, args.limit, pooled=True)
+        key = (round(found + silent, 6), threshold)
+        if best is None or key > best[0]:
+            best = (key, threshold)
+        if step % 10 == 0:
+            print(f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}")
+    assert best is not None
+    cut = best[1]
+    # Shift the odds so that the chosen cut is the configured default threshold (search_threshold).
+    shift = math.log(DEFAULT / (1 - DEFAULT)) - math.log(cut / (1 - cut))
+    calibration = Calibration(**{**calibration.__dict__, "bias": calibration.bias + shift,
+                                 "default_threshold": DEFAULT})
+    print(f"cut {cut:.2f} on the fitted odds; shifted to {DEFAULT}. At the default threshold (tune half):")
+    found, silent, positives, negatives = pass_rates(groups, calibration, DEFAULT, args.limit)
+    _, other, _, others = pass_rates(groups, calibration, DEFAULT, args.limit, synthetic=True)
+    print(f"  answer kept {found:.1%} of {positives}, silent on {silent:.1%} of {negatives} negative probes "
+          f"and on {other:.1%} of {others} probes asked of another series' store")
+    print(f"model {model}: {len(rows)} pairs ({sum(labels)} answers) from {positives} answerable and "
+          f"{negatives} unanswerable probe-store pairs")
+    for name, weight in zip(FEATURES, calibration.weights, strict=True):
+        print(f"  {name:12s} weight {weight:.3f}")
+    if args.write:
+        path = ROOT / "memctl" / "data" / "relevance" / file_name(model)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {**calibration.to_dict(), "fitted_on": [f"{f.parent.name}/{f.name}" for f in args.corpus],
+               "pairs": len(rows), "answers": sum(labels),
+               "tune_half_at_default": {"answer_kept": round(found, 4), "negative_probes_silent": round(silent, 4),
+                                        "other_series_probes_silent": round(other, 4)}}
+        path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
