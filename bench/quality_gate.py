@@ -115,6 +115,14 @@ def classifier_decide(embed) -> Callable[[Item, object], tuple[bool, str]]:
     return decide
 
 
+def both_decide(embed) -> Callable[[Item, object], tuple[bool, str]]:
+    """memorize_gate: both — a fragment is dropped when the rules or the classifier drop it."""
+    def decide(item: Item, grounding) -> tuple[bool, str]:
+        verdict = quality.check(item.text, item.area, grounding, embed, rules_too=True)
+        return verdict.ok, ": ".join(x for x in (verdict.reason, verdict.detail) if x)
+    return decide
+
+
 def foreign_facts(cases: list[dict], embed) -> tuple[int, int]:
     """Facts of *other* transcripts (other series) offered as candidates: invented, as far as this one
     knows. Returns (gated as ungrounded, offered)."""
@@ -171,6 +179,7 @@ def main() -> int:
     if args.embedder == "local" and GateClassifier.available():
         gates.append(("memctl classifier (LR + grounding)", "classifier", classifier_decide(embed), True,
                       new_grounding))
+        gates.append(("memctl both (rules or classifier drops)", "both", both_decide(embed), True, new_grounding))
     gates += [
         ("main before (rules + grounding)", "main_before", legacy_decide, True, old_grounding),
         ("Agent Zero-style strict (subject + relation)", "strict", strict_decide, False, None),

@@ -170,7 +170,8 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
                 report.candidates.append(Outcome(text, target_area, "skipped", "duplicate candidate"))
                 continue
             seen.add(key)
-            verdict = check(text, "solutions" if target_area == "solutions" else "fragments", grounding, gate_embed)
+            verdict = check(text, "solutions" if target_area == "solutions" else "fragments", grounding, gate_embed,
+                            rules_too=store.config["memorize_gate"] == "both")
             if not verdict.ok:
                 report.candidates.append(Outcome(text, target_area, "gated", verdict.reason or "",
                                                  notes=[verdict.detail] if verdict.detail else []))
@@ -183,15 +184,16 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
 
 
 def _gate_embed(store: StoreBase, notes: list[str]) -> EmbedFn | None:
-    """The embedder for the learned gate when `memorize_gate` is `classifier` and it applies, else None."""
+    """The embedder for the learned gate when `memorize_gate` is `classifier` or `both` and it applies,
+    else None."""
     choice = str(store.config["memorize_gate"])
-    if choice not in ("rules", "classifier"):
-        raise UsageError(f"memorize_gate is {choice!r}", hint="set memorize_gate to rules or classifier")
+    if choice not in ("rules", "classifier", "both"):
+        raise UsageError(f"memorize_gate is {choice!r}", hint="set memorize_gate to rules, classifier or both")
     if choice == "rules":
         return None
     embed = learned_gate_embed(store.embedder.info, store.embed)
     if embed is None:
-        notes.append("memorize_gate: classifier needs the packaged MiniLM embedder; the rules decided")
+        notes.append(f"memorize_gate: {choice} needs the packaged MiniLM embedder; the rules decided")
     return embed
 
 

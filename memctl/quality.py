@@ -117,12 +117,13 @@ def _learned_reason(text: str, embed: EmbedFn) -> tuple[str, str] | None:
 
 
 def check(text: str, area: str = "fragments", grounding: Grounding | None = None,
-          embed: EmbedFn | None = None) -> Verdict:
+          embed: EmbedFn | None = None, rules_too: bool = False) -> Verdict:
     """The verdict on one candidate: form rules first, then grounding and echo (with a transcript).
     With `embed` (see `learned_gate_embed`), the learned gate decides fragment candidates instead of
-    the rules (the rules are among its inputs); solutions always go through the rules."""
+    the rules (the rules are among its inputs), or beside them with `rules_too` (either one drops);
+    solutions always go through the rules."""
     if embed is not None and _area(area) == "fragments":
-        found = _learned_reason(" ".join(text.split()), embed)
+        found = (rule_reason(text, area) if rules_too else None) or _learned_reason(" ".join(text.split()), embed)
     else:
         found = rule_reason(text, area)
     if found is None and grounding is not None:
