@@ -132,6 +132,20 @@ CREATE TABLE memctl_knowledge_files (
 CREATE INDEX memctl_memories_knowledge ON memctl_memories (subdir, seq)
     WHERE (metadata->>'knowledge_source') = 'true';
 """),
+    ("m003_filter_meta", r"""
+-- Metadata filters run in SQL (memctl/store/filter_sql.py). memctl_meta(metadata) is the metadata as
+-- jsonb plus, under "id" (a reserved key: a filter's `id` reads the column), each field's JSON type, so
+-- a GIN index answers `tag == 'x'`, `'x' in tags` (array element, or a string/object field) by
+-- containment. Metadata jsonb cannot hold (\u0000) or that numeric would compare with integers unlike
+-- Python (a float written with e+) becomes {"id": {"": "suspect"}}: the Python evaluator judges those.
+CREATE FUNCTION memctl_meta(m json) RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN json_typeof(m) <> 'object' OR strpos(m::text, '\u0000') > 0 OR strpos(m::text, 'e+') > 0
+        THEN '{"id": {"": "suspect"}}'::jsonb
+        ELSE m::jsonb || jsonb_build_object('id', (SELECT coalesce(jsonb_object_agg(key, json_typeof(value)),
+                                                                   '{}'::jsonb) FROM json_each(m))) END
+$$;
+CREATE INDEX memctl_memories_meta ON memctl_memories USING gin (memctl_meta(metadata) jsonb_path_ops);
+"""),
 ]
 
 
