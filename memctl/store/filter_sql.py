@@ -57,6 +57,7 @@ _SQL_ORDER = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _FLIP: dict[type, type] = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE,
                            ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 _INT64 = (-(2**63), 2**63 - 1)
+_ERROR = "CAST(NULL AS INTEGER)"  # a typed NULL: PostgreSQL reads a bare NULL in `CASE NULL WHEN 1` as text
 # Above this a float's shortest repr has an exponent and `numeric` no longer holds its exact value.
 _FLOAT_EXACT = 1e16
 
@@ -403,7 +404,7 @@ class _Compiler:
         try:
             return ("1" if op(left, right) else "0"), ()
         except Exception:  # noqa: BLE001 - an error is the filter's "no match", as in Python
-            return "NULL", ()
+            return _ERROR, ()
 
     def equal(self, ref: _Ref, value: Any) -> Frag:
         """A condition (never an error) true when the field == value in Python."""
@@ -434,7 +435,7 @@ class _Compiler:
     def order(self, ref: _Ref, op: str, value: Any) -> Frag:
         kind = _kind_of(value)
         if kind in ("null", "tuple"):
-            return "NULL", ()  # None < x and list < tuple raise in Python, whatever the field holds
+            return _ERROR, ()  # None < x and list < tuple raise in Python, whatever the field holds
         if kind == "list":
             raise _Unsupported("ordering against a list literal")
         if kind == "string":
@@ -442,7 +443,7 @@ class _Compiler:
             return (f"(CASE WHEN {is_text[0]} THEN CASE WHEN {self.d.text_order(text[0], op)} THEN 1 ELSE 0 END END)",
                     is_text[1] + text[1] + (value,))
         if isinstance(ref, _Column):
-            return "NULL", ()
+            return _ERROR, ()
         is_num, number = ref.kind_in("number"), ref.number()
         param = self.num(value)
         return (f"(CASE WHEN {is_num[0]} THEN CASE WHEN {number[0]} {op} {param[0]} THEN 1 ELSE 0 END END)",
@@ -458,7 +459,7 @@ class _Compiler:
         is_text, text = ref.kind_in("string"), ref.text()
         if isinstance(ref, _Column):
             if kind != "string":
-                return "NULL", ()
+                return _ERROR, ()
             return _case_bool((self.d.contains(text[0], self.d.placeholder), (value,)))
         is_array, is_object = ref.kind_in("array"), ref.kind_in("object")
         elem = ref.has_elem(value if kind != "number" else value)
@@ -468,7 +469,7 @@ class _Compiler:
             key = ref.has_key(value)
             on_object: Frag = f"CASE WHEN {key[0]} THEN 1 ELSE 0 END", key[1]
         else:  # `1 in 'abc'` raises; a number or None is never a key of a JSON object
-            on_text, on_object = ("NULL", ()), ("0", ())
+            on_text, on_object = (_ERROR, ()), ("0", ())
         return (f"(CASE WHEN {is_text[0]} THEN {on_text[0]} WHEN {is_array[0]} THEN CASE WHEN {elem[0]} THEN 1 ELSE 0"
                 f" END WHEN {is_object[0]} THEN {on_object[0]} END)",
                 is_text[1] + on_text[1] + is_array[1] + elem[1] + is_object[1] + on_object[1])
@@ -487,7 +488,7 @@ class _Compiler:
             found = self.d.contains(self.d.placeholder, text[0])
             return (f"(CASE WHEN {is_text[0]} THEN CASE WHEN {found} THEN 1 ELSE 0 END END)",
                     is_text[1] + (container,) + text[1])
-        return "NULL", ()  # `x in 5`, `x in None` raise whatever x is
+        return _ERROR, ()  # `x in 5`, `x in None` raise whatever x is
 
     # -- the prefilter: a superset of the matching rows, in index terms --------------------------------
     def prefilter(self, node: ast.expr) -> Any:
