@@ -14,6 +14,7 @@ import pytest
 
 import memctl
 from memctl.embeddings import FakeEmbedder
+from memctl.store.pg_schema import MIGRATIONS as PG_MIGRATIONS
 from tests.conftest import run_memctl
 from tests.pg import PG_URL, pg_schema, require_pg
 
@@ -42,12 +43,6 @@ def test_subdirs_share_a_database_but_not_memories(pg: str):
             one.insert_records([{"id": "same-id", "text": "again"}], emb.embed(["again"]), emb.info)
 
 
-def _migration_names() -> list[str]:
-    from memctl.store.pg_schema import MIGRATIONS
-
-    return sorted(name for name, _ in MIGRATIONS)
-
-
 def test_schema_migrated_once_by_racing_first_users(pg: str):
     import psycopg
 
@@ -67,7 +62,8 @@ def test_schema_migrated_once_by_racing_first_users(pg: str):
         t.join()
     assert not errors
     with psycopg.connect(pg, autocommit=True) as conn:
-        assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == _migration_names()
+        assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == sorted(
+            name for name, _ in PG_MIGRATIONS)
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
     assert {"memctl_memories_hnsw_384", "memctl_memories_tsv", "memctl_memories_subdir_id"} <= indexes
     with open_pg(pg, "race") as store:
@@ -306,7 +302,8 @@ def test_migrating_a_database_of_an_older_memctl(pg: str):
         store.write_behaviour("- be brief\n")
         assert store.read_behaviour() == "- be brief\n"
     with psycopg.connect(pg, autocommit=True) as conn:
-        assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == _migration_names()
+        assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == sorted(
+            name for name, _ in PG_MIGRATIONS)
 
 
 def _rows_holding(url: str, needle: str) -> list[str]:

@@ -132,7 +132,13 @@ CREATE TABLE memctl_knowledge_files (
 CREATE INDEX memctl_memories_knowledge ON memctl_memories (subdir, seq)
     WHERE (metadata->>'knowledge_source') = 'true';
 """),
-    ("m003_filter_meta", r"""
+    ("m003_repair_metadata_strings", """
+-- Batches of 50 or more rows were once copied with their metadata encoded twice: the column held
+-- a JSON string whose text is the object. Decode those back into the object (metadata is always one).
+UPDATE memctl_memories SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
+UPDATE memctl_archive SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
+"""),
+    ("m004_filter_meta", r"""
 -- Metadata filters run in SQL (memctl/store/filter_sql.py). memctl_meta(metadata) is the metadata as
 -- jsonb plus, under "id" (a reserved key: a filter's `id` reads the column), each field's JSON type, so
 -- a GIN index answers `tag == 'x'`, `'x' in tags` (array element, or a string/object field) by

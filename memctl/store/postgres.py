@@ -342,7 +342,9 @@ class PostgresStore(StoreBase):
         if not rows:
             return
         columns = "subdir, id, text, area, created_at, updated_at, metadata, vector, content_hash, keywords"
-        types = ["text", "text", "text", "text", "text", "text", "json", "vector", "text", "text"]
+        # metadata arrives as JSON text: COPY sends it as text bytes (json_recv reads them as they are);
+        # the "json" dumper would encode the text once more, storing a JSON *string* (issue 17.1).
+        types = ["text", "text", "text", "text", "text", "text", "text", "vector", "text", "text"]
         if with_access:
             columns, types = columns + ", accessed_at", [*types, "text"]
         with self.conn.cursor() as cur:
