@@ -583,7 +583,7 @@ def _sqlite_part(tree: Any) -> Frag:
 
 
 # PostgreSQL: metadata jsonb cannot hold (\u0000) or that `numeric` compares differently from Python
-# (a float written with an exponent, 1e16 and up). memctl_meta() (pg_schema.py m003) marks the same rows.
+# (a float written with an exponent, 1e16 and up). memctl_meta() (pg_schema.py m004_filter_meta) marks the same rows.
 PG_SUSPECT = (r"(json_typeof(metadata) <> 'object' OR strpos(metadata::text, '\u0000') > 0"
               r" OR strpos(metadata::text, 'e+') > 0)")
 PG_SUSPECT_TERM = """memctl_meta(metadata) @> '{"id": {"": "suspect"}}'"""

@@ -8,7 +8,7 @@ from memctl.errors import StoreError
 
 
 def _terms_sql(seq: str, meta: str, source: str = "") -> str:
-    """INSERTs of the filter postings (m005_filter_terms) of memory `seq` with metadata `meta`,
+    """INSERTs of the filter postings (m006_filter_terms) of memory `seq` with metadata `meta`,
     the columns of a row of `source` ("FROM memories AS m"), or of a trigger's new row."""
     ok = f"CASE WHEN json_valid({meta}) THEN json_type({meta}) = 'object' END"  # json_type raises on bad JSON
     safe = f"CASE WHEN {ok} THEN {meta} ELSE '{{}}' END"
@@ -175,7 +175,7 @@ CREATE TRIGGER memories_au_fts AFTER UPDATE OF text, keywords ON memories BEGIN
 END;
 INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
 """),
-    ("m005_filter_terms", _FILTER_TERMS),
+    ("m006_filter_terms", _FILTER_TERMS),
 ]
 
 
