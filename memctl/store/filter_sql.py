@@ -556,11 +556,10 @@ def compile_filter_sql(flt: Filter, dialect: str) -> SqlFilter | None:
 
 # -- rendering the prefilter ---------------------------------------------------------------------------
 SQLITE_SUSPECT = "SELECT seq FROM meta_terms WHERE key = '' AND kind = 'bad'"
-_SQLITE_TYPE_NAMES = {"string": "text", "object": "object"}
 
 
 def sqlite_prefilter(tree: Any) -> Frag:
-    """A compound SELECT of the seqs the prefilter allows (postings in meta_terms)."""
+    """A compound SELECT of the seqs the prefilter allows (postings in meta_terms, schema.py m006)."""
     op, items = tree[0], tree[1]
     if op in ("or", "and"):
         if not items:
@@ -570,11 +569,11 @@ def sqlite_prefilter(tree: Any) -> Frag:
     key, value = items, tree[2]
     if op == "col":
         return f"SELECT seq FROM memories WHERE {key} = ?", (value,)
-    if op == "type":
-        return "SELECT seq FROM meta_terms WHERE key = ? AND kind = 't' AND value = ?", (key, _SQLITE_TYPE_NAMES[value])
-    kind = "v" if op == "eq" else "e"
-    return f"SELECT seq FROM meta_terms WHERE key = ? AND kind = '{kind}' AND value = ?", \
-        (key, int(value) if isinstance(value, bool) else value)
+    if op == "type":  # every string field k (then tested by substring), or every object field k
+        return "SELECT seq FROM meta_terms WHERE key = ? AND kind = ?", (key, "s" if value == "string" else "o")
+    kind = "e" if op == "elem" else "s" if isinstance(value, str) else "n"
+    return "SELECT seq FROM meta_terms WHERE key = ? AND kind = ? AND value = ?", \
+        (key, kind, int(value) if isinstance(value, bool) else value)
 
 
 def _sqlite_part(tree: Any) -> Frag:
