@@ -617,7 +617,13 @@ class EmbeddedStore(StoreBase):
     def _relevance_of(self, seqs: list[int], vector: np.ndarray) -> dict[int, float]:
         import numpy as np
 
-        return {seq: relevance(ip) for seq, ip in self._exact_search(vector, len(seqs), np.array(seqs))} if seqs else {}
+        if not seqs:
+            return {}
+        index = self.vector_index()
+        found = index.inner_products(vector, np.array(seqs)) if index is not None else None
+        if found is not None:
+            return {seq: relevance(ip) for seq, ip in found.items()}
+        return {seq: relevance(ip) for seq, ip in self._exact_search(vector, len(seqs), np.array(seqs))}
 
     def _embed_query(self, query: str) -> np.ndarray:
         """Embed the query while the vector index loads: a cold CLI call pays for the slower of the two."""

@@ -296,6 +296,18 @@ class VectorIndex:
         top = np.argsort(-scores, kind="stable")[:k] if len(scores) <= 4 * k else _top_k(scores, k)
         return [(int(seqs[positions[i]]), float(scores[i])) for i in top]
 
+    def inner_products(self, query: np.ndarray, keys: np.ndarray) -> dict[int, float] | None:
+        """seq -> inner product with `query` for the `keys` the index holds, read from a flat index's own
+        vectors (no database read); None for an approximate index (it keeps no exact vectors)."""
+        import numpy as np
+
+        if self.index is None or self.is_approximate or self.index.ntotal == 0:
+            return None
+        _, vectors, seqs = self._flat_parts()
+        positions = self._positions(np.asarray(keys, dtype=np.int64), seqs)
+        scores = vectors[positions] @ np.asarray(query, dtype=np.float32)
+        return {int(seqs[p]): float(s) for p, s in zip(positions, scores, strict=True)}
+
     def _positions(self, only: np.ndarray, seqs: np.ndarray) -> np.ndarray:
         """Positions in the index of the seqs in `only` that it holds."""
         import numpy as np
