@@ -179,3 +179,40 @@ def test_most_generated_filters_ran_in_sql() -> None:
         assert count >= EXAMPLES * 0.6, (dialect, count)
     for dialect, count in PREFILTERED.items():
         assert count >= INDEXED_EXAMPLES * 0.4, (dialect, count)
+
+
+@pytest.mark.parametrize("source", ["a == b", "[1] in tags", "tags < [1, 2]", "n == 1180591620717411303424",
+                                    "n < 1e300"])
+def test_constructs_without_an_exact_sql_form_fall_back_to_python(source: str) -> None:
+    assert compile_filter_sql(compile_filter(source), "sqlite") is None
+
+
+def test_prefilter_terms_of_indexable_shapes() -> None:
+    compiled = compile_filter_sql(compile_filter("project == 'p7' and 'db' in tags and score > 2"), "postgres")
+    assert compiled is not None
+    assert compiled.prefilter == ("and", [("and", [("or", [("eq", "project", "p7")])]),
+                                          ("and", [("or", [("elem", "tags", "db"), ("type", "tags", "string"),
+                                                           ("type", "tags", "object")])])])
+    assert compile_filter_sql(compile_filter("not project == 'p7'"), "sqlite").prefilter is None
+
+
+def test_list_prune_and_search_select_through_the_database(backend, home: Path) -> None:
+    """`list --filter`, `prune --filter` and filtered searches share the SQL path, suspect rows included."""
+    from memctl.lifecycle import PruneCriteria, select_for_prune
+
+    metas = [{"tags": ["db"], "n": 1}, {"tags": "db,sql", "n": 2}, {"tags": ["x"], "n": True}, {"n": 10**20},
+             {"tags": ["db"], "n": 1e17}, {}]
+    if backend == "embedded":
+        metas.append({"tags": ["db"], "n": math.nan})
+    with memctl.open_store(home, "paths") as store:
+        ids = store.add([f"memory {i}" for i in range(len(metas))], metadata=metas)
+        for source in ["'db' in tags", "n == 1", "n > 5", "not n"]:
+            flt = compile_filter(source)
+            want = [m.id for m, _ in store.iter_all() if flt.matches(m.filter_names())]
+            page, total = store.list(filter=source, limit=100)
+            assert total == len(want) and {m.id for m in page} == set(want), source
+            pruned = select_for_prune(store, PruneCriteria(filter=source))
+            assert {m.id for m in pruned} == set(want), source
+            hits = store.search("memory", limit=100, threshold=0.0, filter=source, mode="dense")
+            assert {h.id for h in hits} == set(want), source
+        assert set(ids) >= set(want)

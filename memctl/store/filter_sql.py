@@ -365,11 +365,12 @@ class _Compiler:
         return sql, params
 
     def truthy(self, ref: _Ref) -> Frag:
-        text, number = ref.text(), ref.number() if not isinstance(ref, _Column) else ("0", ())
-        is_text, is_num, is_container = ref.kind_in("string"), ref.kind_in("number"), ref.kind_in("array", "object")
+        """Python's bool() of the value: '' 0 0.0 False None [] {} and a missing field are false."""
+        text = ref.text()
         if isinstance(ref, _Column):
             return _case_bool((f"{text[0]} <> ''", ()))
-        nonempty = ref.non_empty()
+        number, nonempty = ref.number(), ref.non_empty()
+        is_text, is_num, is_container = ref.kind_in("string"), ref.kind_in("number"), ref.kind_in("array", "object")
         return (f"(CASE WHEN {is_text[0]} THEN CASE WHEN {text[0]} <> '' THEN 1 ELSE 0 END"
                 f" WHEN {is_num[0]} THEN CASE WHEN {number[0]} <> 0 THEN 1 ELSE 0 END"
                 f" WHEN {is_container[0]} THEN CASE WHEN {nonempty[0]} THEN 1 ELSE 0 END ELSE 0 END)",
@@ -462,7 +463,7 @@ class _Compiler:
                 return _ERROR, ()
             return _case_bool((self.d.contains(text[0], self.d.placeholder), (value,)))
         is_array, is_object = ref.kind_in("array"), ref.kind_in("object")
-        elem = ref.has_elem(value if kind != "number" else value)
+        elem = ref.has_elem(value)
         if kind == "string":
             on_text: Frag = (f"CASE WHEN {self.d.contains(text[0], self.d.placeholder)} THEN 1 ELSE 0 END",
                              text[1] + (value,))
