@@ -125,6 +125,8 @@ indexable = st.one_of(
     st.builds(lambda v, n: f"{_render(v)} == {n}", _literal(), _field),
     st.builds(lambda v, n: f"{_render(v)} in {n}", _literal(), _field),
     st.builds(lambda n, v: f"{n} in {_render(v)}", _field, st.lists(_scalars(), max_size=3)),
+    st.builds(lambda n, o, v: f"{n} {o} {_render(v)}", _field, st.sampled_from(["<", "<=", ">", ">="]), _literal()),
+    st.builds(lambda v, o, n: f"{_render(v)} {o} {n}", _literal(), st.sampled_from(["<", "<=", ">", ">="]), _field),
 )
 indexed_filters = st.one_of(
     indexable,
@@ -192,7 +194,8 @@ def test_prefilter_terms_of_indexable_shapes() -> None:
     assert compiled is not None
     assert compiled.prefilter == ("and", [("and", [("or", [("eq", "project", "p7")])]),
                                           ("and", [("or", [("elem", "tags", "db"), ("type", "tags", "string"),
-                                                           ("type", "tags", "object")])])])
+                                                           ("type", "tags", "object")])]),
+                                          ("and", [("range", "score", (">", 2))])])
     assert compile_filter_sql(compile_filter("not project == 'p7'"), "sqlite").prefilter is None
 
 

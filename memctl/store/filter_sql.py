@@ -62,7 +62,8 @@ _ERROR = "CAST(NULL AS INTEGER)"  # a typed NULL: PostgreSQL reads a bare NULL i
 _FLOAT_EXACT = 1e16
 
 # Prefilter terms: ("eq", key, value) scalar field equality, ("elem", key, value) an array element,
-# ("type", key, kind) the field's JSON kind, ("col", column, value) column equality.
+# ("type", key, kind) the field's JSON kind, ("col", column, value) column equality, ("range", key,
+# (op, value)) a scalar field of the value's kind in that range (SQLite only; PostgreSQL: no restriction).
 Term = tuple[str, str, Any]
 
 
@@ -513,6 +514,15 @@ class _Compiler:
         if isinstance(op, ast.Eq):
             name, value = (left, _value(right)) if lref is not None else (right, _value(left))
             return self.equal_terms(name, value)
+        if type(op) in _SQL_ORDER:  # a field compared by order is true only for a value of the literal's kind
+            ref, key_node, value = (lref, left, _value(right)) if lref is not None else (rref, right, _value(left))
+            if isinstance(ref, _Column) or isinstance(value, list):
+                return None
+            if value is None or isinstance(value, tuple):
+                return ("or", [])  # always an error in Python: never true
+            if lref is None:
+                op = _FLIP[type(op)]()
+            return ("range", key_node.id, (_SQL_ORDER[type(op)], value))  # type: ignore[attr-defined]
         if isinstance(op, ast.In) and lref is not None:  # field in [a, b]
             container = _value(right)
             if not isinstance(container, list | tuple):
@@ -570,6 +580,11 @@ def sqlite_prefilter(tree: Any) -> Frag:
     key, value = items, tree[2]
     if op == "col":
         return f"SELECT seq FROM memories WHERE {key} = ?", (value,)
+    if op == "range":  # numbers and booleans ('n', 1/0) sort numerically, strings ('s') by code point
+        sign, bound = value
+        kind = "s" if isinstance(bound, str) else "n"
+        return f"SELECT seq FROM meta_terms WHERE key = ? AND kind = ? AND value {sign} ?", \
+            (key, kind, int(bound) if isinstance(bound, bool) else bound)
     if op == "type":  # every string field k (then tested by substring), or every object field k
         return "SELECT seq FROM meta_terms WHERE key = ? AND kind = ?", (key, "s" if value == "string" else "o")
     kind = "e" if op == "elem" else "s" if isinstance(value, str) else "n"
@@ -600,6 +615,8 @@ def pg_prefilter(tree: Any) -> Frag:
     key, value = items, tree[2]
     if op == "col":
         return f"{key} = %s", (value,)
+    if op == "range":  # jsonb_path_ops answers equality only: no restriction
+        return "TRUE", ()
     if op == "type":
         docs = [{"id": {key: value}}]
     elif op == "eq":
