@@ -16,7 +16,7 @@ a JSON array element by element, a tuple equals nothing stored.
 Next to the exact expression comes an index-backed *superset* of the matching rows (the
 "prefilter"), derived from top-level conjuncts such as `tag == 'x'`, `'db' in tags` or
 `lang in ['en', 'de']`: on SQLite postings in `meta_terms` (kept by triggers, schema.py), on
-PostgreSQL containment (`@>`) on `memctl_meta(metadata)` under a GIN index (pg_schema.py). The
+PostgreSQL containment (`@>`) on the stored column `meta_index` under a GIN index (pg_schema.py). The
 exact expression then runs on those rows only.
 
 Rows the database cannot judge exactly are marked "suspect" and judged by the Python evaluator:
@@ -601,11 +601,12 @@ def _sqlite_part(tree: Any) -> Frag:
 # (a float written with an exponent, 1e16 and up). memctl_meta() (pg_schema.py m004_filter_meta) marks the same rows.
 PG_SUSPECT = (r"(json_typeof(metadata) <> 'object' OR strpos(metadata::text, '\u0000') > 0"
               r" OR strpos(metadata::text, 'e+') > 0)")
-PG_SUSPECT_TERM = """memctl_meta(metadata) @> '{"id": {"": "suspect"}}'"""
+PG_SUSPECT_TERM = """meta_index @> '{"id": {"": "suspect"}}'"""
 
 
 def pg_prefilter(tree: Any) -> Frag:
-    """A condition on memctl_meta(metadata) a GIN index answers (and columns under their btrees)."""
+    """A condition on meta_index (memctl_meta(metadata), pg_schema.py) a GIN index answers (and columns under
+    their btrees)."""
     op, items = tree[0], tree[1]
     if op in ("or", "and"):
         if not items:
@@ -623,5 +624,5 @@ def pg_prefilter(tree: Any) -> Frag:
         docs = [{key: v} for v in _pg_variants(value)]
     else:
         docs = [{key: [v]} for v in _pg_variants(value)]
-    sql = " OR ".join(["memctl_meta(metadata) @> %s::jsonb"] * len(docs))
+    sql = " OR ".join(["meta_index @> %s::jsonb"] * len(docs))
     return f"({sql})", tuple(json.dumps(d) for d in docs)

@@ -543,7 +543,7 @@ class PostgresStore(StoreBase):
     def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> list[tuple[int, str]]:
         """(seq, id) of the memories in `area` that `flt` matches, in `order`.
 
-        PostgreSQL selects them (memctl/store/filter_sql.py: containment on memctl_meta(metadata) under
+        PostgreSQL selects them (memctl/store/filter_sql.py: containment on meta_index under
         its GIN index finds the candidates, the compiled expression over metadata::jsonb decides);
         suspect rows and filters with no exact SQL form go through the Python evaluator.
         """
