@@ -194,8 +194,10 @@ def test_prefilter_terms_of_indexable_shapes() -> None:
     assert compiled is not None
     assert compiled.prefilter == ("and", [("and", [("or", [("eq", "project", "p7")])]),
                                           ("and", [("or", [("elem", "tags", "db"), ("type", "tags", "string"),
-                                                           ("type", "tags", "object")])]),
-                                          ("and", [("range", "score", (">", 2))])])
+                                                           ("type", "tags", "object")])])])
+    ranged = compile_filter_sql(compile_filter("score > 2 and 1 <= n"), "sqlite")
+    assert ranged is not None
+    assert ranged.prefilter == ("and", [("and", [("range", "score", (">", 2))]), ("and", [("range", "n", (">=", 1))])])
     assert compile_filter_sql(compile_filter("not project == 'p7'"), "sqlite").prefilter is None
 
 

@@ -498,7 +498,10 @@ class _Compiler:
             children = [self.prefilter(v) for v in node.values]
             if isinstance(node.op, ast.And):
                 known = [c for c in children if c is not None]
-                return ("and", known) if known else None
+                # A range usually holds a large share of the store: intersect with it only when nothing
+                # more selective (an equality or membership term) is there.
+                exact = [c for c in known if not _has_range(c)]
+                return ("and", exact or known) if known else None
             return None if any(c is None for c in children) else ("or", children)
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
@@ -548,6 +551,12 @@ class _Compiler:
         if isinstance(value, tuple):
             return ("or", [])
         return None  # None (a missing field) and list literals: no index term
+
+
+def _has_range(tree: Any) -> bool:
+    if tree[0] in ("and", "or"):
+        return any(_has_range(child) for child in tree[1])
+    return tree[0] == "range"
 
 
 def _value(node: ast.expr) -> Any:
