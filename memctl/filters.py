@@ -474,6 +474,12 @@ class Filter:
         # evaluating); the lock keeps concurrent callers from swapping records.
         self._lock = threading.Lock()
 
+    @property
+    def tree(self) -> ast.expr:
+        """The validated, folded expression (list literals and negative numbers are Constants);
+        memctl/store/filter_sql.py compiles it to SQL."""
+        return self._tree
+
     def matches(self, record: Mapping[str, Any]) -> bool:
         """True if `record` satisfies the filter; False if it does not or
         if evaluating it against this record fails (wrong types, etc.)."""

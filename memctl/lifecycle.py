@@ -461,6 +461,8 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
                                 float(store.config["importance_half_life"]), now)
     default_importance = float(store.config["prune_default_importance"])
     flt = store.compile(criteria.filter)
+    # The database selects what the filter matches, as a filtered search does (memctl/store/filter_sql.py).
+    allowed = store.matching_ids(flt, area=criteria.area) if flt is not None else None
     selected: list[Memory] = []
     for memory, accessed_at in store.iter_with_access(area=criteria.area):
         if created_before is not None and not _before(memory.created_at, created_before):
@@ -474,7 +476,7 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
         if criteria.min_importance is not None and not importance(memory.metadata, default_importance) < \
                 criteria.min_importance:
             continue
-        if flt is not None and not flt.matches(memory.filter_names()):
+        if allowed is not None and memory.id not in allowed:
             continue
         selected.append(memory)
     return selected

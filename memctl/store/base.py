@@ -347,6 +347,11 @@ class StoreBase:
         """Keys allowed by area/filter (None = all). Applied before the top-k cut."""
         raise NotImplementedError
 
+    def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
+        """Ids of the memories (in `area`) a filter matches, selected in the database as `_candidates` selects
+        them (memctl/store/filter_sql.py); `prune --filter` uses it."""
+        raise NotImplementedError
+
     def _dense_pairs(self, vector: np.ndarray, k: int, only: Collection[int] | None) -> list[tuple[int, float]]:
         """Top-k (key, inner product) among `only` (None: all), best first."""
         raise NotImplementedError

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, UsageError, sqlite_hint
 from memctl.files import atomic_write_bytes, recover_swap
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
@@ -692,8 +692,51 @@ class EmbeddedStore(StoreBase):
                 [*args, limit, offset],
             )
             return [_memory(r) for r in rows], total
-        matched = [m for _, m in self._rows(area, flt, order="created_at DESC, seq DESC")]
-        return matched[offset : offset + limit], len(matched)
+        matched = [seq for seq, _ in self._filtered(area, flt, order="created_at DESC, seq DESC")]
+        page = dict(self._seq_rows(matched[offset : offset + limit]))
+        return [page[seq] for seq in matched[offset : offset + limit] if seq in page], len(matched)
+
+    def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
+        for start in range(0, len(seqs), 900):
+            chunk = [int(s) for s in seqs[start : start + 900]]
+            for row in self.db.execute(f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})",
+                                       chunk):
+                yield row[0], _memory(row)
+
+    def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> list[tuple[int, str]]:
+        """(seq, id) of the memories in `area` that `flt` matches, in `order`.
+
+        SQLite selects them (memctl/store/filter_sql.py: postings in meta_terms find the candidates,
+        the compiled expression decides); rows marked 'bad' (metadata the json functions cannot read
+        exactly) and filters with no exact SQL form go through the Python evaluator.
+        """
+        from memctl.store.filter_sql import SQLITE_SUSPECT, compile_filter_sql, sqlite_prefilter
+
+        compiled = compile_filter_sql(flt, "sqlite")
+        if compiled is None:
+            return [(seq, memory.id) for seq, memory in self._rows(area, flt, order)]
+        where, args = [], []
+        if area:
+            where.append("area = ?")
+            args.append(check_area(area))
+        if compiled.prefilter is not None:
+            pre, pre_args = sqlite_prefilter(compiled.prefilter)
+            where.append(f"seq IN (SELECT seq FROM ({pre}) UNION {SQLITE_SUSPECT})")
+            args += pre_args
+        where.append(f"CASE WHEN seq IN ({SQLITE_SUSPECT}) THEN 1 ELSE {compiled.where} END = 1")
+        args += compiled.params
+        rows = self.db.execute(f"SELECT seq, id, seq IN ({SQLITE_SUSPECT}) FROM memories WHERE {' AND '.join(where)}"
+                               f" ORDER BY {order}", args).fetchall()
+        suspects = [seq for seq, _, bad in rows if bad]
+        kept = {seq for seq, memory in self._seq_rows(suspects) if flt.matches(memory.filter_names())}
+        return [(seq, rid) for seq, rid, bad in rows if not bad or seq in kept]
+
+    def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
+        """Ids of the memories (in `area`) a filter matches, selected as searches select them."""
+        flt = self.compile(filter)
+        if flt is None:
+            raise UsageError("matching_ids needs a filter")
+        return {rid for _, rid in self._filtered(area, flt)}
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         sql = f"SELECT {_COLUMNS}, vector FROM memories"
@@ -751,7 +794,7 @@ class EmbeddedStore(StoreBase):
         if flt is None:
             rows = self.db.execute("SELECT seq FROM memories WHERE area = ?", (check_area(area or ""),))
             return np.array([r[0] for r in rows], dtype=np.int64)
-        return np.array([seq for seq, _ in self._rows(area, flt)], dtype=np.int64)
+        return np.array([seq for seq, _ in self._filtered(area, flt)], dtype=np.int64)
 
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Any,
                        common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
@@ -780,7 +823,13 @@ class EmbeddedStore(StoreBase):
     def _relevance_of(self, seqs: list[int], vector: np.ndarray) -> dict[int, float]:
         import numpy as np
 
-        return {seq: relevance(ip) for seq, ip in self._exact_search(vector, len(seqs), np.array(seqs))} if seqs else {}
+        if not seqs:
+            return {}
+        index = self.vector_index()
+        found = index.inner_products(vector, np.array(seqs)) if index is not None else None
+        if found is not None:
+            return {seq: relevance(ip) for seq, ip in found.items()}
+        return {seq: relevance(ip) for seq, ip in self._exact_search(vector, len(seqs), np.array(seqs))}
 
     def _embed_query(self, query: str) -> np.ndarray:
         """Embed the query while the vector index loads: a cold CLI call pays for the slower of the two."""

@@ -586,8 +586,51 @@ class PostgresStore(StoreBase):
             rows = self._all(f"SELECT {_COLUMNS} FROM memctl_memories {where}"
                              " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s", [*args, limit, offset])
             return [_memory(r) for r in rows], total
-        matched = [m for _, m in self._rows(area, flt, order="created_at DESC, seq DESC")]
-        return matched[offset : offset + limit], len(matched)
+        matched = [seq for seq, _ in self._filtered(area, flt, order="created_at DESC, seq DESC")]
+        page = matched[offset : offset + limit]
+        rows = {r[0]: _memory(r) for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
+                                                     " AND subdir = %s", (page, self.subdir))}
+        return [rows[seq] for seq in page if seq in rows], len(matched)
+
+    def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> list[tuple[int, str]]:
+        """(seq, id) of the memories in `area` that `flt` matches, in `order`.
+
+        PostgreSQL selects them (memctl/store/filter_sql.py: containment on meta_index under
+        its GIN index finds the candidates, the compiled expression over metadata::jsonb decides);
+        suspect rows and filters with no exact SQL form go through the Python evaluator.
+        """
+        from memctl.store.filter_sql import PG_SUSPECT, PG_SUSPECT_TERM, compile_filter_sql, pg_prefilter
+
+        compiled = compile_filter_sql(flt, "postgres")
+        if compiled is None:
+            return [(seq, memory.id) for seq, memory in self._rows(area, flt, order)]
+        where, args = ["subdir = %s"], [self.subdir]
+        if area:
+            where.append("area = %s")
+            args.append(check_area(area))
+        if compiled.prefilter is not None:
+            pre, pre_args = pg_prefilter(compiled.prefilter)
+            where.append(f"({pre} OR {PG_SUSPECT_TERM})")
+            args += pre_args
+        # OFFSET 0 keeps the subquery whole, so metadata is parsed to jsonb once per row.
+        rows = self._all(f"SELECT seq, id, j IS NULL FROM (SELECT seq, id, area, created_at, updated_at,"
+                         f" CASE WHEN {PG_SUSPECT} THEN NULL ELSE metadata::jsonb END AS j FROM memctl_memories"
+                         f" WHERE {' AND '.join(where)} OFFSET 0) AS s WHERE j IS NULL OR ({compiled.where}) = 1"
+                         f" ORDER BY {order}", [*args, *compiled.params])
+        suspects = [seq for seq, _, bad in rows if bad]
+        kept: set[int] = set()
+        if suspects:
+            kept = {r[0] for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
+                                            " AND subdir = %s", (suspects, self.subdir))
+                    if flt.matches(_memory(r).filter_names())}
+        return [(int(seq), rid) for seq, rid, bad in rows if not bad or seq in kept]
+
+    def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
+        """Ids of the memories (in `area`) a filter matches, selected as searches select them."""
+        flt = self.compile(filter)
+        if flt is None:
+            raise UsageError("matching_ids needs a filter")
+        return {rid for _, rid in self._filtered(area, flt)}
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         """Oldest first, in batches by key (no long-running transaction)."""
@@ -639,7 +682,7 @@ class PostgresStore(StoreBase):
         if flt is None:
             return [r[0] for r in self._all("SELECT seq FROM memctl_memories WHERE subdir = %s AND area = %s",
                                             (self.subdir, check_area(area or "")))]
-        return [seq for seq, _ in self._rows(area, flt, columns="seq, id, '', area, created_at, updated_at, metadata")]
+        return [seq for seq, _ in self._filtered(area, flt)]
 
     def _dense_pairs(self, vector: np.ndarray, k: int, only: Collection[int] | None) -> list[tuple[int, float]]:
         import numpy as np

@@ -6,6 +6,50 @@ import sqlite3
 
 from memctl.errors import StoreError
 
+
+def _terms(seq: str, meta: str, source: str = "") -> str:
+    """A SELECT of the filter postings (m007_filter_terms) of memory `seq` with metadata `meta`: the
+    columns of each row of `source` ("FROM memories AS m"), or a trigger's new/old row."""
+    ok = f"CASE WHEN json_valid({meta}) THEN json_type({meta}) = 'object' END"  # json_type raises on bad JSON
+    safe = f"CASE WHEN {ok} THEN {meta} ELSE '{{}}' END"
+    bad = (f"CASE WHEN json_valid({meta}) THEN json_type({meta}) != 'object' OR {meta} GLOB '*{'[0-9]' * 19}*'"
+           " ELSE 1 END")
+    rows = f"{source}{', ' if source else 'FROM '}json_each({safe}) AS j"
+    return f"""SELECT '', 'bad', '', {seq} {source} WHERE {bad}
+    UNION ALL SELECT j.key, CASE j.type WHEN 'text' THEN 's' WHEN 'object' THEN 'o' ELSE 'n' END,
+        coalesce(j.atom, ''), {seq} {rows} WHERE j.type NOT IN ('null', 'array')
+    UNION ALL SELECT j.key, 'e', e.atom, {seq} {rows}, json_each(j.value) AS e
+        WHERE j.type = 'array' AND e.atom IS NOT NULL"""
+
+
+_INSERT_TERMS = "INSERT OR IGNORE INTO meta_terms (key, kind, value, seq) "
+# No index on seq (it would cost a quarter of an insert): a delete recomputes the old row's postings.
+_DELETE_TERMS = "DELETE FROM meta_terms WHERE (key, kind, value, seq) IN "
+
+# Metadata filters run in SQL (memctl/store/filter_sql.py); these postings let an index find the rows a
+# filter can match. Per top-level field: a string value ('s'), a number or boolean ('n', booleans as 1/0),
+# an object ('o', value ''), each scalar element of an array ('e'). Metadata the json functions cannot
+# read exactly (not a JSON object, NaN/Infinity, an integer past 64 bits) is marked 'bad' and judged by
+# the Python evaluator.
+_FILTER_TERMS = f"""
+CREATE TABLE meta_terms (
+    key TEXT NOT NULL, kind TEXT NOT NULL, value NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (key, kind, value, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER memories_terms_ai AFTER INSERT ON memories BEGIN
+    {_INSERT_TERMS}{_terms("new.seq", "new.metadata")};
+END;
+CREATE TRIGGER memories_terms_ad AFTER DELETE ON memories BEGIN
+    {_DELETE_TERMS}({_terms("old.seq", "old.metadata")});
+END;
+CREATE TRIGGER memories_terms_au AFTER UPDATE OF metadata ON memories BEGIN
+    {_DELETE_TERMS}({_terms("old.seq", "old.metadata")});
+    {_INSERT_TERMS}{_terms("new.seq", "new.metadata")};
+END;
+{_INSERT_TERMS}{_terms("m.seq", "m.metadata", "FROM memories AS m")};
+"""
+
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", """
 CREATE TABLE memories (
@@ -175,6 +219,7 @@ INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
 -- committed transactions (its write-ahead log was removed or damaged), and memctl says so.
 INSERT OR IGNORE INTO counters VALUES ('commits', 0);
 """),
+    ("m007_filter_terms", _FILTER_TERMS),
 ]
 
 
