@@ -407,5 +407,6 @@ def test_memorize_gate_setting_is_checked():
     notes: list[str] = []
     assert _gate_embed(store("rules"), notes) is None and not notes
     assert _gate_embed(store("classifier"), notes) is None and "MiniLM" in notes[0]
+    assert _gate_embed(store("both"), notes) is None and "MiniLM" in notes[1]
     with pytest.raises(UsageError, match="memorize_gate"):
         _gate_embed(store("bayes"), notes)
