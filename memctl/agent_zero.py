@@ -187,7 +187,7 @@ class AgentZeroFolder:
     notes: Notes
 
 
-def read_agent_zero(path: str | os.PathLike[str], *, timezone: str | tzinfo = "UTC") -> AgentZeroFolder:
+def read_agent_zero(path: str | os.PathLike[str], *, timezone: str | tzinfo | None = "UTC") -> AgentZeroFolder:
     """Read `usr/memory/<subdir>/` (or a project's `usr/projects/<name>/.a0proj/memory/`) safely.
 
     Naive timestamps are read in `timezone` (Agent Zero's zone; its Docker image runs in UTC).
@@ -730,7 +730,7 @@ def a0_metadata(memory_id: str, area: str, created_at: str, metadata: dict[str, 
     What an import kept under metadata `a0` (an area memctl lacks, keys that are memctl columns)
     goes back where it came from; every other key, `a0_area` included, is written as it is."""
     rest = dict(metadata)
-    kept = rest.get(A0_KEY)
+    kept: Any = rest.get(A0_KEY)
     if _is_kept_shape(kept):
         del rest[A0_KEY]
         if isinstance(kept.get("area"), str) and kept["area"] and area == "main":

@@ -56,6 +56,7 @@ def atomic_writer(path: Path, *, mode: int | None = None) -> Iterator[IO[bytes]]
     (a link's target: see write_target), fsync the folder. The file keeps the mode of the one it
     replaces; a new one gets `mode` (default 0600: exports and store files hold every text)."""
     target = write_target(path)
+    keep: int | None
     try:
         keep = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
@@ -214,7 +215,7 @@ def clean_stale_staging(target: Path) -> list[str]:
     held (whoever stages holds it, so none of them is in use)."""
     import shutil
 
-    removed = []
+    removed: list[str] = []
     if not target.parent.is_dir():
         return removed
     for kind in STAGING_KINDS:

@@ -64,7 +64,7 @@ def export_jsonl(store: StoreBase, out: IO[str] | IO[bytes], *, with_vectors: bo
         if binary:
             out.write((line + "\n").encode("utf-8"))  # type: ignore[arg-type]
         else:
-            out.write(line + "\n")  # type: ignore[arg-type]
+            out.write(line + "\n")  # type: ignore[arg-type,call-overload]  # a text stream here
         if progress and count % 1000 == 0:
             progress(count)
     return max(count, 0)
@@ -555,7 +555,7 @@ def restorable(store: StoreBase, memory_id: str) -> Version | None:
     last = entries[0]
     first = entries[-1]
     changed = next((e.at for e in entries[1:] if e.new_text is not None), first.at)
-    memory = Memory(id=memory_id, text=last.old_text, area=last.area or "main", created_at=first.at,
+    memory = Memory(id=memory_id, text=last.old_text or "", area=last.area or "main", created_at=first.at,
                     updated_at=changed, metadata=dict(last.old_metadata or {}))
     return Version(memory, "history")
 

@@ -10,6 +10,7 @@ Infinity, integers past 64 bits, floats >= 1e16, strings holding `e+` or `\\u000
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import tempfile
@@ -51,6 +52,10 @@ def _value(rng: random.Random, exotic: bool, depth: int = 0) -> Any:
     return {rng.choice(["a", "b", "x", "1", "é"]): _value(rng, exotic, depth + 1) for _ in range(rng.randint(0, 2))}
 
 
+def _finite(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if not (isinstance(v, float) and not math.isfinite(v))}
+
+
 def make_metadata(seed: int, *, nan: bool) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     out = []
@@ -80,8 +85,15 @@ def corpus(request: pytest.FixtureRequest) -> Iterator[tuple[Any, list[tuple[str
         # PostgreSQL's json type refuses NaN and Infinity (and \u0000): only the embedded store holds them.
         metas = make_metadata(7, nan=request.param == "embedded")
         areas = ["main", "fragments", "solutions"]
-        records = [{"text": f"memory {i}", "area": areas[i % 3], "metadata": m} for i, m in enumerate(metas)]
+        # memctl refuses NaN and Infinity in new metadata; stores written before that may hold them, so
+        # those rows are written under the store's feet after a finite insert.
+        records = [{"id": f"g{i}", "text": f"memory {i}", "area": areas[i % 3], "metadata": _finite(m)}
+                   for i, m in enumerate(metas)]
         store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
+        legacy = [(json.dumps(m), f"g{i}") for i, m in enumerate(metas) if m != _finite(m)]
+        if legacy:
+            with store.transaction() as held:
+                held.db.executemany("UPDATE memories SET metadata = ? WHERE id = ?", legacy)
         rows = [(m.id, m.filter_names()) for m, _ in store.iter_all()]
         assert len(rows) == RECORDS
         yield store, rows
@@ -207,10 +219,13 @@ def test_list_prune_and_search_select_through_the_database(backend, home: Path) 
 
     metas = [{"tags": ["db"], "n": 1}, {"tags": "db,sql", "n": 2}, {"tags": ["x"], "n": True}, {"n": 10**20},
              {"tags": ["db"], "n": 1e17}, {}]
-    if backend == "embedded":
-        metas.append({"tags": ["db"], "n": math.nan})
     with memctl.open_store(home, "paths") as store:
         ids = store.add([f"memory {i}" for i in range(len(metas))], metadata=metas)
+        if backend == "embedded":  # a NaN written by an older memctl (new metadata refuses it)
+            ids += store.add(["memory nan"], metadata=[{"tags": ["db"]}])
+            with store.transaction() as held:
+                held.db.execute("UPDATE memories SET metadata = ? WHERE id = ?",
+                                (json.dumps({"tags": ["db"], "n": math.nan}), ids[-1]))
         for source in ["'db' in tags", "n == 1", "n > 5", "not n"]:
             flt = compile_filter(source)
             want = [m.id for m, _ in store.iter_all() if flt.matches(m.filter_names())]

@@ -11,7 +11,7 @@ from typing import Any
 from memctl.cli.state import State
 
 
-def emit(state: State, document: dict[str, Any], human: Callable[[Any], None] | None = None) -> None:
+def emit(state: State, document: dict[str, Any], human: Callable[[Any], object] | None = None) -> None:
     """Print `document` as JSON, or call `human(console)` to draw it for people."""
     if state.json:
         sys.stdout.write(to_json(document) + "\n")

@@ -9,6 +9,7 @@ keyword gate, the rare-token rule and `score` = relevance. Rows are addressed by
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import string
@@ -124,7 +125,7 @@ def check_text_size(text: str, limit: int) -> None:
 
 def keywords_of(config: Config, metadata: Mapping[str, Any]) -> str:
     """Metadata values indexed for keyword search only (config keyword_metadata_keys)."""
-    values: list[str] = []
+    values: builtins.list[str] = []
     for key in config["keyword_metadata_keys"]:
         value = metadata.get(key)
         if isinstance(value, list):
@@ -134,8 +135,8 @@ def keywords_of(config: Config, metadata: Mapping[str, Any]) -> str:
     return " ".join(values)
 
 
-def iter_chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
+def iter_chunks(items: Iterable[Any], size: int) -> Iterator[builtins.list[Any]]:
+    chunk: builtins.list[Any] = []
     for item in items:
         chunk.append(item)
         if len(chunk) >= size:
@@ -154,7 +155,7 @@ def rrf_fuse(rankings: Sequence[tuple[float, Sequence[tuple[int, float]]]], k0: 
     return fused
 
 
-def gate_keyword(keyword: list[tuple[int, float]], gate: float) -> list[tuple[int, float]]:
+def gate_keyword(keyword: builtins.list[tuple[int, float]], gate: float) -> builtins.list[tuple[int, float]]:
     """Keyword matches weaker than `gate` × the best one only add noise to a fusion."""
     if not keyword:
         return keyword
@@ -180,8 +181,8 @@ def _session_of(hit: Hit, keys: Sequence[str]) -> str | None:
 class _BaseScores:
     """Score fusion's base score of a key: (1 - share) x normalised similarity + share x normalised BM25."""
 
-    def __init__(self, store: StoreBase, ranking: np.ndarray, dense: list[tuple[int, float]],
-                 keyword: list[tuple[int, float]], share: float) -> None:
+    def __init__(self, store: StoreBase, ranking: np.ndarray, dense: builtins.list[tuple[int, float]],
+                 keyword: builtins.list[tuple[int, float]], share: float) -> None:
         from memctl.store.records import relevance as rel
 
         self.ranking = ranking
@@ -193,7 +194,7 @@ class _BaseScores:
         self.best_keyword = max(self.keyword.values(), default=0.0)
         self.add_dense(store, [key for key, _ in keyword])
 
-    def add_dense(self, store: StoreBase, keys: list[int]) -> None:
+    def add_dense(self, store: StoreBase, keys: builtins.list[int]) -> None:
         missing = [key for key in keys if key not in self.dense_relevance]
         self.dense_relevance.update(store._relevance_of(missing, self.ranking))
 
@@ -248,7 +249,7 @@ class StoreBase:
     def check_model(self, info: ModelInfo | None = None) -> None:
         raise NotImplementedError
 
-    def get(self, ids: Sequence[str]) -> list[Memory]:
+    def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
         raise NotImplementedError
 
     def bulk(self) -> Any:
@@ -271,11 +272,12 @@ class StoreBase:
         return dim
 
     def _prepare_rows(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, taken: set[str],
-                      on_conflict: str, op: str, actor: str | None) -> tuple[list[PreparedRow], list[tuple[Any, ...]]]:
+                      on_conflict: str, op: str, actor: str | None) -> tuple[
+            builtins.list[PreparedRow], builtins.list[tuple[Any, ...]]]:
         """Validated rows to insert and their history rows; resolves id conflicts (skip / error / new-id)."""
         now = now_iso()
-        rows: list[PreparedRow] = []
-        history: list[tuple[Any, ...]] = []
+        rows: builtins.list[PreparedRow] = []
+        history: builtins.list[tuple[Any, ...]] = []
         for record, vector in zip(records, vectors, strict=True):
             rid = record.get("id") or new_id()
             if rid in taken:
@@ -297,7 +299,7 @@ class StoreBase:
 
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
-                       links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+                       links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
         raise NotImplementedError
 
     def transaction(self) -> AbstractContextManager[Any]:
@@ -316,13 +318,13 @@ class StoreBase:
     def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
         raise NotImplementedError
 
-    def links(self) -> list[tuple[str, str, str, str]]:
+    def links(self) -> builtins.list[tuple[str, str, str, str]]:
         raise NotImplementedError
 
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
         raise NotImplementedError
 
-    def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
+    def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
         raise NotImplementedError
 
     def append_history(self, entries: Sequence[HistoryEntry]) -> None:
@@ -352,15 +354,16 @@ class StoreBase:
         them (memctl/store/filter_sql.py); `prune --filter` uses it."""
         raise NotImplementedError
 
-    def _dense_pairs(self, vector: np.ndarray, k: int, only: Collection[int] | None) -> list[tuple[int, float]]:
+    def _dense_pairs(self, vector: np.ndarray, k: int,
+                     only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
         """Top-k (key, inner product) among `only` (None: all), best first."""
         raise NotImplementedError
 
-    def _relevance_of(self, keys: list[int], vector: np.ndarray) -> dict[int, float]:
+    def _relevance_of(self, keys: builtins.list[int], vector: np.ndarray) -> dict[int, float]:
         raise NotImplementedError
 
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
-                       common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
+                       common_df: int, common_text_df: int = 0) -> builtins.list[tuple[int, float]]:
         """Top-k (key, keyword score; higher is better) among memories in `area` / `only`, leaving out
         query words found in over `common_df` memories (when > 50) or, when > 0, in over
         `common_text_df` memory texts (unless that leaves none)."""
@@ -373,7 +376,7 @@ class StoreBase:
         """The tokens found in more than `min_df` memories."""
         raise NotImplementedError
 
-    def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
+    def _seq_hits(self, pairs: builtins.list[tuple[int, float]]) -> builtins.list[tuple[int, Hit]]:
         """(key, Hit) for the pairs whose rows still exist, in the given order."""
         raise NotImplementedError
 
@@ -457,7 +460,7 @@ class StoreBase:
         """The content hashes among `hashes` that some memory's text has."""
         raise NotImplementedError
 
-    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+    def memories_with_hashes(self, hashes: Sequence[str]) -> builtins.list[Memory]:
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         raise NotImplementedError
 
@@ -512,7 +515,7 @@ class StoreBase:
         info = self.model_info()
         return int(info["dimension"]) if info and info.get("dimension") else None
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: builtins.list[str]) -> np.ndarray:
         self.check_model()
         vectors = self.embedder.embed(texts)
         dim = self.dimension()
@@ -543,7 +546,7 @@ class StoreBase:
         return got[0]
 
     def add(self, texts: Sequence[str], area: str = "main", metadata: Sequence[Mapping[str, Any] | None] | None = None,
-            *, derived_from: Mapping[str, Sequence[str]] | None = None, actor: str | None = None) -> list[str]:
+            *, derived_from: Mapping[str, Sequence[str]] | None = None, actor: str | None = None) -> builtins.list[str]:
         """Embed and insert texts in one transaction; return their new ids.
 
         `derived_from` maps a link kind (e.g. "consolidated_from") to parent ids each new memory derives from.
@@ -564,7 +567,7 @@ class StoreBase:
         return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
 
     def search(self, query: str, limit: int = 10, threshold: float | None = None, area: str | None = None,
-               filter: str | Filter | None = None, mode: str = "hybrid") -> list[Hit]:
+               filter: str | Filter | None = None, mode: str = "hybrid") -> builtins.list[Hit]:
         """Best matches at or above threshold (None: config search_threshold).
 
         mode "dense": vector similarity. "keyword": keyword-index order (BM25 embedded, ts_rank_cd on
@@ -582,7 +585,7 @@ class StoreBase:
 
     def search_evidence(self, query: str, limit: int = 10, threshold: float | None = None, area: str | None = None,
                         filter: str | Filter | None = None, mode: str = "hybrid"
-                        ) -> list[tuple[Hit, dict[str, float] | None]]:
+                        ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """`search`, each hit with the evidence its score was computed from (memctl.relevance.FEATURES;
         None when the plain formula scored it). scripts/fit_relevance.py fits the calibration on it."""
         if mode not in SEARCH_MODES:
@@ -649,7 +652,7 @@ class StoreBase:
     @staticmethod
     def _select(hits: Mapping[int, Hit], scores: Mapping[int, float], rank: Mapping[int, float],
                 rare_hits: Mapping[int, int], evidence: Mapping[int, dict[str, float]] | None, limit: int,
-                threshold: float) -> list[tuple[Hit, dict[str, float] | None]]:
+                threshold: float) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """Hits in order (rare-token hits first, then `rank`), score set, those below threshold left out
         unless they hold a rare query token."""
         order = sorted(hits, key=lambda key: (-rare_hits.get(key, 0), -rank[key], -scores.get(key, 0.0)))
@@ -675,7 +678,8 @@ class StoreBase:
         return {key: calibration.score(ev) for key, ev in evidence.items()}, evidence
 
     def _search_dense(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
-                      flt: Filter | None, calibration: Calibration) -> list[tuple[Hit, dict[str, float] | None]]:
+                      flt: Filter | None,
+                      calibration: Calibration) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """Dense candidates scored by the calibration (the keyword side only adds evidence)."""
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
@@ -693,7 +697,7 @@ class StoreBase:
 
     def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
                       flt: Filter | None, calibration: Calibration | None, *, use_dense: bool
-                      ) -> list[tuple[Hit, dict[str, float] | None]]:
+                      ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
             return []
@@ -721,7 +725,7 @@ class StoreBase:
 
     def _search_hybrid(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
                        flt: Filter | None, calibration: Calibration | None = None
-                       ) -> list[tuple[Hit, dict[str, float] | None]]:
+                       ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """Score fusion, measured in bench/retrieval.py (each step kept only because it moved Recall@k):
 
         1. The vector side ranks with the query minus the names found in over 10 % of the store (a
@@ -780,8 +784,9 @@ class StoreBase:
         calibrated, evidence = self._calibrated(calibration, query, hits, shown, dict(keyword), final)
         return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
 
-    def _with_named(self, dense: list[tuple[int, float]], ranking: np.ndarray, depth: int, query: str,
-                    names: set[str], area: str | None, only: Collection[int] | None) -> list[tuple[int, float]]:
+    def _with_named(self, dense: builtins.list[tuple[int, float]], ranking: np.ndarray, depth: int, query: str,
+                    names: set[str], area: str | None,
+                    only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
         """`dense` plus the vector side's best `depth` among the memories whose keyword metadata is one of the
         (common) names the query mentions: in a long chat the turn a question is about is one of that
         speaker's hundreds, and the best 50 of the whole store often miss it."""
@@ -833,7 +838,7 @@ class StoreBase:
             final[key] += weight * best
 
     def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
-                      area: str | None = None, filter: str | Filter | None = None) -> list[Hit]:
+                      area: str | None = None, filter: str | Filter | None = None) -> builtins.list[Hit]:
         """Dense search with a query vector, ordered by relevance."""
         only = self._candidates(area, self.compile(filter))
         if only is not None and len(only) == 0:
@@ -842,7 +847,7 @@ class StoreBase:
         return self._hits([(key, score) for key, score in pairs if score >= threshold])
 
     def search_all_above(self, query: str, threshold: float, area: str | None = None,
-                         filter: str | Filter | None = None) -> list[Hit]:
+                         filter: str | Filter | None = None) -> builtins.list[Hit]:
         """Every memory at or above threshold, however many (no silent cap)."""
         flt = self.compile(filter)
         query = self._check_text(query)
@@ -856,5 +861,5 @@ class StoreBase:
                 return hits
             k *= 4
 
-    def _hits(self, pairs: list[tuple[int, float]]) -> list[Hit]:
+    def _hits(self, pairs: builtins.list[tuple[int, float]]) -> builtins.list[Hit]:
         return [hit for _, hit in self._seq_hits(pairs)]

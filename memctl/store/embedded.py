@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from memctl.store.records import (
     HistoryEntry,
     Hit,
     Memory,
+    history_entry,
     now_iso,
     relevance,
 )
@@ -507,14 +509,14 @@ class EmbeddedStore(StoreBase):
     # -- writing -------------------------------------------------------------------------
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
-                       links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+                       links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
         """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
 
         on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
         Returns the ids inserted (skipped records are left out).
         """
         dim = self._checked_dimension(records, vectors, info)
-        inserted: list[str] = []
+        inserted: builtins.list[str] = []
         with self._write() as db:
             if dim:
                 self._record_model(info, dim)
@@ -550,7 +552,7 @@ class EmbeddedStore(StoreBase):
         self.db.executemany("INSERT OR IGNORE INTO links VALUES (?, ?, ?, ?)",
                             [(p, child_id, kind, stamp) for p in parent_ids])
 
-    def derived_ids(self, ids: Sequence[str]) -> list[str]:
+    def derived_ids(self, ids: Sequence[str]) -> builtins.list[str]:
         """Ids derived (transitively, through the link table) from `ids`, excluding `ids`."""
         if not ids:
             return []
@@ -650,7 +652,7 @@ class EmbeddedStore(StoreBase):
         return self.get_one(memory_id)
 
     # -- reading -------------------------------------------------------------------------
-    def get(self, ids: Sequence[str]) -> list[Memory]:
+    def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
         """Memories for the ids that exist, in the order asked."""
         found: dict[str, Memory] = {}
         ids = list(ids)
@@ -661,9 +663,9 @@ class EmbeddedStore(StoreBase):
                 found[row[1]] = _memory(row)
         return [found[i] for i in ids if i in found]
 
-    def find_exact(self, text: str, area: str | None = None) -> list[Memory]:
+    def find_exact(self, text: str, area: str | None = None) -> builtins.list[Memory]:
         sql = f"SELECT {_COLUMNS} FROM memories WHERE content_hash = ? AND text = ?"
-        args: list[Any] = [content_hash(text), text]
+        args: builtins.list[Any] = [content_hash(text), text]
         if area:
             sql += " AND area = ?"
             args.append(check_area(area))
@@ -671,7 +673,7 @@ class EmbeddedStore(StoreBase):
 
     def _rows(self, area: str | None, flt: Filter | None, order: str = "seq") -> Iterator[tuple[int, Memory]]:
         sql = f"SELECT {_COLUMNS} FROM memories"
-        args: list[Any] = []
+        args: builtins.list[Any] = []
         if area:
             sql += " WHERE area = ?"
             args.append(check_area(area))
@@ -681,7 +683,7 @@ class EmbeddedStore(StoreBase):
                 yield row[0], memory
 
     def list(self, *, area: str | None = None, filter: str | Filter | None = None,
-             limit: int = 20, offset: int = 0) -> tuple[list[Memory], int]:
+             limit: int = 20, offset: int = 0) -> tuple[builtins.list[Memory], int]:
         """Newest first; returns (page, total matching)."""
         flt = self.compile(filter)
         if flt is None:
@@ -703,7 +705,7 @@ class EmbeddedStore(StoreBase):
                                        chunk):
                 yield row[0], _memory(row)
 
-    def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> list[tuple[int, str]]:
+    def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
         """(seq, id) of the memories in `area` that `flt` matches, in `order`.
 
         SQLite selects them (memctl/store/filter_sql.py: postings in meta_terms find the candidates,
@@ -755,7 +757,7 @@ class EmbeddedStore(StoreBase):
             for row in batch:
                 yield _memory(row), row[7]
 
-    def links(self) -> list[tuple[str, str, str, str]]:
+    def links(self) -> builtins.list[tuple[str, str, str, str]]:
         """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
         return [tuple(r) for r in self.db.execute(
             "SELECT parent_id, child_id, kind, created_at FROM links ORDER BY created_at, parent_id, child_id")]
@@ -769,9 +771,9 @@ class EmbeddedStore(StoreBase):
                 [(e.memory_id, e.op, e.actor, e.at, e.area, e.old_text, e.new_text, _json_or_none(e.old_metadata),
                   _json_or_none(e.new_metadata)) for e in entries])
 
-    def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
+    def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
         sql = "SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata FROM history"
-        args: list[Any] = []
+        args: builtins.list[Any] = []
         if memory_id:
             sql += " WHERE memory_id = ?"
             args.append(memory_id)
@@ -779,8 +781,7 @@ class EmbeddedStore(StoreBase):
         if limit:
             args.append(limit)
         return [
-            HistoryEntry(*r[:8], old_metadata=json.loads(r[8]) if r[8] else None,
-                         new_metadata=json.loads(r[9]) if r[9] else None)
+            history_entry(r, json.loads(r[8]) if r[8] else None, json.loads(r[9]) if r[9] else None)
             for r in self.db.execute(sql, args)
         ]
 
@@ -797,7 +798,7 @@ class EmbeddedStore(StoreBase):
         return np.array([seq for seq, _ in self._filtered(area, flt)], dtype=np.int64)
 
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Any,
-                       common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
+                       common_df: int, common_text_df: int = 0) -> builtins.list[tuple[int, float]]:
         from memctl.store.keyword import keyword_search
 
         return keyword_search(self.db, query, k, area, only, common_df=common_df, common_text_df=common_text_df)
@@ -812,15 +813,19 @@ class EmbeddedStore(StoreBase):
 
         return {t for t in tokens if doc_freq(self.db, t) > min_df}
 
-    def _dense_pairs(self, vector: np.ndarray, k: int, only: np.ndarray | None) -> list[tuple[int, float]]:
+    def _dense_pairs(self, vector: np.ndarray, k: int,
+                     only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
+        import numpy as np
+
         index = self.vector_index()
         if index is None:
             return []
-        if only is not None and index.is_approximate and len(only) <= EXACT_FILTERED_MAX:
-            return self._exact_search(vector, k, only)  # a filter must not lose matches to IVF probing
-        return index.search(vector, k, only)
+        keys = None if only is None else np.asarray(only, dtype=np.int64)  # a no-op for _candidates' array
+        if keys is not None and index.is_approximate and len(keys) <= EXACT_FILTERED_MAX:
+            return self._exact_search(vector, k, keys)  # a filter must not lose matches to IVF probing
+        return index.search(vector, k, keys)
 
-    def _relevance_of(self, seqs: list[int], vector: np.ndarray) -> dict[int, float]:
+    def _relevance_of(self, seqs: builtins.list[int], vector: np.ndarray) -> dict[int, float]:
         import numpy as np
 
         if not seqs:
@@ -847,13 +852,13 @@ class EmbeddedStore(StoreBase):
                                      hint="run `memctl reindex`")
         return vector
 
-    def _exact_search(self, vector: np.ndarray, k: int, only: np.ndarray) -> list[tuple[int, float]]:
+    def _exact_search(self, vector: np.ndarray, k: int, only: np.ndarray) -> builtins.list[tuple[int, float]]:
         import numpy as np
 
         from memctl.store.vector_index import vectors_from_blobs
 
-        seqs: list[int] = []
-        blobs: list[bytes] = []
+        seqs: builtins.list[int] = []
+        blobs: builtins.list[bytes] = []
         for start in range(0, len(only), 900):
             chunk = [int(x) for x in only[start : start + 900]]
             for seq, blob in self.db.execute(
@@ -866,7 +871,7 @@ class EmbeddedStore(StoreBase):
         top = np.argsort(-scores, kind="stable")[:k]
         return [(seqs[i], float(scores[i])) for i in top]
 
-    def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
+    def _seq_hits(self, pairs: builtins.list[tuple[int, float]]) -> builtins.list[tuple[int, Hit]]:
         """(seq, Hit) for the pairs whose rows still exist, in the given order."""
         if not pairs:
             return []
@@ -1118,9 +1123,9 @@ class EmbeddedStore(StoreBase):
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         return {digest for digest, _ in self._by_hash(hashes, "NULL")}
 
-    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+    def memories_with_hashes(self, hashes: Sequence[str]) -> builtins.list[Memory]:
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
-        found: list[Memory] = []
+        found: builtins.list[Memory] = []
         for chunk in iter_chunks(list(hashes), 500):
             found += [_memory(r) for r in self.db.execute(
                 f"SELECT {_COLUMNS} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk)]

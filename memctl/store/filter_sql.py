@@ -627,6 +627,7 @@ def pg_prefilter(tree: Any) -> Frag:
         return f"{key} = %s", (value,)
     if op == "range":  # jsonb_path_ops answers equality only: no restriction
         return "TRUE", ()
+    docs: list[dict[str, Any]]
     if op == "type":
         docs = [{"id": {key: value}}]
     elif op == "eq":

@@ -13,6 +13,7 @@ psycopg and pgvector are imported here only, so the embedded path never loads th
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -24,7 +25,17 @@ from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
 from memctl.store.base import StoreBase, check_area, check_metadata
-from memctl.store.records import AREAS, ArchivedMemory, DeleteResult, HistoryEntry, Hit, Memory, now_iso, relevance
+from memctl.store.records import (
+    AREAS,
+    ArchivedMemory,
+    DeleteResult,
+    HistoryEntry,
+    Hit,
+    Memory,
+    history_entry,
+    now_iso,
+    relevance,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,7 +92,7 @@ def connect(url: str, *, lock_timeout: float | None = None) -> Any:
     except psycopg.ProgrammingError as exc:
         raise UsageError(f"--store {redact(url)!r} is not a valid PostgreSQL URL: {exc}",
                          hint="postgresql://USER:PASSWORD@HOST:PORT/DBNAME") from exc
-    extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+    extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
     try:
         conn = psycopg.connect(url, autocommit=True, application_name="memctl", **extra)
     except psycopg.Error as exc:
@@ -155,7 +166,7 @@ class PostgresStore(StoreBase):
     def _is_empty(self) -> bool:
         return not self._one("SELECT EXISTS (SELECT 1 FROM memctl_memories WHERE subdir = %s)", (self.subdir,))[0]
 
-    def search_evidence(self, *args: Any, **kwargs: Any) -> list[tuple[Hit, dict[str, float] | None]]:
+    def search_evidence(self, *args: Any, **kwargs: Any) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """StoreBase.search_evidence (and so search), counting the store once (it needs the count three times)."""
         self._count_cache = None
         self._count_cache = len(self)
@@ -212,7 +223,7 @@ class PostgresStore(StoreBase):
     def _one(self, sql: str, args: Sequence[Any] | None = None) -> Any:
         return self._execute(sql, args).fetchone()
 
-    def _all(self, sql: str, args: Sequence[Any] | None = None) -> list[Any]:
+    def _all(self, sql: str, args: Sequence[Any] | None = None) -> builtins.list[Any]:
         return self._execute(sql, args).fetchall()
 
     @contextmanager
@@ -351,7 +362,7 @@ class PostgresStore(StoreBase):
     # -- writing -------------------------------------------------------------------------
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
-                       links: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+                       links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
         """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
 
         on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
@@ -363,7 +374,7 @@ class PostgresStore(StoreBase):
         dim = self._checked_dimension(records, vectors, info)
         if dim:
             self._ensure_vector_index(dim)
-        inserted: list[str] = []
+        inserted: builtins.list[str] = []
         try:
             with self._write():
                 if dim:
@@ -385,7 +396,7 @@ class PostgresStore(StoreBase):
                              hint="PostgreSQL text holds no NUL (U+0000) characters; remove them") from exc
         return inserted
 
-    def _insert_rows(self, rows: list[tuple[Any, ...]], *, with_access: bool = False) -> None:
+    def _insert_rows(self, rows: builtins.list[tuple[Any, ...]], *, with_access: bool = False) -> None:
         """Many rows: binary COPY (several times faster than INSERTs); a few: one INSERT each.
 
         A row: subdir, id, text, area, created_at, updated_at, metadata, vector, content_hash, keywords
@@ -426,7 +437,7 @@ class PostgresStore(StoreBase):
                             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                             [(self.subdir, p, child_id, kind, stamp) for p in parent_ids])
 
-    def links(self) -> list[tuple[str, str, str, str]]:
+    def links(self) -> builtins.list[tuple[str, str, str, str]]:
         """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
         return [tuple(r) for r in self._all(
             "SELECT parent_id, child_id, kind, created_at FROM memctl_links WHERE subdir = %s"
@@ -438,7 +449,7 @@ class PostgresStore(StoreBase):
             self._history_rows([(e.memory_id, e.op, e.actor, e.at, e.area, e.old_text, e.new_text,
                                  _json(e.old_metadata), _json(e.new_metadata)) for e in entries])
 
-    def derived_ids(self, ids: Sequence[str]) -> list[str]:
+    def derived_ids(self, ids: Sequence[str]) -> builtins.list[str]:
         """Ids derived (transitively, through the link table) from `ids`, excluding `ids`."""
         if not ids:
             return []
@@ -544,7 +555,7 @@ class PostgresStore(StoreBase):
         return self.get_one(memory_id)
 
     # -- reading -------------------------------------------------------------------------
-    def get(self, ids: Sequence[str]) -> list[Memory]:
+    def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
         """Memories for the ids that exist, in the order asked."""
         ids = list(ids)
         if not ids:
@@ -553,9 +564,9 @@ class PostgresStore(StoreBase):
             f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, ids))}
         return [found[i] for i in ids if i in found]
 
-    def find_exact(self, text: str, area: str | None = None) -> list[Memory]:
+    def find_exact(self, text: str, area: str | None = None) -> builtins.list[Memory]:
         sql = f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = %s AND text = %s"
-        args: list[Any] = [self.subdir, content_hash(text), text]
+        args: builtins.list[Any] = [self.subdir, content_hash(text), text]
         if area:
             sql += " AND area = %s"
             args.append(check_area(area))
@@ -564,7 +575,7 @@ class PostgresStore(StoreBase):
     def _rows(self, area: str | None, flt: Filter | None, order: str = "seq",
               columns: str = _COLUMNS) -> Iterator[tuple[int, Memory]]:
         sql = f"SELECT {columns} FROM memctl_memories WHERE subdir = %s"
-        args: list[Any] = [self.subdir]
+        args: builtins.list[Any] = [self.subdir]
         if area:
             sql += " AND area = %s"
             args.append(check_area(area))
@@ -574,7 +585,7 @@ class PostgresStore(StoreBase):
                 yield row[0], memory
 
     def list(self, *, area: str | None = None, filter: str | Filter | None = None,
-             limit: int = 20, offset: int = 0) -> tuple[list[Memory], int]:
+             limit: int = 20, offset: int = 0) -> tuple[builtins.list[Memory], int]:
         """Newest first; returns (page, total matching)."""
         flt = self.compile(filter)
         if flt is None:
@@ -588,11 +599,11 @@ class PostgresStore(StoreBase):
             return [_memory(r) for r in rows], total
         matched = [seq for seq, _ in self._filtered(area, flt, order="created_at DESC, seq DESC")]
         page = matched[offset : offset + limit]
-        rows = {r[0]: _memory(r) for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
-                                                     " AND subdir = %s", (page, self.subdir))}
-        return [rows[seq] for seq in page if seq in rows], len(matched)
+        by_seq = {r[0]: _memory(r) for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
+                                                       " AND subdir = %s", (page, self.subdir))}
+        return [by_seq[seq] for seq in page if seq in by_seq], len(matched)
 
-    def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> list[tuple[int, str]]:
+    def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
         """(seq, id) of the memories in `area` that `flt` matches, in `order`.
 
         PostgreSQL selects them (memctl/store/filter_sql.py: containment on meta_index under
@@ -646,7 +657,7 @@ class PostgresStore(StoreBase):
         """The subdir's rows (the memory columns, then `extra_columns`) in pages of 1,000 by key."""
         last = 0
         sql = f"SELECT {_COLUMNS}{extra_columns} FROM memctl_memories WHERE subdir = %s"
-        args: list[Any] = [self.subdir]
+        args: builtins.list[Any] = [self.subdir]
         if area:
             sql += " AND area = %s"
             args.append(check_area(area))
@@ -654,17 +665,17 @@ class PostgresStore(StoreBase):
             yield from rows
             last = rows[-1][0]
 
-    def history(self, memory_id: str | None = None, limit: int | None = None) -> list[HistoryEntry]:
+    def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
         sql = ("SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata"
                " FROM memctl_history WHERE subdir = %s")
-        args: list[Any] = [self.subdir]
+        args: builtins.list[Any] = [self.subdir]
         if memory_id:
             sql += " AND memory_id = %s"
             args.append(memory_id)
         sql += " ORDER BY hid DESC" + (" LIMIT %s" if limit else "")
         if limit:
             args.append(limit)
-        return [HistoryEntry(*r[:8], old_metadata=r[8], new_metadata=r[9]) for r in self._all(sql, args)]
+        return [history_entry(r, r[8], r[9]) for r in self._all(sql, args)]
 
     # -- searching: the primitives StoreBase builds on -----------------------------------
     def _embed_query(self, query: str) -> np.ndarray:
@@ -684,7 +695,8 @@ class PostgresStore(StoreBase):
                                             (self.subdir, check_area(area or "")))]
         return [seq for seq, _ in self._filtered(area, flt)]
 
-    def _dense_pairs(self, vector: np.ndarray, k: int, only: Collection[int] | None) -> list[tuple[int, float]]:
+    def _dense_pairs(self, vector: np.ndarray, k: int,
+                     only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
         import numpy as np
 
         dim = self.dimension()
@@ -710,7 +722,7 @@ class PostgresStore(StoreBase):
             rows.sort(key=lambda r: -r[1])
         return [(int(seq), float(ip)) for seq, ip in rows]
 
-    def _relevance_of(self, keys: list[int], vector: np.ndarray) -> dict[int, float]:
+    def _relevance_of(self, keys: builtins.list[int], vector: np.ndarray) -> dict[int, float]:
         import numpy as np
 
         if not keys:
@@ -738,7 +750,7 @@ class PostgresStore(StoreBase):
                              (phrase(token), self.subdir, cap + 1))[0])
 
     def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
-                       common_df: int, common_text_df: int = 0) -> list[tuple[int, float]]:
+                       common_df: int, common_text_df: int = 0) -> builtins.list[tuple[int, float]]:
         from memctl.segment import has_cjk, phrase
         from memctl.store.keyword import common_text_words, query_tokens
 
@@ -754,7 +766,7 @@ class PostgresStore(StoreBase):
         terms = [f'"{phrase(t)}"' if has_cjk(t) else t for t in tokens]
         sql = (f"SELECT seq, ts_rank_cd(tsv, q) AS score FROM memctl_memories,"
                f" websearch_to_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q")
-        args: list[Any] = [" or ".join(terms), self.subdir]
+        args: builtins.list[Any] = [" or ".join(terms), self.subdir]
         if area is not None:
             sql += " AND area = %s"
             args.append(area)
@@ -770,7 +782,7 @@ class PostgresStore(StoreBase):
     def _common_tokens(self, tokens: Sequence[str], min_df: int) -> set[str]:
         return {t for t in tokens if self._doc_freq(t, min_df) > min_df}
 
-    def _seq_hits(self, pairs: list[tuple[int, float]]) -> list[tuple[int, Hit]]:
+    def _seq_hits(self, pairs: builtins.list[tuple[int, float]]) -> builtins.list[tuple[int, Hit]]:
         if not pairs:
             return []
         rows = {r[0]: r for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
@@ -864,7 +876,7 @@ class PostgresStore(StoreBase):
             "bytes": self.size_bytes(), "model": self.model_info(),
         }
 
-    def subdirs(self) -> list[tuple[str, int]]:
+    def subdirs(self) -> builtins.list[tuple[str, int]]:
         """Every store in this database with its memory count."""
         return [(r[0], int(r[1])) for r in self._all(
             "SELECT s.subdir, (SELECT count(*) FROM memctl_memories m WHERE m.subdir = s.subdir)"
@@ -1026,7 +1038,7 @@ class PostgresStore(StoreBase):
                          " WHERE subdir = %s AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
         return {digest: np.frombuffer(_vector_bytes(vector), dtype="<f4") for digest, vector in rows}
 
-    def memories_with_hashes(self, hashes: Sequence[str]) -> list[Memory]:
+    def memories_with_hashes(self, hashes: Sequence[str]) -> builtins.list[Memory]:
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         if not hashes:
             return []

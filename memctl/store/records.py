@@ -32,6 +32,7 @@ class Memory:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+
     def filter_names(self) -> dict[str, Any]:
         """What a filter expression can read: metadata plus the record's own columns."""
         names = dict(self.metadata)
@@ -83,3 +84,9 @@ class ArchivedMemory:
     archived_at: str
     op: str  # delete, prune, replace, merge, ...
     actor: str
+
+
+def history_entry(row: Any, old_metadata: dict[str, Any] | None, new_metadata: dict[str, Any] | None) -> HistoryEntry:
+    """A history row (hid, memory_id, op, actor, at, area, old_text, new_text, ...) by name."""
+    return HistoryEntry(hid=row[0], memory_id=row[1], op=row[2], actor=row[3], at=row[4], area=row[5],
+                        old_text=row[6], new_text=row[7], old_metadata=old_metadata, new_metadata=new_metadata)

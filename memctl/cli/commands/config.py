@@ -93,6 +93,7 @@ def path(ctx: typer.Context) -> None:
 
     st = state(ctx)
     files = config_paths(_folder(ctx))
-    doc = {"subdir": st.subdir, **files, "exists": {k: Path(v).is_file() for k, v in files.items()}}
-    emit(st, doc, lambda c: [c.print(f"{k}: {v}{'' if doc['exists'][k] else ' (not present)'}", soft_wrap=True)
+    exists = {k: Path(v).is_file() for k, v in files.items()}
+    doc = {"subdir": st.subdir, **files, "exists": exists}
+    emit(st, doc, lambda c: [c.print(f"{k}: {v}{'' if exists[k] else ' (not present)'}", soft_wrap=True)
                              for k, v in files.items()])

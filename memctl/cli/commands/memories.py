@@ -153,10 +153,12 @@ def delete(
                 confirm(ctx, f"Delete {len(present) + len(cascaded)} memories?", yes)
             doc = {"subdir": st.subdir, "dry_run": False,
                    **store.delete(ids, cascade=not no_cascade).to_dict()}
+    lists: dict[str, list[str]] = {key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
+                                   for key in ("deleted", "cascaded", "missing")}
     emit(st, doc, lambda c: c.print(
-        f"{'would delete' if dry_run else 'deleted'} {len(doc['deleted'])}"
-        + (f" (+{len(doc['cascaded'])} derived: {' '.join(doc['cascaded'])})" if doc["cascaded"] else "")
-        + (f"; not found: {' '.join(doc['missing'])}" if doc["missing"] else "")))
+        f"{'would delete' if dry_run else 'deleted'} {len(lists['deleted'])}"
+        + (f" (+{len(lists['cascaded'])} derived: {' '.join(lists['cascaded'])})" if lists["cascaded"] else "")
+        + (f"; not found: {' '.join(lists['missing'])}" if lists["missing"] else "")))
     if not present:
         raise typer.Exit(EXIT_NO_MATCH)
 
