@@ -12,9 +12,10 @@ The evidence of each candidate is what the search computes (memctl.relevance.FEA
 regression with weights >= 0 is fitted (numpy), answers and non-answers weighing the same in total.
 The cut is the score at which the most answerable probes keep their answer (within the recall block's
 `--limit`) plus the most unanswerable ones (negative and synthetic, pooled) stay silent on these same
-tune-half stores; the odds are then shifted so that this cut is the default threshold 0.7
-(default_config.yaml search_threshold). `--write` saves memctl/data/relevance/<model>.json. Never run
-on the report half.
+tune-half stores (the mean number of non-answers kept beside an answer is printed, not optimised: a
+penalty on it pushed the cut to where half the answers were lost); the odds are then shifted so that
+this cut is the default threshold 0.7 (default_config.yaml search_threshold). `--write` saves
+memctl/data/relevance/<model>.json. Never run on the report half.
 """
 
 from __future__ import annotations
@@ -78,20 +79,25 @@ def gather(folders: list[Path], home: Path, candidates: int) -> list[list[tuple[
     return groups
 
 
-def training_rows(groups, negatives: int) -> tuple[list[list[float]], list[int]]:
-    """The answer of each answerable probe (yes) and the `negatives` best candidates (by the fusion) of each
-    unanswerable probe (no). The other candidates of an answerable probe are left out: above the
-    threshold next to the answer they cost nothing, and what the score must tell apart is "this answers"
-    from "the best this store has for a question it cannot answer"."""
-    rows, labels = [], []
+def training_rows(groups, negatives: int, neighbours: int) -> tuple[list[list[float]], list[int], list[bool]]:
+    """The answer of each answerable probe (yes); the `negatives` best candidates (by the fusion) of each
+    unanswerable probe (no); and the `neighbours` best non-answers of each answerable probe (no). Without
+    the neighbours, evidence that is the same for every candidate of a query (known_words) looks like
+    relevance, and an unrelated memory passes beside the answer whenever the question is in-domain.
+    Returns rows, labels and which rows are neighbours (weighed apart: a few of them are hidden yeses)."""
+    rows, labels, near = [], [], []
     for group in groups:
         for _, evidence, ys in group:
-            chosen = [(ev, 1) for ev, y in zip(evidence, ys, strict=True) if y] if any(ys) else \
-                [(ev, 0) for ev in evidence[:negatives]]
-            for ev, y in chosen:
+            if any(ys):
+                chosen = [(ev, 1, False) for ev, y in zip(evidence, ys, strict=True) if y]
+                chosen += [(ev, 0, True) for ev, y in zip(evidence, ys, strict=True) if not y][:neighbours]
+            else:
+                chosen = [(ev, 0, False) for ev in evidence[:negatives]]
+            for ev, y, is_neighbour in chosen:
                 rows.append([float(ev[name]) for name in FEATURES])
                 labels.append(y)
-    return rows, labels
+                near.append(is_neighbour)
+    return rows, labels, near
 
 
 def pass_rates(groups, calibration: Calibration, threshold: float, limit: int, synthetic: bool = False,
@@ -116,12 +122,32 @@ def pass_rates(groups, calibration: Calibration, threshold: float, limit: int, s
     return found / max(positives, 1), silent / max(negatives, 1), positives, negatives
 
 
+def companions(groups, calibration: Calibration, threshold: float, limit: int) -> float:
+    """Mean number of non-answers kept (>= threshold, within the top `limit`) beside an answerable probe's answer."""
+    kept_others = answered = 0
+    for group in groups:
+        for _, evidence, labels in group:
+            if not any(labels):
+                continue
+            ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
+            kept = [y for ev, y in ranked if calibration.score(ev) >= threshold][:limit]
+            answered += 1
+            kept_others += len(kept) - sum(kept)
+    return kept_others / max(answered, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, action="append", required=True, help="a TUNE-half corpus folder")
     parser.add_argument("--candidates", type=int, default=15, help="candidates per probe kept (by the fusion)")
     parser.add_argument("--negatives", type=int, default=3,
                         help="best candidates of an unanswerable probe taken as non-answers")
+    parser.add_argument("--neighbours", type=int, default=0,
+                        help="best non-answers of an answerable probe taken as non-answers")
+    parser.add_argument("--neighbour-weight", type=float, default=0.15,
+                        help="share of the non-answers' total weight the neighbours carry")
+    parser.add_argument("--drop", action="append", default=[], choices=FEATURES,
+                        help="evidence left out of the model (weight 0)")
     parser.add_argument("--l2", type=float, default=0.01)
     parser.add_argument("--limit", type=int, default=5, help="results counted when choosing the threshold "
                         "(the recall block shows recall_memories_max_result)")
@@ -136,10 +162,16 @@ def main() -> None:
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
     groups = gather(args.corpus, home, args.candidates)
-    rows, labels = training_rows(groups, args.negatives)
-    # Answers and non-answers weigh the same in total.
-    n_yes = sum(labels)
-    weights = [0.5 / n_yes if y else 0.5 / (len(labels) - n_yes) for y in labels]
+    rows, labels, near = training_rows(groups, args.negatives, args.neighbours)
+    dropped = [FEATURES.index(name) for name in args.drop]
+    rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
+    # Answers and non-answers weigh the same in total; among the non-answers, the neighbours carry
+    # --neighbour-weight of it.
+    n_yes, n_near = sum(labels), sum(near)
+    n_far = len(labels) - n_yes - n_near
+    share = args.neighbour_weight if n_near else 0.0
+    weights = [0.5 / n_yes if y else (0.5 * share / n_near if is_near else 0.5 * (1 - share) / n_far)
+               for y, is_near in zip(labels, near, strict=True)]
     calibration = fit(rows, labels, model, l2=args.l2, sample_weight=weights)
     # The cut: most answers kept plus most unanswerable probes (the corpus' and the synthetic ones, pooled)
     # silent; ties go to the higher threshold.
@@ -147,11 +179,13 @@ def main() -> None:
     for step in range(2, 99):
         threshold = step / 100
         found, silent, positives, negatives = pass_rates(groups, calibration, threshold, args.limit, pooled=True)
+        beside = companions(groups, calibration, threshold, args.limit)
         key = (round(found + silent, 6), threshold)
         if best is None or key > best[0]:
             best = (key, threshold)
         if step % 10 == 0:
-            print(f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}")
+            print(f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}, "
+                  f"{beside:.2f} non-answers beside an answer")
     assert best is not None
     cut = best[1]
     # Shift the odds so that the chosen cut is the configured default threshold (search_threshold).
@@ -163,6 +197,8 @@ def main() -> None:
     _, other, _, others = pass_rates(groups, calibration, DEFAULT, args.limit, synthetic=True)
     print(f"  answer kept {found:.1%} of {positives}, silent on {silent:.1%} of {negatives} negative probes "
           f"and on {other:.1%} of {others} probes asked of another series' store")
+    beside = companions(groups, calibration, DEFAULT, args.limit)
+    print(f"  non-answers kept beside an answerable probe's answer: {beside:.2f} on average")
     print(f"model {model}: {len(rows)} pairs ({sum(labels)} answers) from {positives} answerable and "
           f"{negatives} unanswerable probe-store pairs")
     for name, weight in zip(FEATURES, calibration.weights, strict=True):
@@ -173,7 +209,8 @@ def main() -> None:
         doc = {**calibration.to_dict(), "fitted_on": [f"{f.parent.name}/{f.name}" for f in args.corpus],
                "pairs": len(rows), "answers": sum(labels),
                "tune_half_at_default": {"answer_kept": round(found, 4), "negative_probes_silent": round(silent, 4),
-                                        "other_series_probes_silent": round(other, 4)}}
+                                        "other_series_probes_silent": round(other, 4),
+                                        "non_answers_beside_answer": round(beside, 4)}}
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
 

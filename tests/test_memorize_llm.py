@@ -179,7 +179,7 @@ def test_a_model_that_never_answers_costs_timeout_times_attempts(cli, chat_serve
         ended = time.monotonic()
         assert result.code == 4, result.err  # the extraction failed: a failure, not "failed: 0"
         assert result.json["summary"]["failed"] == 1
-        assert "after 2 tries" in result.json["transcripts"][0]["notes"][0]
+        assert any("after 2 tries" in note for note in result.json["transcripts"][0]["notes"])
         assert len(hanging.accepted) == 2  # exactly 1 + utility_retries attempts
         assert ended - hanging.accepted[0] < 2 * 2 + 1.5  # ~timeout x attempts, not twice that
     finally:
