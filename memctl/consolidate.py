@@ -227,7 +227,9 @@ class Consolidator:
         found: dict[str, Memory] = {}
         for hit in self.store.search_vector(vector, limit=self.limit, threshold=self.consider_min, area=area):
             found.setdefault(hit.id, hit)
-        for query in [text, *self.keywords(text, notes)]:  # rare identifiers the vector side misses
+        queries = [text, *self.keywords(text, notes)]
+        self._warm_queries(queries)
+        for query in queries:  # rare identifiers the vector side misses
             for hit in self.store.search(query, limit=self.limit, threshold=0.0, area=area, mode="keyword"):
                 found.setdefault(hit.id, hit)
         found = {i: m for i, m in found.items() if not m.metadata.get("knowledge_source")}  # files own those
@@ -239,6 +241,15 @@ class Consolidator:
             notes.append(f"{len(ranked) - len(shown)} keyword match(es) left out: below consolidation_threshold "
                          f"{self.consider_min} without enough keyword evidence")
         return shown[: self.limit]
+
+    def _warm_queries(self, queries: list[str]) -> None:
+        """One batch for the keyword searches' query vectors (each search reads it from the cache)."""
+        from memctl.embeddings import embed_queries
+
+        try:
+            embed_queries(self.store.embedder, list(dict.fromkeys(queries)))
+        except MemctlError:
+            pass  # the search that needs the vector reports the failure
 
     def may_act(self, text: str, other: Similar) -> bool:
         """The update safety: close by vector, or the same subject by keyword evidence."""

@@ -164,6 +164,7 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
         texts = extract(llm, prompt, transcript, report.notes, label)
         if texts is None:
             report.extraction_failed.append(label)
+        _warm_embeddings(store, texts or [])
         for text in texts or []:
             key = (target_area, text.casefold())
             if key in seen:
@@ -181,6 +182,17 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
             outcome.notes.append(f"importance {rating.value:.2f}: {'; '.join(rating.reasons)}")
             report.candidates.append(outcome)
     return report
+
+
+def _warm_embeddings(store: StoreBase, texts: list[str]) -> None:
+    """Embed every candidate in one batch: the gate and consolidation then read them from the cache
+    instead of running the model once per candidate (bench/memorize_overhead.py)."""
+    if not texts:
+        return
+    try:
+        store.embed(list(dict.fromkeys(texts)))
+    except MemctlError:
+        pass  # each candidate's own embedding reports the failure where it happens
 
 
 def _gate_embed(store: StoreBase, notes: list[str]) -> EmbedFn | None:

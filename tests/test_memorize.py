@@ -264,3 +264,29 @@ def test_memory_quality_bench_replays_a_series_into_one_store(tmp_path, monkeypa
     assert (figures["noise"], figures["noise_out"]) == (1, 1), misses
     assert (figures["updates"], figures["updates_ok"], figures["updates_asked"]) == (1, 1, 1), misses
     assert figures["probes"] == 1 and figures["negatives"] == 1
+
+
+def test_candidates_are_embedded_in_batches(home, tmp_path):
+    """The model runs once per extraction for all its candidates, and once per candidate for the keyword
+    searches' queries (bench/memorize_overhead.py): not once per gate check, consolidation and search."""
+    import memctl
+    from memctl.memorize import memorize_files
+
+    facts = [f"User's project number {n} is written in Rust and deployed on Fly.io" for n in range(6)]
+    chat = tmp_path / "projects.json"
+    chat.write_text(json.dumps([{"role": "user", "content": f"My project number {n} is written in Rust and "
+                                                            f"deployed on Fly.io."} for n in range(6)] + CHAT[1:]))
+    router = Router(fragments=json.dumps(facts), solutions=json.dumps([SOLUTION]),
+                    keywords='["Rust", "Fly.io"]', consolidate='{"action": "keep_separate", "targets": []}')
+    with memctl.open_store(home) as store:
+        store.add(["User's other project is written in Go"], area="fragments")
+        calls: list[int] = []
+        inner = store.embedder.inner
+        real = inner.embed
+        inner.embed = lambda texts: calls.append(len(texts)) or real(texts)
+        llm = UtilityModel(store.config, completion=router)
+        report = memorize_files(store, [chat], llm)
+        stored = [c for c in report.transcripts[0].candidates if c.fate in ("inserted", "kept_separate")]
+        assert len(stored) == 7, [(c.text, c.fate, c.reason) for c in report.transcripts[0].candidates]
+        assert max(calls) >= 6  # the six facts in one batch
+        assert len(calls) <= 2 + len(stored), calls  # one per extraction + one per candidate's keyword queries
