@@ -9,6 +9,7 @@ keyword gate, the rare-token rule and `score` = relevance. Rows are addressed by
 
 from __future__ import annotations
 
+import abc
 import builtins
 import json
 import os
@@ -17,7 +18,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
@@ -220,8 +221,8 @@ class PreparedRow(NamedTuple):
     keywords: str
 
 
-class StoreBase:
-    """The backend-neutral half of a store. Subclasses set config, actor, _embedder, _cache_dir."""
+class StoreBase(abc.ABC):
+    """The store contract and its backend-neutral half. Subclasses set config, actor, _embedder, _cache_dir."""
 
     config: Config
     actor: str
@@ -230,29 +231,77 @@ class StoreBase:
 
     # -- to be provided by a backend ----------------------------------------------------
     @property
+    @abc.abstractmethod
     def name(self) -> str:
         """The store's name in messages (its subdir)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
+        """Release the connection and the embedder."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def __len__(self) -> int:
+        """How many memories the store holds."""
         raise NotImplementedError
 
     def _is_empty(self) -> bool:
         return len(self) == 0
 
+    @abc.abstractmethod
     def model_info(self) -> dict[str, Any] | None:
+        """The {provider, model, dimension} the stored vectors were made with; None before the first vector."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def check_model(self, info: ModelInfo | None = None) -> None:
+        """Refuse to mix vectors of different models in one store (an interrupted reindex too)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
+        """Memories for the ids that exist, in the order asked."""
         raise NotImplementedError
 
-    def bulk(self) -> Any:
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the store is, for messages and `stats` (a folder, or a database URL without password)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def find_exact(self, text: str, area: str | None = None) -> builtins.list[Memory]:
+        """The memories whose text is exactly `text` (in `area`), oldest first."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def list(self, *, area: str | None = None, filter: str | Filter | None = None,
+             limit: int = 20, offset: int = 0) -> tuple[builtins.list[Memory], int]:
+        """One page of memories, newest first, and how many match in all."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def derived_ids(self, ids: Sequence[str]) -> builtins.list[str]:
+        """Ids derived (transitively, through provenance links) from `ids`, excluding `ids`, oldest first."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def reindex(self, batch_size: int = 256, progress: Any = None) -> int:
+        """Re-embed every memory with the configured model (resumable); the number re-embedded."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def integrity_check(self) -> str:
+        """"ok", or what is wrong with the stored data."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def vector_count(self) -> int:
+        """How many vectors the vector index covers (0 before the first vector): `reindex` checks it."""
+        raise NotImplementedError
+
+    def bulk(self) -> AbstractContextManager[Any]:
         """Context for many writes in a row; backends with deferred maintenance override it."""
         from contextlib import nullcontext
 
@@ -297,49 +346,74 @@ class StoreBase:
             history.append((rid, op, actor or self.actor, now, area, None, record["text"], None, meta_json))
         return rows, history
 
+    @abc.abstractmethod
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
                        links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
+        """Insert prepared records (ids, timestamps optional) with their vectors in one transaction; their ids."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def transaction(self) -> AbstractContextManager[Any]:
         """Group writes into one atomic transaction (nested uses join it). Embed before entering."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
                replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
                actor: str | None = None, op: str = "update") -> Memory:
+        """Change text (re-embedded), metadata and/or area in place; history keeps the old version."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
                op: str = "delete", archive: bool = True) -> DeleteResult:
+        """Delete ids (and, with cascade, what was derived from them) in one transaction."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        """Record that `child_id` derives from `parent_ids` (a provenance link of `kind`)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def links(self) -> builtins.list[tuple[str, str, str, str]]:
+        """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
+        """Record that `ids` were just read (accessed_at); best effort, returns the rows touched."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
+        """History entries, newest first (of one memory, or all), at most `limit`."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Copy history entries (oldest first) as they are: op, actor and time kept."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
+        """Every memory (in `area`), oldest first, with its vector bytes when asked."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
+        """Every memory (oldest first) with when `load` last returned it (None: never)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def rebuild_index(self) -> int:
+        """Rebuild (or make sure of) the vector index from the stored vectors; the vectors it covers."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def compact(self) -> bool:
+        """Reclaim the space and traces of removed rows; False when that could not be done fully."""
         raise NotImplementedError
 
     def _embed_query(self, query: str) -> np.ndarray:
@@ -349,6 +423,7 @@ class StoreBase:
         """Keys allowed by area/filter (None = all). Applied before the top-k cut."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
         """Ids of the memories (in `area`) a filter matches, selected in the database as `_candidates` selects
         them (memctl/store/filter_sql.py); `prune --filter` uses it."""
@@ -381,85 +456,104 @@ class StoreBase:
         raise NotImplementedError
 
     # -- the archive, history purging, size (memctl/lifecycle.py) -------------------------
+    @abc.abstractmethod
     def archived(self, memory_id: str) -> ArchivedMemory | None:
         """The archived (last removed) version of a memory, if the archive holds one."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def iter_archive(self) -> Iterator[ArchivedMemory]:
         """Every archived memory, oldest archiving first."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def unarchive(self, ids: Sequence[str]) -> None:
         """Drop archived versions (a restore brought them back). Joins an open transaction."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def forget_text(self, ids: Sequence[str]) -> None:
         """History keeps who did what and when for these ids, not the text; the archive drops them."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def purge_counts(self, before: str | None) -> tuple[int, int]:
         """(history entries, archived memories) older than `before` (ISO time; None: all)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         """Delete those history entries and archived memories in one transaction; return the content
         hashes of the texts they held that no live memory holds (for the embedding cache). `found`
         gets those hashes inside the transaction, before anything is deleted (to record them durably)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
         """The hashes among `hashes` that memories of other stores sharing this store's embedding
         cache hold (their cache entries must stay)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def size_bytes(self) -> int:
         """What the store occupies: its folder's files, or its rows in PostgreSQL."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def stats(self) -> dict[str, Any]:
         """What `memctl stats` shows for this store."""
         raise NotImplementedError
 
     # -- behaviour rules (memctl/behaviour.py) -------------------------------------------
     @property
+    @abc.abstractmethod
     def behaviour_location(self) -> str:
         """Where the rules are kept, for messages."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def read_behaviour(self) -> str | None:
         """The store's behaviour rules; None when it has none (the defaults apply)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def write_behaviour(self, rules: str) -> None:
         """Replace the rules atomically."""
         raise NotImplementedError
 
     # -- knowledge import state (memctl/knowledge.py) ------------------------------------
+    @abc.abstractmethod
     def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
         """(id, area, knowledge_folder, source_path, source_checksum, file_type, chunk) of every
         knowledge chunk (metadata `knowledge_source: true` with a folder and path), oldest first."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def knowledge_state(self) -> dict[str, Any]:
         """The saved state of knowledge imports (memctl.knowledge.state_document's shape); {} if none."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def save_knowledge_state(self, document: dict[str, Any]) -> None:
         """Replace the saved knowledge state atomically (writing only what changed)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def knowledge_lock(self) -> AbstractContextManager[None]:
         """Held by a knowledge import from start to end, so two imports into one store never interleave."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors of memories whose text has these content hashes (one per hash)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         """The content hashes among `hashes` that some memory's text has."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def memories_with_hashes(self, hashes: Sequence[str]) -> builtins.list[Memory]:
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         raise NotImplementedError
@@ -471,28 +565,34 @@ class StoreBase:
 
         return nullcontext(self)
 
+    @abc.abstractmethod
     def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
         """Every memory, oldest first, with its vector (float32 bytes) and last access time."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def put_rows(self, rows: Sequence[tuple[Memory, bytes, str | None]], info: ModelInfo, dimension: int) -> None:
         """Insert memories exactly as given (ids, timestamps, access times, vectors), with no history
         entries: a backup being restored. Joins an open transaction."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
         """Insert provenance links (parent_id, child_id, kind, created_at) as they are."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def put_archive(self, rows: Sequence[ArchivedMemory]) -> None:
         """Insert archived memories as they are."""
         raise NotImplementedError
 
     # -- shared --------------------------------------------------------------------------
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
+        """The store itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the store."""
         self.close()
 
     def _close_embedder(self) -> None:
@@ -501,6 +601,7 @@ class StoreBase:
 
     @property
     def embedder(self) -> Embedder:
+        """The configured embedding model (made on first use, with the root's embedding cache)."""
         if self._embedder is None:
             cache = self._cache_dir if self.config["embedding_cache"] else None
             self._embedder = make_embedder(self.config, cache)
@@ -512,10 +613,12 @@ class StoreBase:
         return self._cache_dir
 
     def dimension(self) -> int | None:
+        """The dimension of the stored vectors (None before the first)."""
         info = self.model_info()
         return int(info["dimension"]) if info and info.get("dimension") else None
 
     def embed(self, texts: builtins.list[str]) -> np.ndarray:
+        """Vectors of `texts` by the configured model, once it is the store's model and dimension."""
         self.check_model()
         vectors = self.embedder.embed(texts)
         dim = self.dimension()
@@ -534,11 +637,13 @@ class StoreBase:
         return keywords_of(self.config, metadata)
 
     def compile(self, filter: str | Filter | None) -> Filter | None:
+        """A filter expression compiled (config filter_max_length applies); a compiled one or None as is."""
         if filter is None or isinstance(filter, Filter):
             return filter
         return compile_filter(filter, max_length=int(self.config["filter_max_length"]))
 
     def get_one(self, memory_id: str) -> Memory:
+        """The memory with this id; NotFoundError when there is none."""
         got = self.get([memory_id])
         if not got:
             raise NotFoundError(f"no memory with id {memory_id!r} in store {self.name!r}",

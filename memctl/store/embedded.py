@@ -433,6 +433,11 @@ class EmbeddedStore(StoreBase):
             self._persist_rebuilt_index()
         return self._index
 
+    def vector_count(self) -> int:
+        """The vectors the FAISS index holds (brought up to date with the database first)."""
+        index = self.vector_index()
+        return int(index.index.ntotal) if index is not None else 0
+
     def _persist_rebuilt_index(self) -> None:
         """A rebuilt index is written back if no writer is busy; otherwise the next open rebuilds too."""
         import filelock
@@ -1221,6 +1226,15 @@ def _make_private(folder: Path) -> None:
                 os.chmod(path, private)
     except (OSError, AttributeError):  # AttributeError: os.getuid does not exist on Windows
         pass
+
+
+def stored_count(folder: Path) -> int | None:
+    """How many memories the folder store holds, read-only (None when its database cannot be read)."""
+    try:
+        with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
+            return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    except sqlite3.Error:
+        return None
 
 
 def folder_size(folder: Path) -> int:

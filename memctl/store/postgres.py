@@ -18,7 +18,6 @@ import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
@@ -790,21 +789,18 @@ class PostgresStore(StoreBase):
         return [(seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
 
     # -- maintenance ---------------------------------------------------------------------
-    def vector_index(self) -> Any:
-        """What `reindex` verifies: how many vectors of the store's dimension the index covers."""
+    def vector_count(self) -> int:
+        """The vectors of the store's dimension that its HNSW index covers (the index is made sure of)."""
         dim = self.dimension()
         if dim is None:
-            return None
+            return 0
         self._ensure_vector_index(dim)
-        count = int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) = %s",
-                              (self.subdir, dim))[0])
-        return SimpleNamespace(index=SimpleNamespace(ntotal=count), is_approximate=len(self) > EXACT_MAX,
-                               rebuilt=False, dimension=dim)
+        return int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) = %s",
+                             (self.subdir, dim))[0])
 
     def rebuild_index(self) -> int:
         """PostgreSQL maintains the HNSW index itself: make sure it exists; return the vectors it covers."""
-        index = self.vector_index()
-        return int(index.index.ntotal) if index is not None else 0
+        return self.vector_count()
 
     def reindex(self, batch_size: int = 256, progress: Any = None) -> int:
         """Re-embed every memory with the configured model. Resumable: progress is committed per batch."""
@@ -1119,6 +1115,12 @@ class PostgresStore(StoreBase):
         with self._write():
             for table in _STORE_TABLES:
                 self._execute(f"DELETE FROM {table} WHERE subdir = %s", (self.subdir,))
+
+
+def database_stores(url: str, config: Config) -> builtins.list[tuple[str, int]]:
+    """Every store (subdir) of the database at `url` with its memory count; no row is written."""
+    with PostgresStore(url, "default", config) as store:
+        return store.subdirs()
 
 
 def _memory(row: Sequence[Any]) -> Memory:
