@@ -29,12 +29,6 @@ class State:
         return open_store(self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store,
                           create=create)
 
-    def store_url(self) -> str | None:
-        """The PostgreSQL URL the store lives at, or None for the embedded store."""
-        from memctl.store import resolve_store_url
-
-        return resolve_store_url(self.store, self.overrides)
-
     def subdir_names(self) -> list[str]:
         """Every store: folders under the root, or the subdirs of the PostgreSQL database."""
         from memctl.store import list_stores

@@ -631,11 +631,13 @@ class StoreBase(abc.ABC):
         """Keys allowed by area/filter (None = all). Applied before the top-k cut."""
         raise NotImplementedError
 
-    @abc.abstractmethod
     def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
         """Ids of the memories (in `area`) a filter matches, selected in the database as `_candidates` selects
         them (memctl/store/filter_sql.py); `prune --filter` uses it."""
-        raise NotImplementedError
+        flt = self.compile(filter)
+        if flt is None:
+            raise UsageError("matching_ids needs a filter")
+        return {rid for _, rid in self._filtered(area, flt)}
 
     def _dense_pairs(self, vector: np.ndarray, k: int,
                      only: Collection[int] | None) -> builtins.list[tuple[int, float]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, UsageError, sqlite_hint
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes, recover_swap
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
@@ -651,13 +651,6 @@ class EmbeddedStore(StoreBase):
         suspects = [seq for seq, _, bad in rows if bad]
         kept = {seq for seq, memory in self._seq_rows(suspects) if flt.matches(memory.filter_names())}
         return [(seq, rid) for seq, rid, bad in rows if not bad or seq in kept]
-
-    def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
-        """Ids of the memories (in `area`) a filter matches, selected as searches select them."""
-        flt = self.compile(filter)
-        if flt is None:
-            raise UsageError("matching_ids needs a filter")
-        return {rid for _, rid in self._filtered(area, flt)}
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         sql = f"SELECT {_COLUMNS}, vector FROM memories"

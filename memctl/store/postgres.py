@@ -556,13 +556,6 @@ class PostgresStore(StoreBase):
                     if flt.matches(_memory(r).filter_names())}
         return [(int(seq), rid) for seq, rid, bad in rows if not bad or seq in kept]
 
-    def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
-        """Ids of the memories (in `area`) a filter matches, selected as searches select them."""
-        flt = self.compile(filter)
-        if flt is None:
-            raise UsageError("matching_ids needs a filter")
-        return {rid for _, rid in self._filtered(area, flt)}
-
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         """Oldest first, in batches by key (no long-running transaction)."""
         for row in self._rows_by_seq(", vector" if with_vectors else "", area):
