@@ -29,6 +29,7 @@ from memctl.files import (
     clean_stale_staging,
     file_sha256,
     fsync_dir,
+    fsync_file,
     recover_swap,
     staging_folder,
     swap_in,
@@ -155,8 +156,7 @@ def _fsync_tree(folder: Path) -> None:
     for path in folder.iterdir():
         if path.is_file():
             os.chmod(path, 0o600)
-            with path.open("rb") as handle:
-                os.fsync(handle.fileno())
+            fsync_file(path)
     fsync_dir(folder)
 
 
