@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import StoreError, UnsafePickleError, UsageError
-from memctl.files import fsync_dir
+from memctl.files import fsync_dir, fsync_file, swap_folder, write_synced
 from memctl.store.records import AREAS, RESERVED_METADATA_KEYS
 
 if TYPE_CHECKING:
@@ -842,48 +842,27 @@ def _write_folder(folder: Path, matrix: np.ndarray, pkl: bytes, embedding: dict[
     index = faiss.IndexFlatIP(matrix.shape[1])
     index.add(matrix)
     faiss.write_index(index, str(folder / INDEX_FAISS))
-    _fsync_file(folder / INDEX_FAISS)
-    _write_file(folder / INDEX_PKL, pkl)
-    _write_file(folder / EMBEDDING_JSON, json.dumps(embedding).encode("utf-8"))
+    fsync_file(folder / INDEX_FAISS)
+    write_synced(folder / INDEX_PKL, pkl)
+    write_synced(folder / EMBEDDING_JSON, json.dumps(embedding).encode("utf-8"))
     if knowledge is not None:
-        _write_file(folder / KNOWLEDGE_IMPORT, json.dumps(knowledge).encode("utf-8"))
+        write_synced(folder / KNOWLEDGE_IMPORT, json.dumps(knowledge).encode("utf-8"))
     fsync_dir(folder)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with path.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _fsync_file(path: Path) -> None:
-    with path.open("rb+") as handle:
-        os.fsync(handle.fileno())
 
 
 def _swap_in(tmp: Path, dest: Path) -> bool:
     """Rename the finished folder into place. A non-empty DEST is renamed aside first (and back if the
     second rename fails), then removed: at every instant DEST is the old folder, the new one, or briefly
     absent with the old one beside it."""
-    old: Path | None = None
+    old = dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}"
     try:
-        if dest.exists() and any(dest.iterdir()):
-            old = dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}"
-            os.rename(dest, old)
-        try:
-            os.replace(tmp, dest)  # onto nothing or onto an empty folder: one atomic rename
-        except BaseException:
-            if old is not None:
-                os.rename(old, dest)
-            raise
-        fsync_dir(dest.parent)
+        moved = swap_folder(tmp, dest, old)
     except OSError as exc:
         raise StoreError(f"cannot move the exported folder into {dest}: {exc}",
                          hint="export to a new folder beside it, then move the files yourself") from exc
-    if old is not None:
+    if moved:
         shutil.rmtree(old, ignore_errors=True)
-    return old is not None
+    return moved
 
 
 # -- keeping both sides in step: import-agent-zero --sync -------------------------------------------

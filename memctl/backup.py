@@ -29,6 +29,7 @@ from memctl.files import (
     clean_stale_staging,
     file_sha256,
     fsync_dir,
+    fsync_file,
     recover_swap,
     staging_folder,
     swap_in,
@@ -155,8 +156,7 @@ def _fsync_tree(folder: Path) -> None:
     for path in folder.iterdir():
         if path.is_file():
             os.chmod(path, 0o600)
-            with path.open("rb") as handle:
-                os.fsync(handle.fileno())
+            fsync_file(path)
     fsync_dir(folder)
 
 
@@ -436,3 +436,34 @@ def aside_path(folder: Path) -> Path:
     """Where the store that `folder` names is kept when a restore replaces it: a hidden sibling."""
     stamp = now_iso().replace(":", "").replace("-", "")[:15]
     return folder.parent / f".{folder.name}.replaced-{stamp}"
+
+
+def backup_subdir(root: str | os.PathLike[str] | None, subdir: str, dest: Path, *, store: str | None = None,
+                  overrides: dict[str, Any] | None = None, force: bool = False) -> BackupReport:
+    """`memctl backup`: the store `subdir` of either backend (`store`, else env MEMCTL_STORE, else config
+    store_url) written to the folder `dest`: a folder store is copied file by file, a PostgreSQL store
+    row by row (from one snapshot)."""
+    from memctl.paths import resolve_root, store_dir
+    from memctl.store import open_store, resolve_store_url
+
+    if resolve_store_url(store, overrides) is None:
+        return backup_store(store_dir(resolve_root(root), subdir), dest, subdir=subdir, force=force)
+    with open_store(root, subdir, store=store, overrides=overrides, actor="backup", create=False) as opened:
+        return backup_rows(opened, dest, force=force)
+
+
+def restore_subdir(source: Path, root: str | os.PathLike[str] | None, subdir: str, *, store: str | None = None,
+                   overrides: dict[str, Any] | None = None, force: bool = False) -> RestoreBackupReport:
+    """`memctl restore-backup`: replace the store `subdir` of either backend with the backup `source`.
+    A folder store is swapped for a checked copy; a PostgreSQL store is replaced in one transaction,
+    the replaced one kept as a backup folder under the root."""
+    from memctl.config import load_config
+    from memctl.paths import resolve_root, store_dir
+    from memctl.store import open_store, resolve_store_url
+
+    folder = store_dir(resolve_root(root), subdir)
+    if resolve_store_url(store, overrides) is None:
+        timeout = float(load_config(folder if folder.is_dir() else None, overrides)["lock_timeout"])
+        return restore_backup(source, folder, force=force, lock_timeout=timeout)
+    with open_store(root, subdir, store=store, overrides=overrides, actor="restore-backup", create=True) as opened:
+        return restore_backup_rows(source, opened, aside=aside_path(folder), force=force)

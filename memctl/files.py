@@ -33,6 +33,41 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    """Flush a file written by someone else (a library) to disk."""
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def write_synced(path: Path, data: bytes) -> None:
+    """Write a new file in a folder being built (not yet in place: no temp file needed) and flush it to disk."""
+    with path.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def swap_folder(stage: Path, target: Path, aside: Path) -> bool:
+    """Rename the finished folder `stage` to `target`, atomically as the file system allows.
+
+    A non-empty `target` is renamed to `aside` first (and back if the second rename fails): at every
+    instant `target` is the old folder, the new one, or briefly absent with the old one at `aside`. An
+    empty `target` is replaced in one rename. Returns whether the old folder is now at `aside` (the
+    caller keeps or removes it). Journaled swaps that a kill can interrupt: `swap_in`."""
+    moved = False
+    if target.exists() and not (target.is_dir() and not target.is_symlink() and not any(target.iterdir())):
+        os.rename(target, aside)
+        moved = True
+    try:
+        os.rename(stage, target)  # onto nothing or onto an empty folder (POSIX rename replaces one)
+    except BaseException:
+        if moved and not target.exists():
+            os.rename(aside, target)
+        raise
+    fsync_dir(target.parent)
+    return moved
+
+
 def write_target(path: Path) -> Path:
     """The file a write to `path` must replace: a symbolic link's final target (so the link stays a
     link); refused when that is anything but a regular file or a new name (a device, a fifo, a folder)."""
@@ -119,18 +154,11 @@ def swap_in(stage: Path, target: Path, aside: Path, *, marker: str, keep_aside: 
     journal = target.parent / SWAP_JOURNAL.format(target.name)
     atomic_write_bytes(journal, json.dumps({"stage": stage.name, "aside": aside.name, "marker": marker,
                                             "keep_aside": keep_aside}).encode())
-    moved = False
-    if target.exists():
-        os.rename(target, aside)
-        moved = True
     try:
-        os.rename(stage, target)
+        moved = swap_folder(stage, target, aside)
     except OSError:
-        if moved and not target.exists():
-            os.rename(aside, target)
         journal.unlink(missing_ok=True)
         raise
-    fsync_dir(target.parent)
     journal.unlink(missing_ok=True)
     fsync_dir(target.parent)
     if moved and not keep_aside:

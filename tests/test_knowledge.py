@@ -243,7 +243,7 @@ def test_edit_delete_and_rename(backend, home: Path, kb: Path):
     expected_total = sum(n for _, _, n in EXPECTED.values()) - 3
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
         assert len(store) == expected_total
-        assert store.vector_index().index.ntotal == expected_total
+        assert store.vector_count() == expected_total
     assert state_ids(home) == ids_after
 
 
@@ -405,7 +405,7 @@ def test_kill_9_during_import_then_rerun_gives_each_chunk_once(backend, home: Pa
     assert sorted(stored) == sorted(f"note{i:02}.txt" for i in range(60))
     assert all(len(ms) == 1 for ms in stored.values())
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
-        assert len(store) == 60 and store.vector_index().index.ntotal == 60
+        assert len(store) == 60 and store.vector_count() == 60
 
 
 KILLED_REINDEX = """
@@ -438,7 +438,7 @@ def test_kill_9_during_reindex_then_rerun_finishes_it(backend, home: Path, kb: P
         remaining = store.reindex(batch_size=10)
         assert done <= total - remaining < total  # resumed after the last committed batch
         assert store.model_info() == {"provider": "fake", "model": "hash-64", "dimension": 64}
-        assert store.vector_index().index.ntotal == total
+        assert store.vector_count() == total
         assert {len(blob) for _, blob in store.iter_all(with_vectors=True)} == {64 * 4}
         assert store.search("memory 33 about topic 6", threshold=0.0)[0].text == "memory 33 about topic 6"
     counting = FakeEmbedder(64)

@@ -69,6 +69,29 @@ def test_delete_cascades_through_links(store):
     assert {e.memory_id for e in store.history() if e.op == "delete"} == {a, merged, grandchild}
 
 
+def test_delete_plan_is_what_delete_then_does(store):
+    a, b = store.add(["plan parent", "plan other"])
+    [child] = store.add(["plan child"], derived_from={"consolidated_from": [a]})
+    plan = store.delete_plan([a, "missing", a])
+    assert (plan.deleted, plan.cascaded, plan.missing) == ([a], [child], ["missing"])
+    assert len(store) == 3  # nothing deleted
+    assert store.delete_plan([a], cascade=False).cascaded == []
+    assert store.delete([a, "missing", a]) == plan
+    assert len(store) == 1 and store.get([b])
+
+
+def test_find_exact_honours_area_and_filter(store):
+    [a] = store.add(["the same words"], metadata=[{"kind": "x"}])
+    [b] = store.add(["the same words"], area="fragments", metadata=[{"kind": "y"}])
+    store.add(["the same words, longer"])
+    assert [m.id for m in store.find_exact("the same words")] == [a, b]
+    assert [m.id for m in store.find_exact("the same words", "fragments")] == [b]
+    assert [m.id for m in store.find_exact("the same words", filter="kind == 'x'")] == [a]
+    assert store.find_exact("the same words", "main", filter="kind == 'y'") == []
+    with pytest.raises(UsageError):
+        store.find_exact("the same words", "nowhere")
+
+
 def test_delete_without_cascade(store):
     a = store.add(["parent"])[0]
     child = store.add(["child"], derived_from={"consolidated_from": [a]})[0]

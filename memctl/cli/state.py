@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memctl.paths import DEFAULT_SUBDIR
+
+if TYPE_CHECKING:
+    from memctl.store.base import StoreBase
 
 
 @dataclass
@@ -18,7 +21,7 @@ class State:
     overrides: dict[str, Any] = field(default_factory=dict)
     store: str | None = None  # --store: a postgresql:// URL or "embedded" (None: MEMCTL_STORE, config store_url)
 
-    def open_store(self, actor: str = "cli", create: bool = False) -> Any:
+    def open_store(self, actor: str = "cli", create: bool = False) -> StoreBase:
         """The store of --root/--subdir. Only commands that add memories pass `create=True`: the
         others say "no store at ..." (exit 3) rather than leave an empty store behind a typo."""
         from memctl.store import open_store
@@ -26,20 +29,11 @@ class State:
         return open_store(self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store,
                           create=create)
 
-    def store_url(self) -> str | None:
-        """The PostgreSQL URL the store lives at, or None for the embedded store."""
-        from memctl.store import resolve_store_url
-
-        return resolve_store_url(self.store, self.overrides)
-
     def subdir_names(self) -> list[str]:
         """Every store: folders under the root, or the subdirs of the PostgreSQL database."""
-        if self.store_url() is None:
-            from memctl.paths import list_subdirs, resolve_root
+        from memctl.store import list_stores
 
-            return list_subdirs(resolve_root(self.root))
-        with self.open_store(create=True) as store:  # on PostgreSQL opening writes no row
-            return [name for name, _ in store.subdirs()]
+        return [s.name for s in list_stores(self.root, store=self.store, overrides=self.overrides, counts=False).stores]
 
     @property
     def interactive(self) -> bool:

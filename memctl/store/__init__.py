@@ -9,11 +9,12 @@ from typing import Any
 from memctl.config import Config, load_config
 from memctl.embeddings import Embedder
 from memctl.paths import DEFAULT_SUBDIR, resolve_root, store_dir, validate_subdir
+from memctl.store.base import StoreBase
 from memctl.store.embedded import EmbeddedStore
-from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory
+from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory, StoreList, StoreSummary
 
-__all__ = ["AREAS", "DeleteResult", "EmbeddedStore", "HistoryEntry", "Hit", "Memory", "open_store",
-           "resolve_store_url"]
+__all__ = ["AREAS", "DeleteResult", "EmbeddedStore", "HistoryEntry", "Hit", "Memory", "StoreBase", "StoreList",
+           "StoreSummary", "list_stores", "open_store", "resolve_store_url"]
 
 STORE_ENV = "MEMCTL_STORE"
 EMBEDDED = "embedded"
@@ -48,7 +49,7 @@ def _redacted(value: str) -> str:
 def open_store(root: str | os.PathLike[str] | None = None, subdir: str = DEFAULT_SUBDIR, *,
                config: Config | None = None, overrides: dict[str, Any] | None = None,
                embedder: Embedder | None = None, actor: str = "api", store: str | None = None,
-               create: bool = True) -> Any:
+               create: bool = True) -> StoreBase:
     """Open (creating if needed) the store `<root>/<subdir>`. Use it as a context manager.
 
     `create=False` (read-only commands) raises NotFoundError when there is no store there instead
@@ -80,6 +81,26 @@ def open_store(root: str | os.PathLike[str] | None = None, subdir: str = DEFAULT
     check_store_folder(root_path, folder, create)
     return EmbeddedStore(folder, config, embedder=embedder, actor=actor,
                          cache_dir=Path(root_path) / ".cache" / "embeddings")
+
+
+def list_stores(root: str | os.PathLike[str] | None = None, *, store: str | None = None,
+                overrides: dict[str, Any] | None = None, counts: bool = True) -> StoreList:
+    """Every store of the backend `store` (else env MEMCTL_STORE, else config store_url) names: the
+    folder stores under `root`, or the subdirs of the PostgreSQL database, with their memory counts
+    (`counts=False`: None for folder stores, which then need not be opened)."""
+    url = resolve_store_url(store, overrides)
+    if url is not None:
+        from memctl.store.postgres import database_stores, redact
+
+        where = redact(url)
+        return StoreList(where, [StoreSummary(name, count, f"{where}#{name}")
+                                 for name, count in database_stores(url, load_config(None, overrides))])
+    from memctl.paths import list_subdirs
+    from memctl.store.embedded import stored_count
+
+    root_path = resolve_root(root)
+    return StoreList(str(root_path), [StoreSummary(name, stored_count(root_path / name) if counts else None,
+                                                   str(root_path / name)) for name in list_subdirs(root_path)])
 
 
 # Files only a store that once had a database holds (the cache and config.yaml are not enough).

@@ -9,15 +9,16 @@ keyword gate, the rare-token rule and `score` = relevance. Rows are addressed by
 
 from __future__ import annotations
 
+import abc
 import builtins
 import json
 import os
 import string
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
@@ -220,8 +221,8 @@ class PreparedRow(NamedTuple):
     keywords: str
 
 
-class StoreBase:
-    """The backend-neutral half of a store. Subclasses set config, actor, _embedder, _cache_dir."""
+class StoreBase(abc.ABC):
+    """The store contract and its backend-neutral half. Subclasses set config, actor, _embedder, _cache_dir."""
 
     config: Config
     actor: str
@@ -230,29 +231,175 @@ class StoreBase:
 
     # -- to be provided by a backend ----------------------------------------------------
     @property
+    @abc.abstractmethod
     def name(self) -> str:
         """The store's name in messages (its subdir)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
+        """Release the connection and the embedder."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def __len__(self) -> int:
+        """How many memories the store holds."""
         raise NotImplementedError
 
     def _is_empty(self) -> bool:
         return len(self) == 0
 
+    @abc.abstractmethod
     def model_info(self) -> dict[str, Any] | None:
+        """The {provider, model, dimension} the stored vectors were made with; None before the first vector."""
         raise NotImplementedError
 
     def check_model(self, info: ModelInfo | None = None) -> None:
-        raise NotImplementedError
+        """Refuse to mix vectors of different models in one store (an interrupted reindex too)."""
+        info = info or self.embedder.info
+        reindexing, stored = self._model_state()
+        if reindexing:
+            raise ModelMismatchError(f"a reindex of store {self.name!r} was interrupted",
+                                     hint="run `memctl reindex` to finish it")
+        if stored is None or self._is_empty():
+            return
+        if (stored.get("provider"), stored.get("model")) != (info.provider, info.model):
+            raise ModelMismatchError(
+                f"store {self.name!r} was built with embedding model "
+                f"{stored.get('provider')}:{stored.get('model')}, but the configured model is {info.label()}",
+                hint="run `memctl reindex` to re-embed it with the configured model, or change embedding_model back",
+            )
 
+    @abc.abstractmethod
+    def _model_state(self) -> tuple[Any, dict[str, Any] | None]:
+        """(the state of an unfinished reindex or None, model_info() when there is none), in one read where
+        the backend can."""
+
+    def _record_model(self, info: ModelInfo, dimension: int) -> None:
+        """Make the store's model record say `info` and `dimension` (joins an open transaction)."""
+        if self.model_info() != {"provider": info.provider, "model": info.model, "dimension": int(dimension)}:
+            self._write_model(info, dimension)
+
+    @abc.abstractmethod
+    def _write_model(self, info: ModelInfo, dimension: int) -> None:
+        """Write the store's model record (joins an open transaction)."""
+
+    @abc.abstractmethod
     def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
+        """Memories for the ids that exist, in the order asked."""
         raise NotImplementedError
 
-    def bulk(self) -> Any:
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the store is, for messages and `stats` (a folder, or a database URL without password)."""
+        raise NotImplementedError
+
+    def find_exact(self, text: str, area: str | None = None,
+                   filter: str | Filter | None = None) -> builtins.list[Memory]:
+        """The memories whose text is exactly `text` (in `area`, matching `filter`), oldest first."""
+        if area:
+            check_area(area)
+        flt = self.compile(filter)
+        return [m for m in self._exact_rows(text, area) if flt is None or flt.matches(m.filter_names())]
+
+    @abc.abstractmethod
+    def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
+        """The memories with this content hash and text (in `area`), oldest first."""
+
+    def list(self, *, area: str | None = None, filter: str | Filter | None = None,
+             limit: int = 20, offset: int = 0) -> tuple[builtins.list[Memory], int]:
+        """One page of memories, newest first, and how many match in all."""
+        if area:
+            check_area(area)
+        flt = self.compile(filter)
+        if flt is None:
+            return self._page(area, limit, offset)
+        matched = [seq for seq, _ in self._filtered(area, flt, order="created_at DESC, seq DESC")]
+        page = matched[offset : offset + limit]
+        rows = dict(self._seq_rows(page))
+        return [rows[seq] for seq in page if seq in rows], len(matched)
+
+    @abc.abstractmethod
+    def _page(self, area: str | None, limit: int, offset: int) -> tuple[builtins.list[Memory], int]:
+        """`list` with no filter: one page newest first (created_at, then key), and the total in `area`."""
+
+    @abc.abstractmethod
+    def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
+        """(key, memory) of the rows with these keys that exist, in any order."""
+
+    @abc.abstractmethod
+    def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
+        """(key, id) of the memories in `area` that `flt` matches, in `order` (an ORDER BY of the memory columns)."""
+
+    @abc.abstractmethod
+    def derived_ids(self, ids: Sequence[str]) -> builtins.list[str]:
+        """Ids derived (transitively, through provenance links) from `ids`, excluding `ids`, oldest first."""
+        raise NotImplementedError
+
+    def reindex(self, batch_size: int = 256, progress: Any = None) -> int:
+        """Re-embed every memory with the configured model, then rebuild the index; the number re-embedded.
+
+        Resumable: progress is committed with each batch, so a killed reindex continues where it stopped.
+        """
+        info = self.embedder.info
+        state = self._reindex_state()
+        resuming = bool(state) and state.get("model") == info.label()
+        last_seq = int(state["last_seq"]) if resuming else 0
+        dimension = state.get("dimension") if resuming else None
+        total, done = len(self), 0
+        with self._reindexing():  # before the first write: the old model record may be what is broken
+            with self._write():
+                self._set_reindex_state({"model": info.label(), "last_seq": last_seq, "dimension": dimension})
+            while rows := self._texts_after(last_seq, batch_size):
+                vectors = self.embedder.embed([text for _, text in rows])
+                dimension, last_seq = int(vectors.shape[1]), rows[-1][0]
+                with self._write():
+                    self._set_vectors([(seq, vector) for (seq, _), vector in zip(rows, vectors, strict=True)])
+                    self._set_reindex_state({"model": info.label(), "last_seq": last_seq, "dimension": dimension})
+                done += len(rows)
+                if progress:
+                    progress(done, total)
+            with self._write():
+                if dimension is not None:
+                    self._write_model(info, int(dimension))
+                self._set_reindex_state(None)
+        self.rebuild_index()
+        return done
+
+    def _reindexing(self) -> AbstractContextManager[Any]:
+        """Held while `reindex` runs (a backend with derived files defers their upkeep)."""
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    @abc.abstractmethod
+    def _reindex_state(self) -> Any:
+        """The progress record of an unfinished reindex ({model, last_seq, dimension}), or None."""
+
+    @abc.abstractmethod
+    def _set_reindex_state(self, value: Any) -> None:
+        """Write (None: clear) the reindex progress record; joins an open transaction."""
+
+    @abc.abstractmethod
+    def _texts_after(self, seq: int, limit: int) -> builtins.list[tuple[int, str]]:
+        """(key, text) of at most `limit` memories with keys above `seq`, in key order."""
+
+    @abc.abstractmethod
+    def _set_vectors(self, vectors: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Replace the vectors of these keys; joins an open transaction."""
+
+    @abc.abstractmethod
+    def integrity_check(self) -> str:
+        """"ok", or what is wrong with the stored data."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def vector_count(self) -> int:
+        """How many vectors the vector index covers (0 before the first vector): `reindex` checks it."""
+        raise NotImplementedError
+
+    def bulk(self) -> AbstractContextManager[Any]:
         """Context for many writes in a row; backends with deferred maintenance override it."""
         from contextlib import nullcontext
 
@@ -300,46 +447,181 @@ class StoreBase:
     def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
                        *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
                        links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
-        raise NotImplementedError
+        """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
 
-    def transaction(self) -> AbstractContextManager[Any]:
-        """Group writes into one atomic transaction (nested uses join it). Embed before entering."""
-        raise NotImplementedError
+        on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
+        Returns the ids inserted (skipped records are left out).
+        """
+        dim = self._checked_dimension(records, vectors, info)
+        if dim:
+            self._ensure_vector_index(dim)
+        inserted: builtins.list[str] = []
+        with self._insert_errors(), self._write():
+            if dim:
+                self._record_model(info, dim)
+            taken = self._existing_ids([r["id"] for r in records if r.get("id")])
+            prepared, history = self._prepare_rows(records, vectors, taken, on_conflict, op, actor)
+            inserted += [r.id for r in prepared]
+            self._insert_prepared(prepared, history)
+            for kind, parents in (links or {}).items():
+                for rid in inserted:
+                    self._link(parents, rid, kind)
+        return inserted
+
+    def _ensure_vector_index(self, dim: int) -> None:  # noqa: B027 - a hook: most backends need nothing here
+        """Make sure an index serves vectors of `dim` dimensions; called outside any transaction."""
+
+    def _insert_errors(self) -> AbstractContextManager[Any]:
+        """Around an insert: turns the backend's errors about the rows (an id taken meanwhile, a text it
+        cannot store) into UsageError."""
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    @abc.abstractmethod
+    def _existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """The ids among `ids` that a memory has."""
+
+    @abc.abstractmethod
+    def _lock_ids(self, ids: Sequence[str]) -> set[str]:
+        """Inside a write transaction: the ids among `ids` that a memory has, their rows kept from other
+        writers until it ends."""
+
+    @abc.abstractmethod
+    def _insert_prepared(self, rows: Sequence[PreparedRow], history: Sequence[tuple[Any, ...]]) -> None:
+        """Insert validated rows and their history rows (memory_id, op, actor, at, area, old_text, new_text,
+        old_metadata, new_metadata); joins an open transaction."""
+
+    @abc.abstractmethod
+    def _write(self) -> AbstractContextManager[Any]:
+        """One atomic write transaction (nested uses join it); yields the backend's connection."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """Group writes into one atomic transaction (nested uses join it). Embed before entering: embedding
+        inside holds the store's writers back while the model runs."""
+        with self._write():
+            yield self
 
     def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
                replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
                actor: str | None = None, op: str = "update") -> Memory:
-        raise NotImplementedError
+        """Change text (re-embedded) and/or metadata in place; history keeps the old version."""
+        old = self.get_one(memory_id)
+        new_text = self._check_text(text) if text is not None else old.text
+        new_meta = {} if replace_metadata else dict(old.metadata)
+        new_meta.update(check_metadata(metadata))
+        for key in unset:
+            new_meta.pop(key, None)
+        new_area = check_area(area) if area is not None else old.area
+        vector = self.embed([new_text])[0] if new_text != old.text else None
+        with self._write():
+            self._lock_ids([memory_id])  # concurrent updates of one memory queue up
+            current = self.get_one(memory_id)  # it may have changed or gone while we embedded
+            self._update_row(memory_id, new_text if vector is not None else None, vector, new_meta, new_area,
+                             now_iso())
+            self._history(memory_id, op, area=new_area, old_text=current.text, new_text=new_text,
+                          old_metadata=current.metadata, new_metadata=new_meta, actor=actor)
+        return self.get_one(memory_id)
+
+    @abc.abstractmethod
+    def _update_row(self, memory_id: str, text: str | None, vector: np.ndarray | None, metadata: dict[str, Any],
+                    area: str, updated_at: str) -> None:
+        """Set a memory's metadata (and keywords), area and updated_at, and its text, vector and content hash
+        when `text` is not None; joins an open transaction."""
+
+    @abc.abstractmethod
+    def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
+                 new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
+                 actor: str | None = None) -> None:
+        """Append one history entry, stamped now; joins an open transaction."""
 
     def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
                op: str = "delete", archive: bool = True) -> DeleteResult:
-        raise NotImplementedError
+        """Delete ids (and, with cascade, what was derived from them) in one transaction.
+
+        `archive` keeps each removed row (vector included) in the archive for `restore`.
+        """
+        ids = list(dict.fromkeys(ids))
+        with self._write():
+            plan = self._delete_plan(ids, self._lock_ids(ids), cascade)
+            if plan.cascaded:
+                self._lock_ids(plan.cascaded)
+            removed = plan.deleted + plan.cascaded
+            for memory in self.get(removed):
+                self._history(memory.id, op, area=memory.area, old_text=memory.text,
+                              old_metadata=memory.metadata, actor=actor)
+            if removed:
+                if archive:
+                    self._archive(removed, op, actor)
+                self._delete_rows(removed)
+        return plan
+
+    def delete_plan(self, ids: Sequence[str], *, cascade: bool = True) -> DeleteResult:
+        """What `delete` would remove now (`delete --dry-run`): the ids found, what derives from them, the missing."""
+        ids = list(dict.fromkeys(ids))
+        return self._delete_plan(ids, self._existing_ids(ids), cascade)
+
+    def _delete_plan(self, ids: builtins.list[str], present: set[str], cascade: bool) -> DeleteResult:
+        targets = [i for i in ids if i in present]
+        cascaded = [i for i in self.derived_ids(targets) if i not in present] if cascade else []
+        return DeleteResult(deleted=targets, cascaded=cascaded, missing=[i for i in ids if i not in present])
+
+    @abc.abstractmethod
+    def _archive(self, ids: Sequence[str], op: str, actor: str | None) -> None:
+        """Copy rows about to be removed into the archive (one version per id: the latest)."""
+
+    @abc.abstractmethod
+    def _delete_rows(self, ids: Sequence[str]) -> None:
+        """Remove these memories' rows; joins an open transaction."""
 
     def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
-        raise NotImplementedError
+        """Record that `child_id` derives from `parent_ids` (a provenance link of `kind`)."""
+        with self._write():
+            self._link(parent_ids, child_id, kind)
 
+    @abc.abstractmethod
+    def _link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
+        """Insert provenance links stamped now (existing ones are kept); joins an open transaction."""
+
+    @abc.abstractmethod
     def links(self) -> builtins.list[tuple[str, str, str, str]]:
+        """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
+        """Record that `ids` were just read (accessed_at); best effort, returns the rows touched."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
+        """History entries, newest first (of one memory, or all), at most `limit`."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def append_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Copy history entries (oldest first) as they are: op, actor and time kept."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
+        """Every memory (in `area`), oldest first, with its vector bytes when asked."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
+        """Every memory (oldest first) with when `load` last returned it (None: never)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def rebuild_index(self) -> int:
+        """Rebuild (or make sure of) the vector index from the stored vectors; the vectors it covers."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def compact(self) -> bool:
+        """Reclaim the space and traces of removed rows; False when that could not be done fully."""
         raise NotImplementedError
 
     def _embed_query(self, query: str) -> np.ndarray:
@@ -352,7 +634,10 @@ class StoreBase:
     def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
         """Ids of the memories (in `area`) a filter matches, selected in the database as `_candidates` selects
         them (memctl/store/filter_sql.py); `prune --filter` uses it."""
-        raise NotImplementedError
+        flt = self.compile(filter)
+        if flt is None:
+            raise UsageError("matching_ids needs a filter")
+        return {rid for _, rid in self._filtered(area, flt)}
 
     def _dense_pairs(self, vector: np.ndarray, k: int,
                      only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
@@ -381,85 +666,128 @@ class StoreBase:
         raise NotImplementedError
 
     # -- the archive, history purging, size (memctl/lifecycle.py) -------------------------
+    @abc.abstractmethod
     def archived(self, memory_id: str) -> ArchivedMemory | None:
         """The archived (last removed) version of a memory, if the archive holds one."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def iter_archive(self) -> Iterator[ArchivedMemory]:
         """Every archived memory, oldest archiving first."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def unarchive(self, ids: Sequence[str]) -> None:
         """Drop archived versions (a restore brought them back). Joins an open transaction."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def forget_text(self, ids: Sequence[str]) -> None:
         """History keeps who did what and when for these ids, not the text; the archive drops them."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def purge_counts(self, before: str | None) -> tuple[int, int]:
         """(history entries, archived memories) older than `before` (ISO time; None: all)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         """Delete those history entries and archived memories in one transaction; return the content
         hashes of the texts they held that no live memory holds (for the embedding cache). `found`
         gets those hashes inside the transaction, before anything is deleted (to record them durably)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
         """The hashes among `hashes` that memories of other stores sharing this store's embedding
         cache hold (their cache entries must stay)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def size_bytes(self) -> int:
         """What the store occupies: its folder's files, or its rows in PostgreSQL."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
         """What `memctl stats` shows for this store."""
-        raise NotImplementedError
+        areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
+        for area, count, knowledge in self._area_counts():
+            areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
+        oldest, newest, never, last = self._age_summary()
+        archived, history = self._log_counts()
+        knowledge = sum(a["knowledge"] for a in areas.values())
+        count = sum(a["count"] for a in areas.values())
+        return {
+            "subdir": self.name, "path": self.location, "count": count, "areas": areas,
+            "knowledge": knowledge, "conversation": count - knowledge,
+            "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
+            "archived": archived, "history": history,
+            "bytes": self.size_bytes(), "model": self.model_info(),
+        }
+
+    @abc.abstractmethod
+    def _area_counts(self) -> Iterable[tuple[str, int, int]]:
+        """(area, memories, knowledge chunks among them) of each area that holds memories."""
+
+    @abc.abstractmethod
+    def _age_summary(self) -> tuple[str | None, str | None, int, str | None]:
+        """(oldest created_at, newest created_at, memories never accessed, last accessed_at)."""
+
+    @abc.abstractmethod
+    def _log_counts(self) -> tuple[int, int]:
+        """(archived memories, history entries)."""
 
     # -- behaviour rules (memctl/behaviour.py) -------------------------------------------
     @property
+    @abc.abstractmethod
     def behaviour_location(self) -> str:
         """Where the rules are kept, for messages."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def read_behaviour(self) -> str | None:
         """The store's behaviour rules; None when it has none (the defaults apply)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def write_behaviour(self, rules: str) -> None:
         """Replace the rules atomically."""
         raise NotImplementedError
 
     # -- knowledge import state (memctl/knowledge.py) ------------------------------------
+    @abc.abstractmethod
     def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
         """(id, area, knowledge_folder, source_path, source_checksum, file_type, chunk) of every
         knowledge chunk (metadata `knowledge_source: true` with a folder and path), oldest first."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def knowledge_state(self) -> dict[str, Any]:
         """The saved state of knowledge imports (memctl.knowledge.state_document's shape); {} if none."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def save_knowledge_state(self, document: dict[str, Any]) -> None:
         """Replace the saved knowledge state atomically (writing only what changed)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def knowledge_lock(self) -> AbstractContextManager[None]:
         """Held by a knowledge import from start to end, so two imports into one store never interleave."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors of memories whose text has these content hashes (one per hash)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         """The content hashes among `hashes` that some memory's text has."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def memories_with_hashes(self, hashes: Sequence[str]) -> builtins.list[Memory]:
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         raise NotImplementedError
@@ -471,28 +799,34 @@ class StoreBase:
 
         return nullcontext(self)
 
+    @abc.abstractmethod
     def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
         """Every memory, oldest first, with its vector (float32 bytes) and last access time."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def put_rows(self, rows: Sequence[tuple[Memory, bytes, str | None]], info: ModelInfo, dimension: int) -> None:
         """Insert memories exactly as given (ids, timestamps, access times, vectors), with no history
         entries: a backup being restored. Joins an open transaction."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
         """Insert provenance links (parent_id, child_id, kind, created_at) as they are."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def put_archive(self, rows: Sequence[ArchivedMemory]) -> None:
         """Insert archived memories as they are."""
         raise NotImplementedError
 
     # -- shared --------------------------------------------------------------------------
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
+        """The store itself; leaving the block closes it."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the store."""
         self.close()
 
     def _close_embedder(self) -> None:
@@ -501,6 +835,7 @@ class StoreBase:
 
     @property
     def embedder(self) -> Embedder:
+        """The configured embedding model (made on first use, with the root's embedding cache)."""
         if self._embedder is None:
             cache = self._cache_dir if self.config["embedding_cache"] else None
             self._embedder = make_embedder(self.config, cache)
@@ -512,10 +847,12 @@ class StoreBase:
         return self._cache_dir
 
     def dimension(self) -> int | None:
+        """The dimension of the stored vectors (None before the first)."""
         info = self.model_info()
         return int(info["dimension"]) if info and info.get("dimension") else None
 
     def embed(self, texts: builtins.list[str]) -> np.ndarray:
+        """Vectors of `texts` by the configured model, once it is the store's model and dimension."""
         self.check_model()
         vectors = self.embedder.embed(texts)
         dim = self.dimension()
@@ -534,11 +871,13 @@ class StoreBase:
         return keywords_of(self.config, metadata)
 
     def compile(self, filter: str | Filter | None) -> Filter | None:
+        """A filter expression compiled (config filter_max_length applies); a compiled one or None as is."""
         if filter is None or isinstance(filter, Filter):
             return filter
         return compile_filter(filter, max_length=int(self.config["filter_max_length"]))
 
     def get_one(self, memory_id: str) -> Memory:
+        """The memory with this id; NotFoundError when there is none."""
         got = self.get([memory_id])
         if not got:
             raise NotFoundError(f"no memory with id {memory_id!r} in store {self.name!r}",

@@ -8,19 +8,20 @@ import os
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, UsageError, sqlite_hint
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes, recover_swap
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
     COMMON_TOKEN_SHARE,
     RARE_TOKEN_SHARE,
     SEARCH_MODES,
+    PreparedRow,
     StoreBase,
     check_area,
     check_metadata,
@@ -30,9 +31,7 @@ from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter
 from memctl.store.base import json_or_none as _json_or_none
 from memctl.store.keyword import register_functions
 from memctl.store.records import (
-    AREAS,
     ArchivedMemory,
-    DeleteResult,
     HistoryEntry,
     Hit,
     Memory,
@@ -87,7 +86,7 @@ class EmbeddedStore(StoreBase):
         self._cache_dir = cache_dir
         self._index: VectorIndex | None = None
         self._lock: Any = None
-        self._reindexing = False
+        self._reindexing_now = False
         self._mirrored = False
         self._bulk = False
         self._depth = 0
@@ -307,15 +306,6 @@ class EmbeddedStore(StoreBase):
                 self._record_commits(int(commits[0]))
             self._checkpoint_after_commit()
 
-    @contextmanager
-    def transaction(self) -> Iterator[EmbeddedStore]:
-        """Group writes into one atomic transaction under the write lock.
-
-        Embed before entering (embedding inside holds the lock while the model runs).
-        """
-        with self._write():
-            yield self
-
     def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
                  new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
                  actor: str | None = None) -> None:
@@ -342,7 +332,7 @@ class EmbeddedStore(StoreBase):
                 self._mirrored = True
             return record
         found = self._model_file()
-        if self._reindexing:
+        if self._reindexing_now:
             return found if isinstance(found, dict) else None
         if isinstance(found, str):
             raise StoreError(f"{self.folder / EMBEDDING_FILE} is unreadable ({found}), and this store keeps no other "
@@ -387,27 +377,11 @@ class EmbeddedStore(StoreBase):
         row = self.db.execute("SELECT length(vector) FROM memories LIMIT 1").fetchone()
         return int(row[0]) // 4 if row and row[0] else None
 
-    def check_model(self, info: ModelInfo | None = None) -> None:
-        """Refuse to mix vectors of different models in one store."""
-        info = info or self.embedder.info
-        if self._meta("reindex"):
-            raise ModelMismatchError(f"a reindex of store {self.folder.name!r} was interrupted",
-                                     hint="run `memctl reindex` to finish it")
-        stored = self.model_info()
-        if stored is None or len(self) == 0:
-            return
-        if (stored.get("provider"), stored.get("model")) != (info.provider, info.model):
-            raise ModelMismatchError(
-                f"store {self.folder.name!r} was built with embedding model "
-                f"{stored.get('provider')}:{stored.get('model')}, but the configured model is {info.label()}",
-                hint="run `memctl reindex` to re-embed it with the configured model, or change embedding_model back",
-            )
+    def _model_state(self) -> tuple[Any, dict[str, Any] | None]:
+        reindexing = self._meta("reindex")
+        return (reindexing, None) if reindexing else (None, self.model_info())
 
-    def _record_model(self, info: ModelInfo, dimension: int) -> None:
-        if self.model_info() != {"provider": info.provider, "model": info.model, "dimension": int(dimension)}:
-            self._write_model_file(info, dimension)
-
-    def _write_model_file(self, info: ModelInfo, dimension: int) -> None:
+    def _write_model(self, info: ModelInfo, dimension: int) -> None:
         wanted = {"provider": info.provider, "model": info.model, "dimension": int(dimension)}
         with self._write():
             self._set_meta(MODEL_META, wanted)
@@ -432,6 +406,11 @@ class EmbeddedStore(StoreBase):
         if self._index.rebuilt:
             self._persist_rebuilt_index()
         return self._index
+
+    def vector_count(self) -> int:
+        """The vectors the FAISS index holds (brought up to date with the database first)."""
+        index = self.vector_index()
+        return int(index.index.ntotal) if index is not None else 0
 
     def _persist_rebuilt_index(self) -> None:
         """A rebuilt index is written back if no writer is busy; otherwise the next open rebuilds too."""
@@ -480,7 +459,7 @@ class EmbeddedStore(StoreBase):
 
     def _maybe_checkpoint(self) -> None:
         dim = self.dimension()
-        if dim is None or self._reindexing or self._bulk:
+        if dim is None or self._reindexing_now or self._bulk:
             return
         index = self._index if self._index is not None else VectorIndex(self.folder, dim, self._index_options())
         if index.pending(self.db) >= int(self.config["index_checkpoint_every"]) or not index.path.exists():
@@ -507,33 +486,14 @@ class EmbeddedStore(StoreBase):
         return int(self._index.index.ntotal)
 
     # -- writing -------------------------------------------------------------------------
-    def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
-                       *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
-                       links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
-        """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
-
-        on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
-        Returns the ids inserted (skipped records are left out).
-        """
-        dim = self._checked_dimension(records, vectors, info)
-        inserted: builtins.list[str] = []
-        with self._write() as db:
-            if dim:
-                self._record_model(info, dim)
-            taken = self._existing_ids([r["id"] for r in records if r.get("id")])
-            prepared, history = self._prepare_rows(records, vectors, taken, on_conflict, op, actor)
-            rows = [(*r[:6], r.vector.astype("float32").tobytes(), *r[7:]) for r in prepared]
-            inserted += [r.id for r in prepared]
-            db.executemany(
-                "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
-                " keywords) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            db.executemany(
-                "INSERT INTO history (memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", history)
-            for kind, parents in (links or {}).items():
-                for rid in inserted:
-                    self._link(parents, rid, kind)
-        return inserted
+    def _insert_prepared(self, rows: Sequence[PreparedRow], history: Sequence[tuple[Any, ...]]) -> None:
+        self.db.executemany(
+            "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
+            " keywords) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*r[:6], r.vector.astype("float32").tobytes(), *r[7:]) for r in rows])
+        self.db.executemany(
+            "INSERT INTO history (memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", history)
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -543,9 +503,8 @@ class EmbeddedStore(StoreBase):
             found.update(r[0] for r in self.db.execute(f"SELECT id FROM memories WHERE id IN ({marks})", chunk))
         return found
 
-    def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
-        with self._write():
-            self._link(parent_ids, child_id, kind)
+    def _lock_ids(self, ids: Sequence[str]) -> set[str]:
+        return self._existing_ids(ids)  # the store's write lock keeps every other writer out already
 
     def _link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
         stamp = now_iso()
@@ -565,27 +524,9 @@ class EmbeddedStore(StoreBase):
         ).fetchall()
         return [r[0] for r in rows]
 
-    def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
-               op: str = "delete", archive: bool = True) -> DeleteResult:
-        """Delete ids (and, with cascade, what was derived from them) in one transaction.
-
-        `archive` keeps each removed row (vector included) in the archive table for `restore`.
-        """
-        ids = list(dict.fromkeys(ids))
-        with self._write() as db:
-            present = self._existing_ids(ids)
-            targets = [i for i in ids if i in present]
-            cascaded = [i for i in self.derived_ids(targets) if i not in present] if cascade else []
-            for memory in self.get(targets + cascaded):
-                self._history(memory.id, op, area=memory.area, old_text=memory.text,
-                              old_metadata=memory.metadata, actor=actor)
-            all_ids = targets + cascaded
-            if archive:
-                self._archive(all_ids, op, actor)
-            for start in range(0, len(all_ids), 900):
-                chunk = all_ids[start : start + 900]
-                db.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-        return DeleteResult(deleted=targets, cascaded=cascaded, missing=[i for i in ids if i not in present])
+    def _delete_rows(self, ids: Sequence[str]) -> None:
+        for chunk in iter_chunks(ids, 900):
+            self.db.execute(f"DELETE FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)
 
     def _archive(self, ids: Sequence[str], op: str, actor: str | None) -> None:
         """Copy rows about to be removed into `archive` (one version per id: the latest)."""
@@ -627,29 +568,14 @@ class EmbeddedStore(StoreBase):
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute(f"PRAGMA busy_timeout = {int(float(self.config['lock_timeout']) * 1000)}")
 
-    def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
-               replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
-               actor: str | None = None, op: str = "update") -> Memory:
-        """Change text (re-embedded) and/or metadata in place; history keeps the old version."""
-        old = self.get_one(memory_id)
-        new_text = self._check_text(text) if text is not None else old.text
-        new_meta = {} if replace_metadata else dict(old.metadata)
-        new_meta.update(check_metadata(metadata))
-        for key in unset:
-            new_meta.pop(key, None)
-        new_area = check_area(area) if area is not None else old.area
-        vector = self.embed([new_text])[0] if new_text != old.text else None
-        with self._write() as db:
-            current = self.get_one(memory_id)  # it may have changed or gone while we embedded
-            stamp = now_iso()
-            if vector is not None:
-                db.execute("UPDATE memories SET text = ?, vector = ?, content_hash = ? WHERE id = ?",
-                           (new_text, vector.astype("float32").tobytes(), content_hash(new_text), memory_id))
-            db.execute("UPDATE memories SET metadata = ?, area = ?, updated_at = ?, keywords = ? WHERE id = ?",
-                       (json.dumps(new_meta, ensure_ascii=False), new_area, stamp, self._keywords(new_meta), memory_id))
-            self._history(memory_id, op, area=new_area, old_text=current.text, new_text=new_text,
-                          old_metadata=current.metadata, new_metadata=new_meta, actor=actor)
-        return self.get_one(memory_id)
+    def _update_row(self, memory_id: str, text: str | None, vector: np.ndarray | None, metadata: dict[str, Any],
+                    area: str, updated_at: str) -> None:
+        if text is not None and vector is not None:
+            self.db.execute("UPDATE memories SET text = ?, vector = ?, content_hash = ? WHERE id = ?",
+                            (text, vector.astype("float32").tobytes(), content_hash(text), memory_id))
+        self.db.execute("UPDATE memories SET metadata = ?, area = ?, updated_at = ?, keywords = ? WHERE id = ?",
+                        (json.dumps(metadata, ensure_ascii=False), area, updated_at, self._keywords(metadata),
+                         memory_id))
 
     # -- reading -------------------------------------------------------------------------
     def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
@@ -663,12 +589,12 @@ class EmbeddedStore(StoreBase):
                 found[row[1]] = _memory(row)
         return [found[i] for i in ids if i in found]
 
-    def find_exact(self, text: str, area: str | None = None) -> builtins.list[Memory]:
+    def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
         sql = f"SELECT {_COLUMNS} FROM memories WHERE content_hash = ? AND text = ?"
         args: builtins.list[Any] = [content_hash(text), text]
         if area:
             sql += " AND area = ?"
-            args.append(check_area(area))
+            args.append(area)
         return [_memory(r) for r in self.db.execute(sql + " ORDER BY seq", args)]
 
     def _rows(self, area: str | None, flt: Filter | None, order: str = "seq") -> Iterator[tuple[int, Memory]]:
@@ -682,21 +608,14 @@ class EmbeddedStore(StoreBase):
             if flt is None or flt.matches(memory.filter_names()):
                 yield row[0], memory
 
-    def list(self, *, area: str | None = None, filter: str | Filter | None = None,
-             limit: int = 20, offset: int = 0) -> tuple[builtins.list[Memory], int]:
-        """Newest first; returns (page, total matching)."""
-        flt = self.compile(filter)
-        if flt is None:
-            where, args = ("WHERE area = ?", [check_area(area)]) if area else ("", [])
-            total = int(self.db.execute(f"SELECT COUNT(*) FROM memories {where}", args).fetchone()[0])
-            rows = self.db.execute(
-                f"SELECT {_COLUMNS} FROM memories {where} ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?",
-                [*args, limit, offset],
-            )
-            return [_memory(r) for r in rows], total
-        matched = [seq for seq, _ in self._filtered(area, flt, order="created_at DESC, seq DESC")]
-        page = dict(self._seq_rows(matched[offset : offset + limit]))
-        return [page[seq] for seq in matched[offset : offset + limit] if seq in page], len(matched)
+    def _page(self, area: str | None, limit: int, offset: int) -> tuple[builtins.list[Memory], int]:
+        where, args = ("WHERE area = ?", [area]) if area else ("", [])
+        total = int(self.db.execute(f"SELECT COUNT(*) FROM memories {where}", args).fetchone()[0])
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM memories {where} ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?",
+            [*args, limit, offset],
+        )
+        return [_memory(r) for r in rows], total
 
     def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
         for start in range(0, len(seqs), 900):
@@ -732,13 +651,6 @@ class EmbeddedStore(StoreBase):
         suspects = [seq for seq, _, bad in rows if bad]
         kept = {seq for seq, memory in self._seq_rows(suspects) if flt.matches(memory.filter_names())}
         return [(seq, rid) for seq, rid, bad in rows if not bad or seq in kept]
-
-    def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
-        """Ids of the memories (in `area`) a filter matches, selected as searches select them."""
-        flt = self.compile(filter)
-        if flt is None:
-            raise UsageError("matching_ids needs a filter")
-        return {rid for _, rid in self._filtered(area, flt)}
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         sql = f"SELECT {_COLUMNS}, vector FROM memories"
@@ -898,43 +810,32 @@ class EmbeddedStore(StoreBase):
         else:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
 
-    def reindex(self, batch_size: int = 256, progress: Any = None) -> int:
-        """Re-embed every memory with the configured model, then rebuild the index.
+    def _reindex_state(self) -> Any:
+        return self._meta("reindex")
 
-        Resumable: progress is committed with each batch, so a killed reindex continues where it stopped.
-        """
+    def _set_reindex_state(self, value: Any) -> None:
+        self._set_meta("reindex", value)
+
+    @contextmanager
+    def _reindexing(self) -> Iterator[None]:
+        """No index checkpoints meanwhile; model_info tolerates a missing model record; the model file is
+        mirrored again afterwards."""
+        self._reindexing_now = True
+        try:
+            yield
+        finally:
+            self._reindexing_now = False
+            self._mirrored = False
+
+    def _texts_after(self, seq: int, limit: int) -> builtins.list[tuple[int, str]]:
+        return [(int(r[0]), r[1]) for r in self.db.execute(
+            "SELECT seq, text FROM memories WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))]
+
+    def _set_vectors(self, vectors: Sequence[tuple[int, np.ndarray]]) -> None:
         import numpy as np
 
-        info = self.embedder.info
-        state = self._meta("reindex")
-        resuming = bool(state) and state.get("model") == info.label()
-        last_seq = int(state["last_seq"]) if resuming else 0
-        dimension = state.get("dimension") if resuming else None
-        total, done = len(self), 0
-        self._reindexing = True  # before the first write: the old model record may be what is broken
-        try:
-            with self._write():
-                self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq, "dimension": dimension})
-            while rows := self.db.execute("SELECT seq, text FROM memories WHERE seq > ? ORDER BY seq LIMIT ?",
-                                          (last_seq, batch_size)).fetchall():
-                vectors = self.embedder.embed([r[1] for r in rows])
-                dimension, last_seq = int(vectors.shape[1]), rows[-1][0]
-                blobs = [(np.asarray(v, dtype=np.float32).tobytes(), r[0]) for v, r in zip(vectors, rows, strict=True)]
-                with self._write() as db:
-                    db.executemany("UPDATE memories SET vector = ? WHERE seq = ?", blobs)
-                    self._set_meta("reindex", {"model": info.label(), "last_seq": last_seq, "dimension": dimension})
-                done += len(rows)
-                if progress:
-                    progress(done, total)
-            if dimension is not None:
-                self._write_model_file(info, int(dimension))
-            with self._write():
-                self._set_meta("reindex", None)
-        finally:
-            self._reindexing = False
-        self._mirrored = False
-        self.rebuild_index()
-        return done
+        self.db.executemany("UPDATE memories SET vector = ? WHERE seq = ?",
+                            [(np.asarray(v, dtype=np.float32).tobytes(), seq) for seq, v in vectors])
 
     def integrity_check(self) -> str:
         return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
@@ -1025,25 +926,20 @@ class EmbeddedStore(StoreBase):
     def size_bytes(self) -> int:
         return folder_size(self.folder)
 
-    def stats(self) -> dict[str, Any]:
-        areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
-        for area, count, knowledge in self.db.execute(
-                "SELECT area, COUNT(*), COALESCE(SUM(json_extract(metadata, '$.knowledge_source') IS 1), 0)"
-                " FROM memories GROUP BY area"):
-            areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
+    def _area_counts(self) -> builtins.list[tuple[str, int, int]]:
+        return [(area, int(count), int(knowledge)) for area, count, knowledge in self.db.execute(
+            "SELECT area, COUNT(*), COALESCE(SUM(json_extract(metadata, '$.knowledge_source') IS 1), 0)"
+            " FROM memories GROUP BY area")]
+
+    def _age_summary(self) -> tuple[str | None, str | None, int, str | None]:
         oldest, newest, never, last = self.db.execute(
             "SELECT MIN(created_at), MAX(created_at), COALESCE(SUM(accessed_at IS NULL), 0), MAX(accessed_at)"
             " FROM memories").fetchone()
-        knowledge = sum(a["knowledge"] for a in areas.values())
-        count = len(self)
-        return {
-            "subdir": self.name, "path": str(self.folder), "count": count, "areas": areas,
-            "knowledge": knowledge, "conversation": count - knowledge,
-            "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
-            "archived": self.db.execute("SELECT COUNT(*) FROM archive").fetchone()[0],
-            "history": self.db.execute("SELECT COUNT(*) FROM history").fetchone()[0],
-            "bytes": self.size_bytes(), "model": self.model_info(),
-        }
+        return oldest, newest, int(never), last
+
+    def _log_counts(self) -> tuple[int, int]:
+        return (int(self.db.execute("SELECT COUNT(*) FROM archive").fetchone()[0]),
+                int(self.db.execute("SELECT COUNT(*) FROM history").fetchone()[0]))
 
     # -- behaviour rules: behaviour.md ---------------------------------------------------
     @property
@@ -1221,6 +1117,15 @@ def _make_private(folder: Path) -> None:
                 os.chmod(path, private)
     except (OSError, AttributeError):  # AttributeError: os.getuid does not exist on Windows
         pass
+
+
+def stored_count(folder: Path) -> int | None:
+    """How many memories the folder store holds, read-only (None when its database cannot be read)."""
+    try:
+        with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
+            return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+    except sqlite3.Error:
+        return None
 
 
 def folder_size(folder: Path) -> int:

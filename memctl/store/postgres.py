@@ -18,17 +18,14 @@ import json
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
-from memctl.store.base import StoreBase, check_area, check_metadata
+from memctl.store.base import PreparedRow, StoreBase, check_area
 from memctl.store.records import (
-    AREAS,
     ArchivedMemory,
-    DeleteResult,
     HistoryEntry,
     Hit,
     Memory,
@@ -269,12 +266,6 @@ class PostgresStore(StoreBase):
                 stack.enter_context(self.conn.transaction())
             yield
 
-    @contextmanager
-    def transaction(self) -> Iterator[PostgresStore]:
-        """Group writes into one atomic transaction. Embed before entering."""
-        with self._write():
-            yield self
-
     def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
                  new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
                  actor: str | None = None) -> None:
@@ -301,25 +292,11 @@ class PostgresStore(StoreBase):
             return None
         return {"provider": row[0], "model": row[1], "dimension": row[2]}
 
-    def check_model(self, info: ModelInfo | None = None) -> None:
-        """Refuse to mix vectors of different models in one store."""
-        info = info or self.embedder.info
+    def _model_state(self) -> tuple[Any, dict[str, Any] | None]:
         row = self._store_row()
-        if row is not None and row[3]:
-            raise ModelMismatchError(f"a reindex of store {self.subdir!r} was interrupted",
-                                     hint="run `memctl reindex` to finish it")
-        if row is None or row[0] is None or self._is_empty():
-            return
-        if (row[0], row[1]) != (info.provider, info.model):
-            raise ModelMismatchError(
-                f"store {self.subdir!r} was built with embedding model {row[0]}:{row[1]}, "
-                f"but the configured model is {info.label()}",
-                hint="run `memctl reindex` to re-embed it with the configured model, or change embedding_model back",
-            )
-
-    def _record_model(self, info: ModelInfo, dimension: int) -> None:
-        if self.model_info() != {"provider": info.provider, "model": info.model, "dimension": int(dimension)}:
-            self._write_model(info, dimension)
+        if row is None:
+            return None, None
+        return row[3], None if row[0] is None else {"provider": row[0], "model": row[1], "dimension": row[2]}
 
     def _write_model(self, info: ModelInfo, dimension: int) -> None:
         self._execute(
@@ -360,41 +337,24 @@ class PostgresStore(StoreBase):
         self._indexed_dims.add(dim)
 
     # -- writing -------------------------------------------------------------------------
-    def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
-                       *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
-                       links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
-        """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
-
-        on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
-        Returns the ids inserted (skipped records are left out).
-        """
-        import numpy as np
+    @contextmanager
+    def _insert_errors(self) -> Iterator[None]:
         import psycopg
 
-        dim = self._checked_dimension(records, vectors, info)
-        if dim:
-            self._ensure_vector_index(dim)
-        inserted: builtins.list[str] = []
         try:
-            with self._write():
-                if dim:
-                    self._record_model(info, dim)
-                taken = self._existing_ids([r["id"] for r in records if r.get("id")])
-                prepared, history = self._prepare_rows(records, vectors, taken, on_conflict, op, actor)
-                rows = [(self.subdir, *r[:6], np.asarray(r.vector, dtype=np.float32), *r[7:]) for r in prepared]
-                inserted += [r.id for r in prepared]
-                self._insert_rows(rows)
-                self._history_rows(history)
-                for kind, parents in (links or {}).items():
-                    for rid in inserted:
-                        self._link(parents, rid, kind)
+            yield
         except psycopg.errors.UniqueViolation as exc:  # another process took an id between check and insert
             raise UsageError("an id of this batch was just stored by another process; nothing was inserted",
                              hint="retry (with --on-conflict skip to keep the stored ones)") from exc
         except psycopg.DataError as exc:  # NUL characters, untranslatable ones
             raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}",
                              hint="PostgreSQL text holds no NUL (U+0000) characters; remove them") from exc
-        return inserted
+
+    def _insert_prepared(self, rows: Sequence[PreparedRow], history: Sequence[tuple[Any, ...]]) -> None:
+        import numpy as np
+
+        self._insert_rows([(self.subdir, *r[:6], np.asarray(r.vector, dtype=np.float32), *r[7:]) for r in rows])
+        self._history_rows(history)
 
     def _insert_rows(self, rows: builtins.list[tuple[Any, ...]], *, with_access: bool = False) -> None:
         """Many rows: binary COPY (several times faster than INSERTs); a few: one INSERT each.
@@ -426,9 +386,8 @@ class PostgresStore(StoreBase):
         sql = "SELECT id FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)"
         return {r[0] for r in self._all(sql + (" FOR UPDATE" if lock else ""), (self.subdir, list(ids)))}
 
-    def link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
-        with self._write():
-            self._link(parent_ids, child_id, kind)
+    def _lock_ids(self, ids: Sequence[str]) -> set[str]:
+        return self._existing_ids(ids, lock=True)
 
     def _link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
         stamp = now_iso()
@@ -461,27 +420,8 @@ class PostgresStore(StoreBase):
             (list(ids), self.subdir, self.subdir, list(ids)))
         return [r[0] for r in rows]
 
-    def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
-               op: str = "delete", archive: bool = True) -> DeleteResult:
-        """Delete ids (and, with cascade, what was derived from them) in one transaction.
-
-        `archive` keeps each removed row (vector included) in the archive table for `restore`.
-        """
-        ids = list(dict.fromkeys(ids))
-        with self._write():
-            present = self._existing_ids(ids, lock=True)
-            targets = [i for i in ids if i in present]
-            cascaded = [i for i in self.derived_ids(targets) if i not in present] if cascade else []
-            all_ids = targets + cascaded
-            self._existing_ids(cascaded, lock=True)
-            for memory in self.get(all_ids):
-                self._history(memory.id, op, area=memory.area, old_text=memory.text,
-                              old_metadata=memory.metadata, actor=actor)
-            if archive and all_ids:
-                self._archive(all_ids, op, actor)
-            if all_ids:
-                self._execute("DELETE FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, all_ids))
-        return DeleteResult(deleted=targets, cascaded=cascaded, missing=[i for i in ids if i not in present])
+    def _delete_rows(self, ids: Sequence[str]) -> None:
+        self._execute("DELETE FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
 
     def _archive(self, ids: Sequence[str], op: str, actor: str | None) -> None:
         """Copy rows about to be removed into `memctl_archive` (one version per id: the latest)."""
@@ -523,36 +463,18 @@ class PostgresStore(StoreBase):
         except psycopg.Error:
             return 0
 
-    def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
-               replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
-               actor: str | None = None, op: str = "update") -> Memory:
-        """Change text (re-embedded) and/or metadata in place; history keeps the old version."""
+    def _update_row(self, memory_id: str, text: str | None, vector: np.ndarray | None, metadata: dict[str, Any],
+                    area: str, updated_at: str) -> None:
         import numpy as np
 
-        old = self.get_one(memory_id)
-        new_text = self._check_text(text) if text is not None else old.text
-        new_meta = {} if replace_metadata else dict(old.metadata)
-        new_meta.update(check_metadata(metadata))
-        for key in unset:
-            new_meta.pop(key, None)
-        new_area = check_area(area) if area is not None else old.area
-        vector = self.embed([new_text])[0] if new_text != old.text else None
-        with self._write():
-            self._existing_ids([memory_id], lock=True)  # row lock: concurrent updates of one memory queue up
-            current = self.get_one(memory_id)  # it may have changed or gone while we embedded
-            stamp = now_iso()
-            if vector is not None:
-                self._execute("UPDATE memctl_memories SET text = %s, vector = %s, content_hash = %s"
-                              " WHERE subdir = %s AND id = %s",
-                              (new_text, np.asarray(vector, dtype=np.float32), content_hash(new_text), self.subdir,
-                               memory_id))
-            self._execute("UPDATE memctl_memories SET metadata = %s, area = %s, updated_at = %s, keywords = %s"
+        if text is not None and vector is not None:
+            self._execute("UPDATE memctl_memories SET text = %s, vector = %s, content_hash = %s"
                           " WHERE subdir = %s AND id = %s",
-                          (json.dumps(new_meta, ensure_ascii=False), new_area, stamp, self._keywords(new_meta),
-                           self.subdir, memory_id))
-            self._history(memory_id, op, area=new_area, old_text=current.text, new_text=new_text,
-                          old_metadata=current.metadata, new_metadata=new_meta, actor=actor)
-        return self.get_one(memory_id)
+                          (text, np.asarray(vector, dtype=np.float32), content_hash(text), self.subdir, memory_id))
+        self._execute("UPDATE memctl_memories SET metadata = %s, area = %s, updated_at = %s, keywords = %s"
+                      " WHERE subdir = %s AND id = %s",
+                      (json.dumps(metadata, ensure_ascii=False), area, updated_at, self._keywords(metadata),
+                       self.subdir, memory_id))
 
     # -- reading -------------------------------------------------------------------------
     def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
@@ -564,12 +486,12 @@ class PostgresStore(StoreBase):
             f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, ids))}
         return [found[i] for i in ids if i in found]
 
-    def find_exact(self, text: str, area: str | None = None) -> builtins.list[Memory]:
+    def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
         sql = f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = %s AND text = %s"
         args: builtins.list[Any] = [self.subdir, content_hash(text), text]
         if area:
             sql += " AND area = %s"
-            args.append(check_area(area))
+            args.append(area)
         return [_memory(r) for r in self._all(sql + " ORDER BY seq", args)]
 
     def _rows(self, area: str | None, flt: Filter | None, order: str = "seq",
@@ -584,24 +506,22 @@ class PostgresStore(StoreBase):
             if flt is None or flt.matches(memory.filter_names()):
                 yield row[0], memory
 
-    def list(self, *, area: str | None = None, filter: str | Filter | None = None,
-             limit: int = 20, offset: int = 0) -> tuple[builtins.list[Memory], int]:
-        """Newest first; returns (page, total matching)."""
-        flt = self.compile(filter)
-        if flt is None:
-            where, args = "WHERE subdir = %s", [self.subdir]
-            if area:
-                where += " AND area = %s"
-                args.append(check_area(area))
-            total = int(self._one(f"SELECT count(*) FROM memctl_memories {where}", args)[0])
-            rows = self._all(f"SELECT {_COLUMNS} FROM memctl_memories {where}"
-                             " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s", [*args, limit, offset])
-            return [_memory(r) for r in rows], total
-        matched = [seq for seq, _ in self._filtered(area, flt, order="created_at DESC, seq DESC")]
-        page = matched[offset : offset + limit]
-        by_seq = {r[0]: _memory(r) for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
-                                                       " AND subdir = %s", (page, self.subdir))}
-        return [by_seq[seq] for seq in page if seq in by_seq], len(matched)
+    def _page(self, area: str | None, limit: int, offset: int) -> tuple[builtins.list[Memory], int]:
+        where, args = "WHERE subdir = %s", [self.subdir]
+        if area:
+            where += " AND area = %s"
+            args.append(area)
+        total = int(self._one(f"SELECT count(*) FROM memctl_memories {where}", args)[0])
+        rows = self._all(f"SELECT {_COLUMNS} FROM memctl_memories {where}"
+                         " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s", [*args, limit, offset])
+        return [_memory(r) for r in rows], total
+
+    def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
+        if not seqs:
+            return
+        for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+                           ([int(seq) for seq in seqs], self.subdir)):
+            yield int(r[0]), _memory(r)
 
     def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
         """(seq, id) of the memories in `area` that `flt` matches, in `order`.
@@ -635,13 +555,6 @@ class PostgresStore(StoreBase):
                                             " AND subdir = %s", (suspects, self.subdir))
                     if flt.matches(_memory(r).filter_names())}
         return [(int(seq), rid) for seq, rid, bad in rows if not bad or seq in kept]
-
-    def matching_ids(self, filter: str | Filter, area: str | None = None) -> set[str]:
-        """Ids of the memories (in `area`) a filter matches, selected as searches select them."""
-        flt = self.compile(filter)
-        if flt is None:
-            raise UsageError("matching_ids needs a filter")
-        return {rid for _, rid in self._filtered(area, flt)}
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         """Oldest first, in batches by key (no long-running transaction)."""
@@ -790,51 +703,30 @@ class PostgresStore(StoreBase):
         return [(seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
 
     # -- maintenance ---------------------------------------------------------------------
-    def vector_index(self) -> Any:
-        """What `reindex` verifies: how many vectors of the store's dimension the index covers."""
+    def vector_count(self) -> int:
+        """The vectors of the store's dimension that its HNSW index covers (the index is made sure of)."""
         dim = self.dimension()
         if dim is None:
-            return None
+            return 0
         self._ensure_vector_index(dim)
-        count = int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) = %s",
-                              (self.subdir, dim))[0])
-        return SimpleNamespace(index=SimpleNamespace(ntotal=count), is_approximate=len(self) > EXACT_MAX,
-                               rebuilt=False, dimension=dim)
+        return int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) = %s",
+                             (self.subdir, dim))[0])
 
     def rebuild_index(self) -> int:
         """PostgreSQL maintains the HNSW index itself: make sure it exists; return the vectors it covers."""
-        index = self.vector_index()
-        return int(index.index.ntotal) if index is not None else 0
+        return self.vector_count()
 
-    def reindex(self, batch_size: int = 256, progress: Any = None) -> int:
-        """Re-embed every memory with the configured model. Resumable: progress is committed per batch."""
+    def _texts_after(self, seq: int, limit: int) -> builtins.list[tuple[int, str]]:
+        return [(int(r[0]), r[1]) for r in self._all(
+            "SELECT seq, text FROM memctl_memories WHERE subdir = %s AND seq > %s ORDER BY seq LIMIT %s",
+            (self.subdir, seq, limit))]
+
+    def _set_vectors(self, vectors: Sequence[tuple[int, np.ndarray]]) -> None:
         import numpy as np
 
-        info = self.embedder.info
-        state = self._reindex_state()
-        resuming = bool(state) and state.get("model") == info.label()
-        last_seq = int(state["last_seq"]) if resuming else 0
-        dimension = state.get("dimension") if resuming else None
-        total, done = len(self), 0
-        with self._write():
-            self._set_reindex_state({"model": info.label(), "last_seq": last_seq, "dimension": dimension})
-        while rows := self._all("SELECT seq, text FROM memctl_memories WHERE subdir = %s AND seq > %s"
-                                " ORDER BY seq LIMIT %s", (self.subdir, last_seq, batch_size)):
-            vectors = self.embedder.embed([r[1] for r in rows])
-            dimension, last_seq = int(vectors.shape[1]), rows[-1][0]
-            with self._write(), self.conn.cursor() as cur:
-                cur.executemany("UPDATE memctl_memories SET vector = %s WHERE seq = %s",
-                                [(np.asarray(v, dtype=np.float32), r[0]) for v, r in zip(vectors, rows, strict=True)])
-                self._set_reindex_state({"model": info.label(), "last_seq": last_seq, "dimension": dimension})
-            done += len(rows)
-            if progress:
-                progress(done, total)
-        with self._write():
-            if dimension is not None:
-                self._write_model(info, int(dimension))
-            self._set_reindex_state(None)
-        self.rebuild_index()
-        return done
+        with self.conn.cursor() as cur:
+            cur.executemany("UPDATE memctl_memories SET vector = %s WHERE seq = %s",
+                            [(np.asarray(v, dtype=np.float32), seq) for seq, v in vectors])
 
     def integrity_check(self) -> str:
         dim = self.dimension()
@@ -855,26 +747,20 @@ class PostgresStore(StoreBase):
             return False
         return True
 
-    def stats(self) -> dict[str, Any]:
-        """What `memctl stats` shows for one store (see lifecycle.store_stats for the embedded store)."""
-        areas = {area: {"count": 0, "knowledge": 0, "conversation": 0} for area in AREAS}
-        for area, count, knowledge in self._all(
-                "SELECT area, count(*), count(*) FILTER (WHERE (metadata->>'knowledge_source') = 'true')"
-                " FROM memctl_memories WHERE subdir = %s GROUP BY area", (self.subdir,)):
-            areas[area] = {"count": count, "knowledge": knowledge, "conversation": count - knowledge}
+    def _area_counts(self) -> builtins.list[tuple[str, int, int]]:
+        return [(area, int(count), int(knowledge)) for area, count, knowledge in self._all(
+            "SELECT area, count(*), count(*) FILTER (WHERE (metadata->>'knowledge_source') = 'true')"
+            " FROM memctl_memories WHERE subdir = %s GROUP BY area", (self.subdir,))]
+
+    def _age_summary(self) -> tuple[str | None, str | None, int, str | None]:
         oldest, newest, never, last = self._one(
             "SELECT min(created_at), max(created_at), count(*) FILTER (WHERE accessed_at IS NULL), max(accessed_at)"
             " FROM memctl_memories WHERE subdir = %s", (self.subdir,))
-        knowledge = sum(a["knowledge"] for a in areas.values())
-        count = sum(a["count"] for a in areas.values())
-        return {
-            "subdir": self.subdir, "path": self.location, "count": count, "areas": areas,
-            "knowledge": knowledge, "conversation": count - knowledge,
-            "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
-            "archived": self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s", (self.subdir,))[0],
-            "history": self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s", (self.subdir,))[0],
-            "bytes": self.size_bytes(), "model": self.model_info(),
-        }
+        return oldest, newest, int(never), last
+
+    def _log_counts(self) -> tuple[int, int]:
+        return (int(self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s", (self.subdir,))[0]),
+                int(self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s", (self.subdir,))[0]))
 
     def subdirs(self) -> builtins.list[tuple[str, int]]:
         """Every store in this database with its memory count."""
@@ -1119,6 +1005,12 @@ class PostgresStore(StoreBase):
         with self._write():
             for table in _STORE_TABLES:
                 self._execute(f"DELETE FROM {table} WHERE subdir = %s", (self.subdir,))
+
+
+def database_stores(url: str, config: Config) -> builtins.list[tuple[str, int]]:
+    """Every store (subdir) of the database at `url` with its memory count; no row is written."""
+    with PostgresStore(url, "default", config) as store:
+        return store.subdirs()
 
 
 def _memory(row: Sequence[Any]) -> Memory:

@@ -74,6 +74,26 @@ class DeleteResult:
 
 
 @dataclass
+class StoreSummary:
+    """One store of a root or database, as `memctl subdirs` lists it."""
+
+    name: str
+    count: int | None  # memories; None when the store could not be read
+    path: str  # its folder, or DATABASE#subdir
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StoreList:
+    """Every store of a root folder or a PostgreSQL database (`where` names it, without password)."""
+
+    where: str
+    stores: list[StoreSummary]
+
+
+@dataclass
 class ArchivedMemory:
     """The last removed version of a memory as the archive keeps it (`restore`, backups)."""
 

@@ -109,15 +109,10 @@ def backup(
 
     DEST is a folder store (a PostgreSQL store is written as one) that restore-backup restores into either backend.
     """
-    from memctl.backup import backup_rows, backup_store
-    from memctl.paths import resolve_root, store_dir
+    from memctl.backup import backup_subdir
 
     st = state(ctx)
-    if st.store_url() is None:
-        report = backup_store(store_dir(resolve_root(st.root), st.subdir), dest, subdir=st.subdir, force=force)
-    else:
-        with st.open_store(actor="backup") as store:
-            report = backup_rows(store, dest, force=force)
+    report = backup_subdir(st.root, st.subdir, dest, store=st.store, overrides=st.overrides, force=force)
     emit(st, {"subdir": st.subdir, **report.to_dict()},
          lambda c: c.print(f"backed up {report.count} memories to {report.path} ({report.bytes} bytes)"))
 
@@ -129,19 +124,10 @@ def restore_backup(
     force: Annotated[bool, typer.Option("--force", help="Replace a store that is not empty.")] = False,
 ) -> None:
     """Replace the store (--subdir) with a backup: checked, copied beside it, then swapped in."""
-    from memctl.backup import aside_path, restore_backup_rows
-    from memctl.backup import restore_backup as run_restore_backup
-    from memctl.config import load_config
-    from memctl.paths import resolve_root, store_dir
+    from memctl.backup import restore_subdir
 
     st = state(ctx)
-    folder = store_dir(resolve_root(st.root), st.subdir)
-    if st.store_url() is None:
-        timeout = float(load_config(folder if folder.is_dir() else None, st.overrides)["lock_timeout"])
-        report = run_restore_backup(source, folder, force=force, lock_timeout=timeout)
-    else:  # one transaction in the database; a replaced store is kept as a backup folder under the root
-        with st.open_store(actor="restore-backup", create=True) as store:
-            report = restore_backup_rows(source, store, aside=aside_path(folder), force=force)
+    report = restore_subdir(source, st.root, st.subdir, store=st.store, overrides=st.overrides, force=force)
     if report.kept_old:
         info(st, f"the replaced store was kept at {report.kept_old}; delete it when you no longer need it")
     emit(st, {"subdir": st.subdir, **report.to_dict()},

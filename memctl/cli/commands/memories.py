@@ -112,9 +112,7 @@ def forget(
     with st.open_store() as store:
         threshold = store.config["forget_threshold"] if threshold is None else threshold
         if exact:
-            matches = [Hit(**m.__dict__, score=1.0) for m in store.find_exact(text, area)]
-            flt = store.compile(filter)
-            matches = [m for m in matches if flt is None or flt.matches(m.filter_names())]
+            matches = [Hit(**m.__dict__, score=1.0) for m in store.find_exact(text, area, filter=filter)]
         else:
             matches = store.search_all_above(text, threshold, area=area, filter=filter)
         dry_run = decide(ctx, dry_run, yes, f"Delete {len(matches)} memories?" if matches else None)
@@ -143,14 +141,12 @@ def delete(
     if not all(i.strip() for i in ids):
         raise UsageError("an id is empty", hint="pass the ids `memctl list` or `memctl load` print")
     with st.open_store() as store:
-        present = {m.id for m in store.get(ids)}
-        cascaded = [] if no_cascade else [i for i in store.derived_ids(sorted(present)) if i not in present]
+        plan = store.delete_plan(ids, cascade=not no_cascade)
         if dry_run:
-            doc = {"subdir": st.subdir, "dry_run": True, "deleted": [i for i in ids if i in present],
-                   "cascaded": cascaded, "missing": [i for i in ids if i not in present]}
+            doc = {"subdir": st.subdir, "dry_run": True, **plan.to_dict()}
         else:
-            if present:
-                confirm(ctx, f"Delete {len(present) + len(cascaded)} memories?", yes)
+            if plan.deleted:
+                confirm(ctx, f"Delete {len(plan.deleted) + len(plan.cascaded)} memories?", yes)
             doc = {"subdir": st.subdir, "dry_run": False,
                    **store.delete(ids, cascade=not no_cascade).to_dict()}
     lists: dict[str, list[str]] = {key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
@@ -159,7 +155,7 @@ def delete(
         f"{'would delete' if dry_run else 'deleted'} {len(lists['deleted'])}"
         + (f" (+{len(lists['cascaded'])} derived: {' '.join(lists['cascaded'])})" if lists["cascaded"] else "")
         + (f"; not found: {' '.join(lists['missing'])}" if lists["missing"] else "")))
-    if not present:
+    if not plan.deleted:
         raise typer.Exit(EXIT_NO_MATCH)
 
 

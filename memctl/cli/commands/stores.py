@@ -21,43 +21,23 @@ from memctl.errors import EXIT_PARTIAL, StoreError, UsageError
 @app.command()
 def subdirs(ctx: typer.Context) -> None:
     """List the stores (sub-stores) under the root, with their sizes."""
-    import sqlite3
-
-    from memctl.paths import list_subdirs, resolve_root
+    from memctl.store import list_stores
 
     st = state(ctx)
-    if st.store_url() is not None:
-        return _subdirs_postgres(st)
-    root = resolve_root(st.root)
-    rows = []
-    for name in list_subdirs(root):
-        try:
-            with sqlite3.connect(f"file:{root / name / 'memories.sqlite'}?mode=ro", uri=True) as db:
-                count = db.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
-        except sqlite3.Error:
-            count = None
-        rows.append({"name": name, "count": count, "path": str(root / name)})
+    listing = list_stores(st.root, store=st.store, overrides=st.overrides)
+    rows = [s.to_dict() for s in listing.stores]
 
     def human(console: object) -> None:
         from rich.table import Table
 
-        table = Table(title=str(root))
+        table = Table(title=listing.where)
         for column in ("subdir", "memories", "path"):
             table.add_column(column)
         for row in rows:
             table.add_row(row["name"], "?" if row["count"] is None else str(row["count"]), row["path"])
         console.print(table)  # type: ignore[attr-defined]
 
-    emit(st, {"root": str(root), "subdirs": rows}, human)
-
-
-def _subdirs_postgres(st: State) -> None:
-    """The stores of a PostgreSQL database: `root` and `path` name it (no password) instead of folders."""
-    with st.open_store(create=True) as store:  # a database connection; no row is written
-        where = store.location.rsplit("#", 1)[0]
-        rows = [{"name": name, "count": count, "path": f"{where}#{name}"} for name, count in store.subdirs()]
-    emit(st, {"root": where, "subdirs": rows},
-         lambda c: c.print("\n".join(f"{r['name']}\t{r['count']}" for r in rows) or f"no stores in {where}"))
+    emit(st, {"root": listing.where, "subdirs": rows}, human)
 
 
 @app.command()
@@ -95,32 +75,22 @@ def export(
 
 def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: str | None) -> None:
     from memctl.lifecycle import export_all
+    from memctl.store import list_stores
 
     st = state(ctx)
     if output is None or str(output) == "-":
         raise UsageError("--all-subdirs needs -o DIR", hint="e.g. memctl export --all-subdirs -o exports/")
-    where = _where(st)
+    listing = list_stores(st.root, store=st.store, overrides=st.overrides, counts=False)
+    where = listing.where
     written, failed = export_all(None, output, lambda name: State(st.root, name, overrides=st.overrides,
                                                                   store=st.store).open_store(),
-                                 with_vectors=vectors, area=area, subdirs=st.subdir_names())
+                                 with_vectors=vectors, area=area, subdirs=[s.name for s in listing.stores])
     for bad in failed:
         info(st, f"memctl: store {bad['subdir']!r} was not exported: {bad['error']}")
     emit(st, {"root": where, "path": str(output), "vectors": vectors, "subdirs": written, "failed": failed},
          lambda c: c.print(f"exported {len(written)} stores to {output}"))
     if failed:
         raise typer.Exit(EXIT_PARTIAL)
-
-
-def _where(st: State) -> str:
-    """The root folder, or the PostgreSQL database (no password) that holds the stores."""
-    from memctl.paths import resolve_root
-
-    url = st.store_url()
-    if url is None:
-        return str(resolve_root(st.root))
-    from memctl.store.postgres import redact
-
-    return redact(url)
 
 
 @app.command("import")
@@ -204,8 +174,7 @@ def reindex(
                 bar.close()
             count = len(store)
         model = store.model_info()
-        index = store.vector_index()  # verify: one vector per memory, nothing more, nothing less
-        indexed, stored = (int(index.index.ntotal) if index else 0), len(store)
+        indexed, stored = store.vector_count(), len(store)  # verify: one vector per memory, no more, no less
     if indexed != stored or count != stored:
         raise StoreError(f"after reindexing, the vector index holds {indexed} vectors for {stored} memories",
                          hint="run `memctl reindex` again; if it persists, export the store and import it afresh")
