@@ -9,7 +9,8 @@ expected solutions as solutions, like bench/memory_quality.py), keyword calls a 
 consolidation `keep_separate`; the time it spends answering is counted as the model's. Side by side
 in one run, on the same `--count` transcripts of `--corpus`, each a new store:
 
-- batch: ONE `memctl memorize T1 ... TN --json` process (start-up paid once);
+- batch: ONE `memctl memorize T1 ... TN --json` process (start-up paid once), with the default
+  `utility_client: auto` (the OpenAI SDK for this local server) and again with `utility_client: litellm`;
 - one process per transcript: N `memctl memorize Ti --json` (what a per-conversation hook pays);
 
 and prints, per transcript, wall time minus the model's time (the overhead; goal <= 0.5 s in batch
@@ -143,25 +144,32 @@ def main() -> int:
     else:
         os.environ.pop("MEMCTL_EMBEDDING_PROVIDER", None)
     cli = [python(), "-m", "memctl"]
-    batch, single = [], []
+    batch, single, through_litellm = [], [], []
     for run in range(args.runs):
         with tempfile.TemporaryDirectory() as home:
             wall, busy = timed(model, [*cli, "--root", home, "memorize", *paths, "--json"], env)
             batch.append((wall - busy) / len(paths))
+        with tempfile.TemporaryDirectory() as home:
+            wall, busy = timed(model, [*cli, "--root", home, "memorize", *paths, "--json"],
+                               env | {"MEMCTL_UTILITY_CLIENT": "litellm"})
+            through_litellm.append((wall - busy) / len(paths))
         with tempfile.TemporaryDirectory() as home:
             total = busy_total = 0.0
             for path in paths:
                 wall, busy = timed(model, [*cli, "--root", home, "memorize", path, "--json"], env)
                 total, busy_total = total + wall, busy_total + busy
             single.append((total - busy_total) / len(paths))
-        print(f"  run {run + 1}: batch {batch[-1]:.3f} s/transcript, one process each {single[-1]:.3f}",
-              file=sys.stderr)
-    b, s = statistics.median(batch), statistics.median(single)
+        print(f"  run {run + 1}: batch {batch[-1]:.3f} s/transcript (litellm {through_litellm[-1]:.3f}), "
+              f"one process each {single[-1]:.3f}", file=sys.stderr)
+    b, s, lite = statistics.median(batch), statistics.median(single), statistics.median(through_litellm)
     print(table(f"memorize overhead outside the model: {len(paths)} transcripts of {args.corpus.name}, "
                 f"embedder {args.embedder}, median of {args.runs} runs, {model.calls} model calls answered",
                 ["mode", "s per transcript (wall - model)", "goal", "ratio"],
-                [["batch (one process)", b, "<= 0.5", 1.0], ["one process per transcript", s, "", s / b]]))
+                [["batch (one process), utility_client auto (OpenAI SDK)", b, "<= 0.5", 1.0],
+                 ["batch, utility_client litellm", lite, "", lite / b],
+                 ["one process per transcript, auto", s, "", s / b]]))
     print(json.dumps({"transcripts": len(paths), "batch_s_per_transcript": round(b, 4),
+                      "batch_litellm_s_per_transcript": round(lite, 4),
                       "single_s_per_transcript": round(s, 4), "ratio": round(s / b, 2), "runs": args.runs}))
     if args.profile:
         profile(paths, env)

@@ -88,6 +88,7 @@ RULES: dict[str, Range | Choice] = {
     "utility_temperature": Range(0.0, 2.0),
     "utility_max_tokens": Range(1, 10_000_000),
     "utility_fold_system": Choice(("auto", "always", "never")),
+    "utility_client": Choice(("auto", "litellm", "openai")),
     "prune_default_importance": UNIT,
     "importance_base": UNIT,
     "importance_keep_boost": UNIT,

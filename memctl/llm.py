@@ -1,4 +1,4 @@
-"""The utility model: litellm calls with timeouts and retries, prompt files, tolerant JSON parsing.
+"""The utility model: litellm (or OpenAI SDK) calls with timeouts and retries, prompt files, tolerant JSON parsing.
 
 Prompts live in `prompts/` as `<name>.sys.md` (system) and `<name>.msg.md` (user message) with
 `$placeholders` (string.Template: JSON examples in prompts keep their braces). litellm is imported
@@ -7,6 +7,10 @@ on the first call only (~3 s), with its cost map read locally and telemetry off.
 Some chat formats have no system role and silently drop the system message (llama.cpp's `gemma`
 format does), so the model never sees its instructions: `utility_fold_system` puts the system text at
 the top of the first user turn instead (`auto`: for model names known to need it).
+
+`utility_client: auto` sends calls for an `openai/...` model with a `utility_api_base` (a local
+OpenAI-compatible server) through the OpenAI SDK, one kept-open connection, without litellm's per-call
+work; every other model goes through litellm.
 
 Timeouts: one call waits at most `utility_timeout` seconds and is tried `1 + utility_retries` times in
 all. litellm's and the OpenAI client's own retries are turned off (they used to multiply ours: each
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 
 CompletionFn = Callable[[list[dict[str, str]]], str]
 FOLD_CHOICES = ("auto", "always", "never")
+CLIENT_CHOICES = ("auto", "litellm", "openai")
 # Model names whose usual chat format has no system role (the system message is dropped or refused).
 _NO_SYSTEM_ROLE = re.compile(r"gemma", re.IGNORECASE)
 _WAIT_LINE_AFTER = 2.0  # seconds before the waiting line appears (fast models never show it)
@@ -91,6 +96,20 @@ def fold_system(setting: Any, model: str | None) -> bool:
     if value == "auto":
         return bool(model and _NO_SYSTEM_ROLE.search(model))
     return value == "always"
+
+
+def client_for(setting: Any, model: str | None, api_base: str | None) -> str:
+    """The client of the utility model calls (utility_client): `auto` takes the OpenAI SDK straight to
+    an OpenAI-compatible server (`openai/...` model with utility_api_base: llama.cpp, vLLM, Ollama's
+    /v1) and litellm for everything else. litellm costs ~50 ms of its own per call (bench/README.md,
+    memorize overhead), and memorize makes two calls per candidate."""
+    value = str(setting).strip().lower()
+    if value not in CLIENT_CHOICES:
+        raise ConfigError(f"utility_client must be one of {', '.join(CLIENT_CHOICES)}, not {setting!r}",
+                          hint="memctl config set utility_client auto")
+    if value == "auto":
+        return "openai" if model and model.startswith("openai/") and api_base else "litellm"
+    return value
 
 
 def chat_messages(system: str, message: str, *, fold: bool) -> list[dict[str, str]]:
@@ -177,6 +196,7 @@ class UtilityModel:
     def __init__(self, config: Config, completion: CompletionFn | None = None) -> None:
         self.config = config
         self._completion = completion
+        self._openai: Any = None
         if completion is None and not config["utility_model"]:
             raise NoUtilityModelError(
                 "this command needs a utility model and none is configured",
@@ -202,30 +222,29 @@ class UtilityModel:
                 raise LLMError(f"utility model call failed: {exc}") from exc
         return self._litellm(messages)
 
-    def _litellm(self, messages: list[dict[str, str]]) -> str:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
+    @property
+    def client(self) -> str:
+        """`openai` (the OpenAI SDK, straight to an OpenAI-compatible server) or `litellm` (utility_client)."""
+        return client_for(self.config.get("utility_client", "auto"), self.config["utility_model"],
+                          self.config["utility_api_base"])
 
-        litellm.telemetry = False
-        litellm.suppress_debug_info = True
+    def _api_key(self) -> str | None:
         key_env = self.config["utility_api_key_env"]
         api_key = os.environ.get(key_env) if key_env else None
         if key_env and not api_key:
             raise LLMError(f"environment variable {key_env} (utility_api_key_env) is not set",
                            hint=f"export {key_env}=<your key>")
+        return api_key
+
+    def _litellm(self, messages: list[dict[str, str]]) -> str:
+        api_key = self._api_key()
+        send = self._openai_sender(api_key) if self.client == "openai" else self._litellm_sender(api_key)
         attempts = 1 + max(0, int(self.config["utility_retries"]))
         for attempt in range(1, attempts + 1):
             label = f", try {attempt}/{attempts}" if attempts > 1 else ""
             try:
                 with WaitingLine(self.name, label):
-                    response = litellm.completion(
-                        model=self.config["utility_model"], messages=messages,
-                        api_base=self.config["utility_api_base"], api_key=api_key,
-                        timeout=float(self.config["utility_timeout"]),
-                        num_retries=0, max_retries=0,  # ours only: theirs multiplied the wait
-                        temperature=float(self.config["utility_temperature"]),
-                        max_tokens=int(self.config["utility_max_tokens"]),
-                    )
+                    response = send(messages)
                 break
             except Exception as exc:  # noqa: BLE001 - litellm raises many provider-specific types
                 if attempt == attempts or _not_worth_retrying(exc):
@@ -236,6 +255,42 @@ class UtilityModel:
         if not content:
             raise LLMError(f"utility model {self.name!r} returned an empty reply")
         return str(content)
+
+    def _litellm_sender(self, api_key: str | None) -> Callable[[list[dict[str, str]]], Any]:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+        return lambda messages: litellm.completion(
+            model=self.config["utility_model"], messages=messages,
+            api_base=self.config["utility_api_base"], api_key=api_key,
+            timeout=float(self.config["utility_timeout"]),
+            num_retries=0, max_retries=0,  # ours only: theirs multiplied the wait
+            temperature=float(self.config["utility_temperature"]),
+            max_tokens=int(self.config["utility_max_tokens"]),
+        )
+
+    def _openai_sender(self, api_key: str | None) -> Callable[[list[dict[str, str]]], Any]:
+        """One OpenAI SDK client per model object: its connection is kept open between calls."""
+        if self._openai is None:
+            import openai
+
+            base = self.config["utility_api_base"]
+            # A local OpenAI-compatible server usually wants no key, but the SDK insists on one.
+            key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base else None)
+            try:
+                self._openai = openai.OpenAI(base_url=base, api_key=key, max_retries=0,  # ours only
+                                             timeout=float(self.config["utility_timeout"]))
+            except openai.OpenAIError as exc:
+                raise LLMError(f"utility model {self.name!r}: {_first_line(exc)}",
+                               hint="set utility_api_key_env, or utility_client: litellm") from exc
+        client = self._openai
+        model = str(self.config["utility_model"]).removeprefix("openai/")
+        return lambda messages: client.chat.completions.create(
+            model=model, messages=messages,  # type: ignore[arg-type]
+            temperature=float(self.config["utility_temperature"]),
+            max_tokens=int(self.config["utility_max_tokens"]))
 
     def ask(self, prompt: str, **values: Any) -> str:
         """Render prompt files `prompt` with values and return the reply text."""

@@ -61,8 +61,10 @@ class _ChatServer(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def chat_server(monkeypatch: pytest.MonkeyPatch):
+@pytest.fixture(params=["openai", "litellm"])
+def chat_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A scripted OpenAI-compatible server, reached through each utility_client (auto picks openai here)."""
+    monkeypatch.setenv("MEMCTL_UTILITY_CLIENT", request.param)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
     _ChatServer.requests = []
     _ChatServer.delay_on = None
@@ -78,7 +80,7 @@ def chat_server(monkeypatch: pytest.MonkeyPatch):
     server.server_close()
 
 
-def test_memorize_through_litellm_http(cli, chat_server, tmp_path: Path):
+def test_memorize_through_an_openai_compatible_server(cli, chat_server, tmp_path: Path):
     cli("save", "Lena's billing service is written in Go", "--area", "fragments")
     chat_server.router = Router(
         fragments='```json\n["User (Lena) has a billing service written in Go and deployed on Fly.io",'
@@ -184,6 +186,17 @@ def test_a_model_that_never_answers_costs_timeout_times_attempts(cli, chat_serve
         assert ended - hanging.accepted[0] < 2 * 2 + 1.5  # ~timeout x attempts, not twice that
     finally:
         hanging.close()
+
+
+def test_utility_client_choice(cli):
+    from memctl.llm import client_for
+
+    assert client_for("auto", "openai/qwen", "http://127.0.0.1:8080/v1") == "openai"
+    assert client_for("auto", "openai/gpt-4o-mini", None) == "litellm"  # the hosted API: litellm as before
+    assert client_for("auto", "ollama/llama3.1", "http://127.0.0.1:11434") == "litellm"
+    assert client_for("LiteLLM", "openai/qwen", "http://127.0.0.1:8080/v1") == "litellm"
+    bad = cli("config", "set", "utility_client", "curl", "--json")
+    assert bad.code == 2 and "utility_client" in bad.json["error"]["message"]
 
 
 def test_waiting_line_on_a_terminal_only(monkeypatch):
