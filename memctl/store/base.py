@@ -796,12 +796,19 @@ class StoreBase:
         keys = [k for k in self.config["keyword_metadata_keys"] if re.fullmatch(r"[A-Za-z_]\w*", str(k))]
         if not words or not keys:
             return dense
-        expression = " or ".join(f"{key} == {word!r}" for key in keys for word in sorted(words))
-        try:
-            named = self._candidates(area, self.compile(expression))
-        except UsageError:  # too long a filter: the plain candidates
-            return dense
-        if named is None or len(named) == 0:
+        # One `key == word` filter at a time, united: a single or-expression of every pair nests one SQL
+        # CASE per term and overflows SQLite's parser with two names and five keys.
+        found: set[int] = set()
+        for key in keys:
+            for word in sorted(words):
+                try:
+                    part = self._candidates(area, self.compile(f"{key} == {word!r}"))
+                except UsageError:  # a filter the language refuses: the plain candidates
+                    return dense
+                if part is not None:
+                    found.update(int(k) for k in part)
+        named = sorted(found)
+        if len(named) == 0:
             return dense
         if only is not None:  # the area and the caller's filter still apply
             allowed = {int(k) for k in only}

@@ -1,0 +1,156 @@
+"""The search path's caches and batching change no result: golden ids and scores of a generated store,
+and a write from another handle (a CLI `save` beside a warm server) is seen by the next search."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memctl
+from memctl.embeddings import FakeEmbedder
+from memctl.relevance import shipped
+
+GOLDEN = Path(__file__).parent / "data" / "search_golden.json"
+NAMES = ["Alice", "Bob", "Caroline", "Melanie", "Jon", "Gina"]
+TOPICS = ["the deploy pipeline", "the staging database", "the backup job", "customer billing", "the dog Max",
+          "marathon training", "a trip to Lisbon", "the search index"]
+VERBS = ["uses", "moved to", "must avoid", "prefers", "talked about", "was worried about"]
+OBJECTS = ["PostgreSQL 16", "Kubernetes", "port 8443", "Stripe", "Mondays at 9", "three weeks", "order 48213",
+           "version 2.4", "her new job"]
+
+
+def _records(n: int) -> list[dict[str, Any]]:
+    rng = random.Random(7)
+    out, session, turn = [], 0, 0
+    for i in range(n):
+        if turn == 0 or rng.random() < 0.08:
+            session, turn = session + 1, 0
+        turn += 1
+        speaker = NAMES[(session + turn) % len(NAMES)]
+        text = f"{speaker}: {rng.choice(TOPICS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}"
+        if rng.random() < 0.2:
+            text += f" (ticket {rng.randrange(10**4)})"
+        if rng.random() < 0.15:
+            text = f"Yes! {rng.choice(OBJECTS)}."
+        meta: dict[str, Any] = {"speaker": speaker, "session": f"s{session}", "date": f"2024-03-{1 + session % 28:02d}"}
+        if rng.random() < 0.1:
+            meta["tags"] = [rng.choice(["ops", "family", "billing"])]
+        out.append({"id": f"m{i:05d}", "text": text, "area": "solutions" if i % 9 == 0 else "main", "metadata": meta,
+                    "created_at": "2024-03-01T00:00:00Z", "updated_at": "2024-03-01T00:00:00Z"})
+    return out
+
+
+def _queries() -> list[str]:
+    rng = random.Random(11)
+    forms = ["What does {n} say about {t}?", "When did {n} mention {o}?", "Who talked about {t}?",
+             "What did Alice and {n} decide on {o}?", "Which day is {t}?", "ticket {k}", "Why was {n} worried?"]
+    return [rng.choice(forms).format(n=rng.choice(NAMES), t=rng.choice(TOPICS), o=rng.choice(OBJECTS),
+                                     k=rng.randrange(10**4)) for _ in range(24)]
+
+
+CASES = [  # (mode, area, filter, calibrated)
+    ("hybrid", None, None, True), ("hybrid", None, None, False), ("hybrid", "main", None, True),
+    ("hybrid", None, "speaker == 'Bob' or tags == 'ops'", True), ("dense", None, None, True),
+    ("keyword", None, None, True), ("keyword", "main", None, False),
+]
+
+
+def _open(folder: Path, calibrated: bool, name: str = "golden") -> Any:
+    embedder = FakeEmbedder(64)
+    store = memctl.open_store(folder, name, embedder=embedder, overrides={"embedding_cache": False})
+    calibration = shipped("sentence-transformers/all-MiniLM-L6-v2") if calibrated else None
+    store.calibration = lambda: calibration  # the fake model has no calibration; MiniLM's scores its evidence
+    return store
+
+
+def _results(folder: Path) -> dict[str, list[list[list[Any]]]]:
+    out = {}
+    for mode, area, flt, calibrated in CASES:
+        store = _open(folder, calibrated)
+        try:
+            out[f"{mode}|{area}|{flt}|{calibrated}"] = [
+                [[h.id, h.score] for h in store.search(q, limit=8, threshold=0.8, area=area, filter=flt, mode=mode)]
+                for q in _queries()]
+        finally:
+            store.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("golden")
+    embedder = FakeEmbedder(64)
+    records = _records(1500)
+    with memctl.open_store(folder, "golden", embedder=embedder, overrides={"embedding_cache": False}) as store:
+        store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
+    return folder
+
+
+def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got.keys() == want.keys()
+    for case in want:
+        for query, g, w in zip(_queries(), got[case], want[case], strict=True):
+            assert [i for i, _ in g] == [i for i, _ in w], (case, query)
+            assert [s for _, s in g] == pytest.approx([s for _, s in w], abs=2e-6), (case, query)
+
+
+def test_results_match_the_golden_file(built: Path) -> None:
+    """Ids, order and scores as the search gave them before its caches and batching (tests/data)."""
+    want = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    got = _results(built)
+    assert any(len(v) >= 3 for case in got.values() for v in case)  # the cases find something
+    _same(got, want)
+
+
+def test_a_warm_store_answers_as_a_fresh_one(built: Path) -> None:
+    """The same store asked twice (caches warm) answers as a store opened for each search."""
+    store = _open(built, True)
+    try:
+        first = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in _queries()]
+        again = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in _queries()]
+    finally:
+        store.close()
+    assert first == again
+
+
+def test_a_write_from_another_handle_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    """A warm handle (a server) sees a save, an update and a delete made through another handle (a CLI)."""
+    embedder = FakeEmbedder(64)
+    records = _records(400)
+    with memctl.open_store(tmp_path, "w", embedder=embedder, overrides={"embedding_cache": False}) as store:
+        store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
+    warm = _open(tmp_path, True, "w")
+    cli = memctl.open_store(tmp_path, "w", embedder=embedder, overrides={"embedding_cache": False})
+    try:
+        query = "Who set up Zanzibar 777 for Alice?"
+        assert all("Zanzibar" not in h.text for h in warm.search(query, threshold=0.0))
+        [new] = cli.add(["Zanzibar 777 was set up by Gina for Alice"], metadata=[{"speaker": "Gina", "session": "s1"}])
+        assert warm.search(query, threshold=0.0)[0].id == new
+        cli.update(new, text="Quokka 778 was set up by Gina")
+        assert all(h.id != new for h in warm.search("Zanzibar 777", threshold=0.0))
+        assert warm.search("Quokka 778", threshold=0.0)[0].id == new
+        cli.update(new, metadata={"speaker": "Zanzibar"})
+        assert any(h.id == new for h in warm.search("Zanzibar", threshold=0.0, mode="keyword"))
+        cli.delete([new])
+        assert all(h.id != new for h in warm.search("Quokka 778", threshold=0.0))
+    finally:
+        cli.close()
+        warm.close()
+
+
+if __name__ == "__main__":  # regenerate the golden file (only from a commit whose results are the reference)
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        embedder = FakeEmbedder(64)
+        records = _records(1500)
+        with memctl.open_store(Path(tmp), "golden", embedder=embedder,
+                               overrides={"embedding_cache": False}) as store:
+            store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
+        GOLDEN.write_text(json.dumps(_results(Path(tmp))), encoding="utf-8")
+    sys.exit(0)
