@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ import memctl
 from memctl.embeddings import FakeEmbedder
 from memctl.relevance import shipped
 
-GOLDEN = Path(__file__).parent / "data" / "search_golden.json"
+GOLDEN = {"embedded": Path(__file__).parent / "data" / "search_golden.json",
+          "postgresql": Path(__file__).parent / "data" / "search_golden_pg.json"}
 NAMES = ["Alice", "Bob", "Caroline", "Melanie", "Jon", "Gina"]
 TOPICS = ["the deploy pipeline", "the staging database", "the backup job", "customer billing", "the dog Max",
           "marathon training", "a trip to Lisbon", "the search index"]
@@ -59,18 +61,26 @@ CASES = [  # (mode, area, filter, calibrated)
 ]
 
 
-def _open(folder: Path, calibrated: bool, name: str = "golden") -> Any:
+def _open(folder: Path, calibrated: bool, name: str = "golden", url: str | None = None) -> Any:
     embedder = FakeEmbedder(64)
-    store = memctl.open_store(folder, name, embedder=embedder, overrides={"embedding_cache": False})
+    store = memctl.open_store(folder, name, embedder=embedder, overrides={"embedding_cache": False},
+                              store=url or "embedded")
     calibration = shipped("sentence-transformers/all-MiniLM-L6-v2") if calibrated else None
     store.calibration = lambda: calibration  # the fake model has no calibration; MiniLM's scores its evidence
     return store
 
 
-def _results(folder: Path) -> dict[str, list[list[list[Any]]]]:
+def _build(folder: Path, records: list[dict[str, Any]], name: str = "golden", url: str | None = None) -> None:
+    embedder = FakeEmbedder(64)
+    with memctl.open_store(folder, name, embedder=embedder, overrides={"embedding_cache": False},
+                           store=url or "embedded") as store:
+        store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
+
+
+def _results(folder: Path, url: str | None = None) -> dict[str, list[list[list[Any]]]]:
     out = {}
     for mode, area, flt, calibrated in CASES:
-        store = _open(folder, calibrated)
+        store = _open(folder, calibrated, url=url)
         try:
             out[f"{mode}|{area}|{flt}|{calibrated}"] = [
                 [[h.id, h.score] for h in store.search(q, limit=8, threshold=0.8, area=area, filter=flt, mode=mode)]
@@ -80,14 +90,19 @@ def _results(folder: Path) -> dict[str, list[list[list[Any]]]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["embedded", "postgresql"])
+def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
+    """(folder, store URL or None) of the generated store, on each backend."""
     folder = tmp_path_factory.mktemp("golden")
-    embedder = FakeEmbedder(64)
-    records = _records(1500)
-    with memctl.open_store(folder, "golden", embedder=embedder, overrides={"embedding_cache": False}) as store:
-        store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
-    return folder
+    if request.param == "embedded":
+        _build(folder, _records(1500))
+        yield folder, None
+        return
+    from tests.pg import pg_schema
+
+    with pg_schema() as url:
+        _build(folder, _records(1500), url=url)
+        yield folder, url
 
 
 def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
@@ -98,17 +113,18 @@ def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
             assert [s for _, s in g] == pytest.approx([s for _, s in w], abs=2e-6), (case, query)
 
 
-def test_results_match_the_golden_file(built: Path) -> None:
+def test_results_match_the_golden_file(built: tuple[Path, Any]) -> None:
     """Ids, order and scores as the search gave them before its caches and batching (tests/data)."""
-    want = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    got = _results(built)
+    folder, url = built
+    want = json.loads(GOLDEN["embedded" if url is None else "postgresql"].read_text(encoding="utf-8"))
+    got = _results(folder, url)
     assert any(len(v) >= 3 for case in got.values() for v in case)  # the cases find something
     _same(got, want)
 
 
-def test_a_warm_store_answers_as_a_fresh_one(built: Path) -> None:
+def test_a_warm_store_answers_as_a_fresh_one(built: tuple[Path, Any]) -> None:
     """The same store asked twice (caches warm) answers as a store opened for each search."""
-    store = _open(built, True)
+    store = _open(built[0], True, url=built[1])
     try:
         first = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in _queries()]
         again = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in _queries()]
@@ -117,40 +133,51 @@ def test_a_warm_store_answers_as_a_fresh_one(built: Path) -> None:
     assert first == again
 
 
-def test_a_write_from_another_handle_is_seen_by_the_next_search(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["embedded", "postgresql"])
+def test_a_write_from_another_handle_is_seen_by_the_next_search(tmp_path: Path, backend: str) -> None:
     """A warm handle (a server) sees a save, an update and a delete made through another handle (a CLI)."""
-    embedder = FakeEmbedder(64)
-    records = _records(400)
-    with memctl.open_store(tmp_path, "w", embedder=embedder, overrides={"embedding_cache": False}) as store:
-        store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
-    warm = _open(tmp_path, True, "w")
-    cli = memctl.open_store(tmp_path, "w", embedder=embedder, overrides={"embedding_cache": False})
-    try:
-        query = "Who set up Zanzibar 777 for Alice?"
-        assert all("Zanzibar" not in h.text for h in warm.search(query, threshold=0.0))
-        [new] = cli.add(["Zanzibar 777 was set up by Gina for Alice"], metadata=[{"speaker": "Gina", "session": "s1"}])
-        assert warm.search(query, threshold=0.0)[0].id == new
-        cli.update(new, text="Quokka 778 was set up by Gina")
-        assert all(h.id != new for h in warm.search("Zanzibar 777", threshold=0.0))
-        assert warm.search("Quokka 778", threshold=0.0)[0].id == new
-        cli.update(new, metadata={"speaker": "Zanzibar"})
-        assert any(h.id == new for h in warm.search("Zanzibar", threshold=0.0, mode="keyword"))
-        cli.delete([new])
-        assert all(h.id != new for h in warm.search("Quokka 778", threshold=0.0))
-    finally:
-        cli.close()
-        warm.close()
+    from contextlib import nullcontext
+
+    from tests.pg import pg_schema
+
+    with nullcontext(None) if backend == "embedded" else pg_schema() as url:
+        _build(tmp_path, _records(400), "w", url)
+        embedder = FakeEmbedder(64)
+        warm = _open(tmp_path, True, "w", url)
+        cli = memctl.open_store(tmp_path, "w", embedder=embedder, overrides={"embedding_cache": False},
+                                store=url or "embedded")
+        try:
+            query = "Who set up Zanzibar 777 for Alice?"
+            assert all("Zanzibar" not in h.text for h in warm.search(query, threshold=0.0))
+            [new] = cli.add(["Zanzibar 777 was set up by Gina for Alice"],
+                            metadata=[{"speaker": "Gina", "session": "s1"}])
+            assert warm.search(query, threshold=0.0)[0].id == new
+            cli.update(new, text="Quokka 778 was set up by Gina")
+            assert all(h.id != new for h in warm.search("Zanzibar 777", threshold=0.0))
+            assert warm.search("Quokka 778", threshold=0.0)[0].id == new
+            cli.update(new, metadata={"speaker": "Zanzibar"})
+            assert any(h.id == new for h in warm.search("Zanzibar", threshold=0.0, mode="keyword"))
+            cli.delete([new])
+            assert all(h.id != new for h in warm.search("Quokka 778", threshold=0.0))
+        finally:
+            cli.close()
+            warm.close()
 
 
-if __name__ == "__main__":  # regenerate the golden file (only from a commit whose results are the reference)
+if __name__ == "__main__":  # regenerate a golden file (only from a commit whose results are the reference)
+    import os
     import sys
     import tempfile
 
+    pg = sys.argv[1:] == ["postgresql"]
     with tempfile.TemporaryDirectory() as tmp:
-        embedder = FakeEmbedder(64)
-        records = _records(1500)
-        with memctl.open_store(Path(tmp), "golden", embedder=embedder,
-                               overrides={"embedding_cache": False}) as store:
-            store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
-        GOLDEN.write_text(json.dumps(_results(Path(tmp))), encoding="utf-8")
-    sys.exit(0)
+        if pg:
+            os.environ.setdefault("MEMCTL_TEST_PG_URL", "")
+            from tests.pg import pg_schema
+
+            with pg_schema() as url:
+                _build(Path(tmp), _records(1500), url=url)
+                GOLDEN["postgresql"].write_text(json.dumps(_results(Path(tmp), url)), encoding="utf-8")
+        else:
+            _build(Path(tmp), _records(1500))
+            GOLDEN["embedded"].write_text(json.dumps(_results(Path(tmp))), encoding="utf-8")
