@@ -985,21 +985,19 @@ class StoreBase:
         keys = [k for k in self.config["keyword_metadata_keys"] if re.fullmatch(r"[A-Za-z_]\w*", str(k))]
         if not words or not keys:
             return dense
-        # One `key == word` filter at a time, united: a single or-expression of every pair nests one SQL
-        # CASE per term and overflows SQLite's parser with two names and five keys.
+        # One membership test per key: `key == w1 or key == w2 ...` for every key nests one SQL CASE per term,
+        # and two names x five keys overflowed SQLite's parser (the search crashed).
+        listed = sorted(words)
+        expression = " or ".join(f"{key} in {listed!r}" for key in keys)
         memo = self._memo()
-        found: set[int] = set()
-        for key in keys:
-            for word in sorted(words):
-                slot = ("named", area, key, word)
-                part = memo.get(slot)
-                if part is None:
-                    try:
-                        selected = self._candidates(area, self.compile(f"{key} == {word!r}"))
-                    except UsageError:  # a filter the language refuses: the plain candidates
-                        return dense
-                    part = memo[slot] = frozenset(int(k) for k in selected) if selected is not None else frozenset()
-                found.update(part)
+        slot = ("named", area, expression)
+        found = memo.get(slot)
+        if found is None:
+            try:
+                selected = self._candidates(area, self.compile(expression))
+            except UsageError:  # too long a filter: the plain candidates
+                return dense
+            found = memo[slot] = frozenset(int(k) for k in selected) if selected is not None else frozenset()
         named = sorted(found)
         if len(named) == 0:
             return dense
