@@ -149,9 +149,11 @@ def test_a_write_from_another_handle_is_seen_by_the_next_search(tmp_path: Path, 
         try:
             query = "Who set up Zanzibar 777 for Alice?"
             assert all("Zanzibar" not in h.text for h in warm.search(query, threshold=0.0))
+            assert warm.search(query, threshold=1.01) == []  # "Zanzibar" counted: in no memory yet
             [new] = cli.add(["Zanzibar 777 was set up by Gina for Alice"],
                             metadata=[{"speaker": "Gina", "session": "s1"}])
             assert warm.search(query, threshold=0.0)[0].id == new
+            assert [h.id for h in warm.search(query, threshold=1.01)] == [new]  # counted again: now rare
             cli.update(new, text="Quokka 778 was set up by Gina")
             assert all(h.id != new for h in warm.search("Zanzibar 777", threshold=0.0))
             assert warm.search("Quokka 778", threshold=0.0)[0].id == new
@@ -181,3 +183,24 @@ if __name__ == "__main__":  # regenerate a golden file (only from a commit whose
         else:
             _build(Path(tmp), _records(1500))
             GOLDEN["embedded"].write_text(json.dumps(_results(Path(tmp))), encoding="utf-8")
+
+
+def test_a_search_inside_a_transaction_sees_its_own_writes(tmp_path: Path) -> None:
+    """Nothing kept between searches is used inside a transaction: its uncommitted rows are found, and
+    after a rollback they are gone again."""
+    _build(tmp_path, _records(300), "t")
+    store = _open(tmp_path, True, "t")
+    try:
+        query = "Who fixed Vortigern 991?"
+        assert all("Vortigern" not in h.text for h in store.search(query, threshold=0.0))  # caches warm
+        assert store.search(query, threshold=1.01) == []
+        with pytest.raises(RuntimeError), store.transaction():
+            [new] = store.add(["Vortigern 991 was fixed by Gina"], metadata=[{"speaker": "Gina", "session": "s2"}])
+            assert store.search(query, threshold=0.0)[0].id == new
+            # kept above any score only as a rare identifier: counted in the transaction, not taken from
+            # the count made before it (0, not rare)
+            assert [h.id for h in store.search(query, threshold=1.01)] == [new]
+            raise RuntimeError("roll back")
+        assert all("Vortigern" not in h.text for h in store.search(query, threshold=0.0))
+    finally:
+        store.close()
