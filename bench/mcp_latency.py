@@ -7,6 +7,7 @@
    real model is too slow to build it on the machine — the table says which was used).
 2. Warm: one `memctl mcp` process over stdio, driven by the SDK's own client; `--calls` searches,
    each a new query (no embedding-cache hit), timed at the client (JSON-RPC round trip included).
+   Beside it, in the bench process: the query embedding alone, and `store.search` alone (embedding excluded).
 3. Cold: `memctl load QUERY --json` as fresh processes (`--cold-runs`, new queries), wall time.
 4. Concurrency: one `memctl mcp --http 127.0.0.1:0` process, `--clients` SDK clients at once,
    `--per-client` searches each; every error is counted.
@@ -72,6 +73,35 @@ def embed_alone(embedder: str, count: int) -> list[float]:
         start = time.perf_counter()
         model.embed([query])
         samples.append(time.perf_counter() - start)
+    return samples
+
+
+def search_alone(home: Path, embedder: str, count: int) -> list[float]:
+    """`store.search` on the same store in this process, the query embedding excluded: each query's vector
+    is computed before the clock starts and handed over by a wrapper embedder."""
+    import memctl
+    from memctl.config import load_config
+    from memctl.embeddings import make_embedder
+
+    model = make_embedder(load_config(None, {"embedding_provider": embedder, "embedding_cache": False}))
+    texts = queries("search alone", count)
+    vectors = {text: vector for text, vector in zip(texts, model.embed(texts), strict=True)}
+
+    class Precomputed:
+        info = model.info
+
+        def embed(self, batch: list[str]) -> Any:
+            import numpy as np
+
+            return np.stack([vectors[t] if t in vectors else model.embed([t])[0] for t in batch])
+
+    samples = []
+    with memctl.open_store(home, "default", embedder=Precomputed(), overrides={"embedding_cache": False}) as store:
+        store.search("warm-up query")
+        for text in texts:
+            start = time.perf_counter()
+            store.search(text)
+            samples.append(time.perf_counter() - start)
     return samples
 
 
@@ -174,6 +204,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     warm, floor = anyio.run(warm_stdio, env, args.calls)
     alone = embed_alone(args.embedder, min(args.calls, 100))
+    searched = search_alone(home, args.embedder, min(args.calls, 100))
     run_child([python(), "-m", "memctl", "load", "cold warm-up query", "--json"], env)  # page cache
     cold = [run_child([python(), "-m", "memctl", "load", q, "--json"], env)[0]
             for q in queries("cold", args.cold_runs)]
@@ -192,6 +223,8 @@ def main() -> None:
         [f"warm memory_search, stdio ({args.calls} calls)", warm_p50, warm_p95, "p50 ≤ 15 ms"],
         ["  of which: query embedding alone (in-process)", ms(statistics.median(alone)), ms(percentile(alone, 0.95)),
          f"model: {args.embedder}"],
+        ["  of which: store.search alone (in-process, embedding excluded)", ms(statistics.median(searched)),
+         ms(percentile(searched, 0.95)), "hybrid, the default mode"],
         ["  floor: memory_list of 1, stdio (50 calls)", ms(statistics.median(floor)), ms(percentile(floor, 0.95)),
          "protocol + store, no embedding"],
         [f"cold `memctl load` (fresh process, {args.cold_runs} runs)", cold_p50, ms(percentile(cold, 0.95)), ""],
@@ -205,6 +238,7 @@ def main() -> None:
     print(json.dumps({"size": args.size, "embedder": args.embedder, "load_average": load_before,
                       "warm_p50_ms": warm_p50, "warm_p95_ms": warm_p95, "floor_p50_ms": ms(statistics.median(floor)),
                       "embed_alone_p50_ms": ms(statistics.median(alone)),
+                      "search_alone_p50_ms": ms(statistics.median(searched)),
                       "cold_p50_ms": cold_p50, "ratio": cold_p50 / warm_p50, "http_clients": args.clients,
                       "http_calls": calls, "http_errors": errors, "http_p50_ms": ms(statistics.median(samples)),
                       "http_p95_ms": ms(percentile(samples, 0.95)), "http_calls_per_s": calls / wall}))

@@ -43,6 +43,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "ed", "es", "s", "ly")
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     for suffix in _SUFFIXES:
         if len(word) - len(suffix) >= 3 and word.endswith(suffix):
@@ -102,7 +103,12 @@ def asks(query: str) -> set[str]:
 
 def answer_type(kinds: set[str], memory_text: str) -> float:
     """1.0 when the memory holds an answer of a kind the question asks for."""
-    return 1.0 if any(_HOLDS[kind].search(memory_text) for kind in kinds) else 0.0
+    return 1.0 if any(holds(kind, memory_text) for kind in kinds) else 0.0
+
+
+def holds(kind: str, memory_text: str) -> bool:
+    """Whether the memory holds an answer of one kind (a key of answer kinds `asks` returns)."""
+    return _HOLDS[kind].search(memory_text) is not None
 
 
 @dataclass(frozen=True)

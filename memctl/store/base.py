@@ -170,13 +170,58 @@ def _words_of(text: str) -> set[str]:
     return word_set(text)
 
 
-def _session_of(hit: Hit, keys: Sequence[str]) -> str | None:
+def _session_in(metadata: Mapping[str, Any], keys: Sequence[str]) -> str | None:
     """The chat session a memory belongs to: the value of the first of `keys` in its metadata."""
     for key in keys:
-        value = hit.metadata.get(key)
+        value = metadata.get(key)
         if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value):
             return str(value)
     return None
+
+
+MEMO_MAX_ROWS = 30_000  # per-row search facts kept per store generation (then started afresh)
+MEMO_MAX_TEXT = 1_000  # content units are kept only for texts up to this many characters
+
+
+class _Facts:
+    """What a search derives from one stored row (its area, chat session, keyword-metadata words, content
+    units, answer kinds held). Only a write changes a row, so these are kept for the store's generation
+    (StoreBase._memo); the words and units are filled on first use, from the row as that search read it."""
+
+    __slots__ = ("area", "session", "words", "units", "holds")
+
+    def __init__(self, area: str, session: str | None) -> None:
+        self.area = area
+        self.session = session
+        self.words: set[str] | None = None
+        self.units: set[str] | None = None
+        self.holds: dict[str, bool] = {}
+
+    def metadata_words(self, store: StoreBase, hit: Hit) -> set[str]:
+        if self.words is None:
+            self.words = _words_of(store._keywords(hit.metadata))
+        return self.words
+
+    def content_units(self, text: str) -> set[str]:
+        from memctl.relevance import content_units
+
+        if self.units is not None:
+            return self.units
+        units = content_units(text)
+        if len(text) <= MEMO_MAX_TEXT:  # a long chunk's units are not worth their memory
+            self.units = units
+        return units
+
+    def answer_type(self, kinds: set[str], text: str) -> float:
+        from memctl.relevance import holds
+
+        for kind in kinds:
+            held = self.holds.get(kind)
+            if held is None:
+                held = self.holds[kind] = holds(kind, text)
+            if held:
+                return 1.0
+        return 0.0
 
 
 class _BaseScores:
@@ -193,18 +238,55 @@ class _BaseScores:
         self.low, self.high = (min(values), max(values)) if values else (0.0, 1.0)
         self.keyword = dict(keyword)
         self.best_keyword = max(self.keyword.values(), default=0.0)
+        self._known: dict[int, float] = {}  # of() so far (a neighbour is asked for by up to 2 x window turns)
         self.add_dense(store, [key for key, _ in keyword])
 
     def add_dense(self, store: StoreBase, keys: builtins.list[int]) -> None:
         missing = [key for key in keys if key not in self.dense_relevance]
         self.dense_relevance.update(store._relevance_of(missing, self.ranking))
+        self._known.clear()
 
     def of(self, key: int) -> float:
+        known = self._known.get(key)
+        if known is None:
+            known = self._known[key] = self._of(key)
+        return known
+
+    def _of(self, key: int) -> float:
         span = self.high - self.low
         similarity = self.dense_relevance.get(key, self.low)
         dense = 1.0 if span <= 0 else min(max((similarity - self.low) / span, 0.0), 1.0)
         bm25 = self.keyword.get(key, 0.0) / self.best_keyword if self.best_keyword > 0 else 0.0
         return (1 - self.share) * dense + self.share * bm25
+
+
+class _Lazy(Mapping[int, Any]):
+    """A read-only mapping over the keys of `keys` whose values are computed on first use, then kept
+    (a search computes the calibrated score and evidence only of the hits it looks at)."""
+
+    def __init__(self, keys: Collection[int], compute: Callable[[int], Any]) -> None:
+        self._keys = keys
+        self._compute = compute
+        self._values: dict[int, Any] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __getitem__(self, key: int) -> Any:
+        if key not in self._values:
+            if key not in self._keys:
+                raise KeyError(key)
+            self._values[key] = self._compute(key)
+        return self._values[key]
+
+    def get(self, key: int, default: Any = None) -> Any:  # type: ignore[override]
+        return self[key] if key in self._keys else default
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 class PreparedRow(NamedTuple):
@@ -939,16 +1021,93 @@ class StoreBase(abc.ABC):
         fusion = self.config["hybrid_fusion"]
         if fusion not in FUSIONS:
             raise UsageError(f"hybrid_fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
-        vector = self._embed_query(query)
-        calibration = self.calibration()
-        if mode == "dense":
-            if calibration is None:
-                return [(h, None) for h in self.search_vector(vector, limit=limit, threshold=threshold, area=area,
-                                                              filter=flt)]
-            return self._search_dense(query, vector, limit, threshold, area, flt, calibration)
-        if mode == "hybrid" and fusion == "score":
-            return self._search_hybrid(query, vector, limit, threshold, area, flt, calibration)
-        return self._search_fused(query, vector, limit, threshold, area, flt, calibration, use_dense=mode == "hybrid")
+        with self._search_scope():
+            vector = self._embed_query(query)
+            calibration = self.calibration()
+            if mode == "dense":
+                if calibration is None:
+                    return [(h, None) for h in self.search_vector(vector, limit=limit, threshold=threshold,
+                                                                  area=area, filter=flt)]
+                return self._search_dense(query, vector, limit, threshold, area, flt, calibration)
+            if mode == "hybrid" and fusion == "score":
+                return self._search_hybrid(query, vector, limit, threshold, area, flt, calibration)
+            return self._search_fused(query, vector, limit, threshold, area, flt, calibration,
+                                      use_dense=mode == "hybrid")
+
+    # -- what searches keep between calls: facts only a write changes --------------------
+    def _generation(self) -> Any:
+        """A value that changes whenever a row, the keyword index or the store itself may have changed (a
+        write by this handle or any other process, a restore); None: nothing is kept between searches."""
+        return None
+
+    def _memo(self) -> dict[Any, Any]:
+        """This generation's cache (document frequencies, per-row facts); a new one when it changed. Looked up
+        once per search (the store does not change while one runs)."""
+        scope = self._scope()
+        if scope is not None and "memo" in scope:
+            return scope["memo"]
+        generation = self._generation()
+        memo: dict[Any, Any] = {}
+        if generation is not None:
+            held = self.__dict__.get("_memo_held")
+            if held is None or held[0] != generation:
+                held = (generation, memo)
+                self.__dict__["_memo_held"] = held
+            memo = held[1]
+        if scope is not None:
+            scope["memo"] = memo
+        return memo
+
+    def _scope(self) -> dict[str, Any] | None:
+        """What the search running in this thread keeps until it returns (None outside a search)."""
+        local = self.__dict__.get("_scope_local")
+        return None if local is None else getattr(local, "scope", None)
+
+    @contextmanager
+    def _search_scope(self) -> Iterator[None]:
+        local = self.__dict__.get("_scope_local")
+        if local is None:
+            local = self.__dict__["_scope_local"] = threading.local()
+        if getattr(local, "scope", None) is not None:  # a search inside a search: the outer one's
+            yield
+            return
+        local.scope = {}
+        try:
+            yield
+        finally:
+            local.scope = None
+
+    def _size(self) -> int:
+        """len(self), counted once per search."""
+        scope = self._scope()
+        if scope is None:
+            return len(self)
+        if "len" not in scope:
+            scope["len"] = len(self)
+        return int(scope["len"])
+
+    def _seq_meta(self, seqs: builtins.list[int]) -> dict[int, tuple[str, dict[str, Any]]]:
+        """seq -> (area, metadata) of the rows that exist (a backend may read less than a whole row)."""
+        return {key: (hit.area, hit.metadata) for key, hit in self._seq_hits([(key, 0.0) for key in seqs])}
+
+    def _facts(self, memo: dict[Any, Any], hits: Mapping[int, Hit],
+               more: Iterable[int] = ()) -> dict[int, _Facts | None]:
+        """_Facts of the hits and of the rows `more` names (None for a seq with no row), from `memo`."""
+        session_keys = tuple(str(k) for k in self.config["hybrid_neighbour_keys"])
+        slot = ("facts", session_keys, tuple(str(k) for k in self.config["keyword_metadata_keys"]))
+        table: dict[int, _Facts | None] | None = memo.get(slot)
+        if table is None or len(table) > MEMO_MAX_ROWS:
+            table = memo[slot] = {}
+        for key, hit in hits.items():
+            if table.get(key) is None:
+                table[key] = _Facts(hit.area, _session_in(hit.metadata, session_keys))
+        missing = [key for key in more if key not in table]
+        if missing:
+            found = self._seq_meta(missing)
+            for key in missing:
+                row = found.get(key)
+                table[key] = None if row is None else _Facts(row[0], _session_in(row[1], session_keys))
+        return table
 
     def calibration(self) -> Calibration | None:
         """The relevance calibration of this store's embedding model (None: plain (1 + cosine) / 2)."""
@@ -959,62 +1118,87 @@ class StoreBase(abc.ABC):
         return shipped(self.embedder.info.model)
 
     def _evidence(self, query: str, hits: Mapping[int, Hit], cosines: Mapping[int, float],
-                  keyword: Mapping[int, float], fused: Mapping[int, float]) -> dict[int, dict[str, float]]:
+                  keyword: Mapping[int, float], fused: Mapping[int, float],
+                  facts: Mapping[int, _Facts | None] | None = None) -> dict[int, dict[str, float]]:
         """The evidence (memctl.relevance.FEATURES) of each candidate; `cosines` of the query as asked."""
-        from memctl.relevance import answer_type, asks, content_units, overlap
+        of = self._evidence_of(query, hits, cosines, keyword, fused, facts)
+        return {key: of(key) for key in hits}
+
+    def _evidence_of(self, query: str, hits: Mapping[int, Hit], cosines: Mapping[int, float],
+                     keyword: Mapping[int, float], fused: Mapping[int, float],
+                     facts: Mapping[int, _Facts | None] | None = None) -> Callable[[int], dict[str, float]]:
+        """`_evidence` one candidate at a time: what depends on all of them is computed now, the rest per call."""
+        from memctl.relevance import asks, content_units
         from memctl.store.keyword import query_tokens
 
+        rows = self._facts({}, hits) if facts is None else facts
         units = content_units(query)
         kinds = asks(query)
         tokens = query_tokens(query)
-        known = len(self._rare_tokens(tokens, max(len(self), 1))) / len(tokens) if tokens else 0.0
+        known = len(self._rare_tokens(tokens, max(self._size(), 1))) / len(tokens) if tokens else 0.0
         words = set(query_tokens(query))
         ranked = sorted(cosines.values(), reverse=True)
         best = ranked[0] if ranked else 0.0
         mean_top = sum(ranked[:10]) / len(ranked[:10]) if ranked else 0.0
         best_keyword = max(keyword.values(), default=0.0)
         best_fused = max(fused.values(), default=0.0)
-        evidence = {}
-        for key, hit in hits.items():
+
+        def of(key: int) -> dict[str, float]:
+            hit = hits[key]
             cos = cosines.get(key, -1.0)
-            evidence[key] = {
+            row = rows[key]
+            assert row is not None  # every hit has its facts
+            return {
                 "cosine": cos, "cosine_gap": cos - best, "cosine_lift": cos - mean_top,
-                "overlap": overlap(units, hit.text),
+                "overlap": len(units & row.content_units(hit.text)) / len(units) if units else 0.0,
                 "keyword": keyword.get(key, 0.0) / best_keyword if best_keyword > 0 else 0.0,
-                "metadata": 1.0 if words and words & _words_of(self._keywords(hit.metadata)) else 0.0,
+                "metadata": 1.0 if words and words & row.metadata_words(self, hit) else 0.0,
                 "fused": max(fused.get(key, 0.0), 0.0) / best_fused if best_fused > 0 else 0.0,
-                "answer_type": answer_type(kinds, hit.text),
+                "answer_type": row.answer_type(kinds, hit.text),
                 "known_words": known,
             }
-        return evidence
+
+        return of
 
     @staticmethod
     def _select(hits: Mapping[int, Hit], scores: Mapping[int, float], rank: Mapping[int, float],
                 rare_hits: Mapping[int, int], evidence: Mapping[int, dict[str, float]] | None, limit: int,
                 threshold: float) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
-        """Hits in order (rare-token hits first, then `rank`), score set, those below threshold left out
-        unless they hold a rare query token."""
-        order = sorted(hits, key=lambda key: (-rare_hits.get(key, 0), -rank[key], -scores.get(key, 0.0)))
-        results = []
-        for key in order:
-            score = scores.get(key, 0.0)
-            if score >= threshold or rare_hits.get(key, 0):
-                hits[key].score = round(score, 6)
-                results.append((hits[key], None if evidence is None else evidence[key]))
+        """Hits in order (rare-token hits first, then `rank`, then score), score set, those below threshold left
+        out unless they hold a rare query token. Scores (and evidence) are read in that order until `limit`
+        hits are kept: a lazy mapping (_Lazy) computes no more of them than that."""
+        ranked = sorted(hits, key=lambda key: (-rare_hits.get(key, 0), -rank[key]))
+        results: builtins.list[tuple[Hit, dict[str, float] | None]] = []
+        start = 0
+        while start < len(ranked) and (limit <= 0 or len(results) < limit):
+            head = (rare_hits.get(ranked[start], 0), rank[ranked[start]])
+            end = start + 1
+            while end < len(ranked) and (rare_hits.get(ranked[end], 0), rank[ranked[end]]) == head:
+                end += 1
+            run = ranked[start:end]
+            if len(run) > 1:  # a tie in the order: the higher score first (a stable sort, as one sort would be)
+                run.sort(key=lambda key: -scores.get(key, 0.0))
+            for key in run:
+                score = scores.get(key, 0.0)
+                if score >= threshold or rare_hits.get(key, 0):
+                    hits[key].score = round(score, 6)
+                    results.append((hits[key], None if evidence is None else evidence[key]))
+            start = end
         return results[:limit]
 
     def _rare_hits(self, query: str, hits: Mapping[int, Hit], from_keyword: set[int]) -> dict[int, int]:
         from memctl.store.keyword import count_tokens, identifier_tokens
 
-        rare = self._rare_tokens(identifier_tokens(query), max(3, int(len(self) * RARE_TOKEN_SHARE)))
+        rare = self._rare_tokens(identifier_tokens(query), max(3, int(self._size() * RARE_TOKEN_SHARE)))
         return {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits.items()}
 
     def _calibrated(self, calibration: Calibration, query: str, hits: Mapping[int, Hit],
-                    relevances: Mapping[int, float], keyword: Mapping[int, float], fused: Mapping[int, float]
-                    ) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
+                    relevances: Mapping[int, float], keyword: Mapping[int, float], fused: Mapping[int, float],
+                    facts: Mapping[int, _Facts | None] | None = None
+                    ) -> tuple[Mapping[int, float], Mapping[int, dict[str, float]]]:
         cosines = {key: 2.0 * rel - 1.0 for key, rel in relevances.items()}
-        evidence = self._evidence(query, hits, cosines, keyword, fused)
-        return {key: calibration.score(ev) for key, ev in evidence.items()}, evidence
+        evidence = _Lazy(hits, self._evidence_of(query, hits, cosines, keyword, fused, facts))
+        return _Lazy(hits, lambda key: calibration.score(evidence[key])), evidence
 
     def _search_dense(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
                       flt: Filter | None,
@@ -1026,7 +1210,7 @@ class StoreBase(abc.ABC):
         depth = max(limit * 3, int(self.config["hybrid_candidates"]))
         dense = self._dense_pairs(vector, depth, only)
         keyword = dict(self._keyword_pairs(query, depth, area if flt is None else None,
-                                           only if flt is not None else None, int(len(self) * COMMON_TOKEN_SHARE)))
+                                           only if flt is not None else None, int(self._size() * COMMON_TOKEN_SHARE)))
         hits = dict(self._seq_hits([(key, 0.0) for key, _ in dense]))
         relevances = {key: relevance(ip) for key, ip in dense if key in hits}
         low = min(relevances.values(), default=0.0)
@@ -1040,7 +1224,7 @@ class StoreBase(abc.ABC):
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
             return []
-        total = len(self)
+        total = self._size()
         depth = max(limit * 3, int(self.config["hybrid_candidates"]))
         dense = self._dense_pairs(vector, depth, only) if use_dense else []
         keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
@@ -1088,7 +1272,7 @@ class StoreBase(abc.ABC):
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
             return []
-        total = len(self)
+        total = self._size()
         common_df = int(total * COMMON_TOKEN_SHARE)
         depth = max(limit * 3, int(config["hybrid_candidates"]))
         ranking = vector
@@ -1106,21 +1290,26 @@ class StoreBase(abc.ABC):
                                       common_df, common_text_df)
         pool = list(dict.fromkeys([key for key, _ in dense] + [key for key, _ in keyword]))
         hits = dict(self._seq_hits([(key, 0.0) for key in pool]))
+        memo = self._memo()
+        facts = self._facts(memo, hits)
         base = _BaseScores(self, ranking, dense, keyword, float(config["hybrid_keyword_share"]))
         final = {key: base.of(key) for key in hits}
         boost = float(config["hybrid_metadata_boost"])
         words = set(query_tokens(query))
         if boost and words:
             for key, hit in hits.items():
-                if words & _words_of(self._keywords(hit.metadata)):
+                row = facts[key]
+                assert row is not None
+                if words & row.metadata_words(self, hit):
                     final[key] += boost
-        self._add_neighbour_boost(hits, final, base, only)
+        self._add_neighbour_boost(hits, final, base, only, memo)
         shown = {key: base.dense_relevance[key] for key in hits} if ranking is vector else \
             self._relevance_of(list(hits), vector)
         rare_hits = self._rare_hits(query, hits, {key for key, _ in keyword})
         if calibration is None:
             return self._select(hits, shown, final, rare_hits, None, limit, threshold)
-        calibrated, evidence = self._calibrated(calibration, query, hits, shown, dict(keyword), final)
+        calibrated, evidence = self._calibrated(calibration, query, hits, shown, dict(keyword), final,
+                                                self._facts(memo, hits))
         return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
 
     def _with_named(self, dense: builtins.list[tuple[int, float]], ranking: np.ndarray, depth: int, query: str,
@@ -1135,12 +1324,21 @@ class StoreBase(abc.ABC):
         keys = [k for k in self.config["keyword_metadata_keys"] if re.fullmatch(r"[A-Za-z_]\w*", str(k))]
         if not words or not keys:
             return dense
-        expression = " or ".join(f"{key} == {word!r}" for key in keys for word in sorted(words))
-        try:
-            named = self._candidates(area, self.compile(expression))
-        except UsageError:  # too long a filter: the plain candidates
-            return dense
-        if named is None or len(named) == 0:
+        # One membership test per key: `key == w1 or key == w2 ...` for every key nests one SQL CASE per term,
+        # and two names x five keys overflowed SQLite's parser (the search crashed).
+        listed = sorted(words)
+        expression = " or ".join(f"{key} in {listed!r}" for key in keys)
+        memo = self._memo()
+        slot = ("named", area, expression)
+        found = memo.get(slot)
+        if found is None:
+            try:
+                selected = self._candidates(area, self.compile(expression))
+            except UsageError:  # too long a filter: the plain candidates
+                return dense
+            found = memo[slot] = frozenset(int(k) for k in selected) if selected is not None else frozenset()
+        named = sorted(found)
+        if len(named) == 0:
             return dense
         if only is not None:  # the area and the caller's filter still apply
             allowed = {int(k) for k in only}
@@ -1156,25 +1354,32 @@ class StoreBase(abc.ABC):
         return sorted(merged.items(), key=lambda pair: -pair[1])
 
     def _add_neighbour_boost(self, hits: dict[int, Hit], final: dict[int, float], base: _BaseScores,
-                             only: Collection[int] | None) -> None:
+                             only: Collection[int] | None, memo: dict[Any, Any] | None = None) -> None:
         """Raise each chat turn by `hybrid_neighbour_boost` x the best base score of its session neighbours."""
         weight = float(self.config["hybrid_neighbour_boost"])
         window = int(self.config["hybrid_neighbour_window"])
-        keys = list(self.config["hybrid_neighbour_keys"])
-        sessions = {key: _session_of(hit, keys) for key, hit in hits.items()}
+        memo = {} if memo is None else memo
+        facts = self._facts(memo, hits)
+        sessions = {key: facts[key].session for key in hits}  # type: ignore[union-attr]
         if weight <= 0 or window <= 0 or not any(s is not None for s in sessions.values()):
             return
         near = {key: [n for n in range(key - window, key + window + 1) if n != key]
                 for key, session in sessions.items() if session is not None}
         extra = sorted({n for ns in near.values() for n in ns} - set(hits))
-        rows = {**hits, **dict(self._seq_hits([(n, 0.0) for n in extra]))}
+        facts = self._facts(memo, hits, extra)
         allowed = None if only is None else {int(k) for k in only}
-        base.add_dense(self, [n for n in extra if n in rows])
+        same: dict[int, builtins.list[int]] = {}  # a turn's neighbours in its area and session, as allowed
         for key, neighbours in near.items():
-            hit = hits[key]
-            best = max((base.of(n) for n in neighbours if n in rows and (allowed is None or n in allowed)
-                        and rows[n].area == hit.area and _session_of(rows[n], keys) == sessions[key]), default=0.0)
-            final[key] += weight * best
+            own = facts[key]
+            assert own is not None
+            same[key] = [n for n in neighbours if (row := facts.get(n)) is not None
+                         and (allowed is None or n in allowed) and row.area == own.area
+                         and row.session == sessions[key]]
+        # Only the neighbours that count need their similarity (each is computed alone, so which others
+        # are asked for changes no value).
+        base.add_dense(self, sorted({n for ns in same.values() for n in ns} - set(hits)))
+        for key, neighbours in same.items():
+            final[key] += weight * max((base.of(n) for n in neighbours), default=0.0)
 
     def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
                       area: str | None = None, filter: str | Filter | None = None) -> builtins.list[Hit]:

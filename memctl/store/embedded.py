@@ -65,6 +65,8 @@ KNOWLEDGE_FILE_VERSION = 1
 KNOWLEDGE_LOCK_FILE = ".knowledge.lock"
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
+# Keyword document frequencies kept between searches (per store generation) before starting afresh.
+DF_CACHE_MAX = 100_000
 # Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
 TOUCH_WAIT = 1.0
 
@@ -713,23 +715,61 @@ class EmbeddedStore(StoreBase):
                        common_df: int, common_text_df: int = 0) -> builtins.list[tuple[int, float]]:
         from memctl.store.keyword import keyword_search
 
-        return keyword_search(self.db, query, k, area, only, common_df=common_df, common_text_df=common_text_df)
+        return keyword_search(self.db, query, k, area, only, common_df=common_df, common_text_df=common_text_df,
+                              cache=self._df_cache())
 
     def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
         from memctl.store.keyword import rare_tokens
 
-        return rare_tokens(self.db, tokens, max_df)
+        return rare_tokens(self.db, tokens, max_df, self._df_cache())
 
     def _common_tokens(self, tokens: Sequence[str], min_df: int) -> set[str]:
         from memctl.store.keyword import doc_freq
 
-        return {t for t in tokens if doc_freq(self.db, t) > min_df}
+        cache = self._df_cache()
+        return {t for t in tokens if doc_freq(self.db, t, cache=cache) > min_df}
+
+    def _search_index(self) -> VectorIndex | None:
+        """vector_index(), synced once per search."""
+        scope = self._scope()
+        if scope is None:
+            return self.vector_index()
+        if "index" not in scope:
+            scope["index"] = self.vector_index()
+        return scope["index"]
+
+    def _df_cache(self) -> dict[tuple[str, bool], int]:
+        """Keyword document frequencies counted since the store last changed (FTS5 counts each one's postings)."""
+        memo = self._memo()
+        cache: dict[tuple[str, bool], int] | None = memo.get("df")
+        if cache is None or len(cache) > DF_CACHE_MAX:
+            cache = memo["df"] = {}
+        return cache
+
+    def _generation(self) -> Any:
+        """Changes with every commit, by this handle (the commit counter) or any other connection (SQLite's
+        data_version), and when a restore replaced the database; None inside a transaction."""
+        if self._depth or self.db.in_transaction:
+            return None
+        self._refresh_for_read()
+        version = self.db.execute("PRAGMA data_version").fetchone()[0]
+        commits = self.db.execute("SELECT value FROM counters WHERE name = 'commits'").fetchone()
+        return (id(self.db), self._ident, int(version), int(commits[0]) if commits else 0)
+
+    def _seq_meta(self, seqs: builtins.list[int]) -> dict[int, tuple[str, dict[str, Any]]]:
+        found: dict[int, tuple[str, dict[str, Any]]] = {}
+        for start in range(0, len(seqs), 900):
+            chunk = [int(s) for s in seqs[start : start + 900]]
+            for seq, area, metadata in self.db.execute(
+                    f"SELECT seq, area, metadata FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk):
+                found[seq] = (area, json.loads(metadata))
+        return found
 
     def _dense_pairs(self, vector: np.ndarray, k: int,
                      only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
         import numpy as np
 
-        index = self.vector_index()
+        index = self._search_index()
         if index is None:
             return []
         keys = None if only is None else np.asarray(only, dtype=np.int64)  # a no-op for _candidates' array
@@ -742,7 +782,7 @@ class EmbeddedStore(StoreBase):
 
         if not seqs:
             return {}
-        index = self.vector_index()
+        index = self._search_index()
         found = index.inner_products(vector, np.array(seqs)) if index is not None else None
         if found is not None:
             return {seq: relevance(ip) for seq, ip in found.items()}
@@ -754,10 +794,14 @@ class EmbeddedStore(StoreBase):
 
         self.check_model()
         embedder = self.embedder
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            future = pool.submit(embed_queries, embedder, [query])
-            self.vector_index()
-            vector = future.result()[0]
+        if self._index is not None:  # a warm handle (a server): the index only syncs, no thread to start
+            vector = embed_queries(embedder, [query])[0]
+            self._search_index()
+        else:
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                future = pool.submit(embed_queries, embedder, [query])
+                self._search_index()
+                vector = future.result()[0]
         dim = self.dimension()
         if dim is not None and vector.shape[0] != dim:
             raise ModelMismatchError(f"embedding dimension {vector.shape[0]} differs from the store's {dim}",

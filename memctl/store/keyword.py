@@ -50,8 +50,20 @@ def match_expression(tokens: Sequence[str]) -> str | None:
     return " OR ".join(quoted) if quoted else None
 
 
-def doc_freq(db: sqlite3.Connection, token: str, text_only: bool = False) -> int:
-    """Memories containing `token` (as FTS5 tokenises and stems it); in their text only, not in keyword metadata."""
+def doc_freq(db: sqlite3.Connection, token: str, text_only: bool = False,
+             cache: dict[tuple[str, bool], int] | None = None) -> int:
+    """Memories containing `token` (as FTS5 tokenises and stems it); in their text only, not in keyword metadata.
+
+    `cache`: counts already made since the store last changed (the caller clears it on a write)."""
+    if cache is None:
+        return _doc_freq(db, token, text_only)
+    found = cache.get((token, text_only))
+    if found is None:
+        found = cache[(token, text_only)] = _doc_freq(db, token, text_only)
+    return found
+
+
+def _doc_freq(db: sqlite3.Connection, token: str, text_only: bool) -> int:
     expression = match_expression([token])
     if expression is not None and text_only:
         expression = "text : " + expression
@@ -64,19 +76,20 @@ def doc_freq(db: sqlite3.Connection, token: str, text_only: bool = False) -> int
 
 def keyword_search(db: sqlite3.Connection, query: str, k: int, area: str | None = None,
                    only: Sequence[int] | None = None, common_df: int = 0,
-                   common_text_df: int = 0) -> list[tuple[int, float]]:
+                   common_text_df: int = 0, cache: dict[tuple[str, bool], int] | None = None
+                   ) -> list[tuple[int, float]]:
     """Top-k (seq, bm25 score; higher is better) among memories in `area` / `only`.
 
     Words found in more than `common_df` memories (when > 50) are left out: in a chat store a
     speaker's name is in half the turns, and BM25 would then rank the shortest such turns first.
     Words found in the text of more than `common_text_df` memories (when > 0) are left out too,
-    unless that would leave none (see common_text_words).
+    unless that would leave none (see common_text_words). `cache`: as for doc_freq.
     """
     tokens = query_tokens(query)
     if common_df > 50:
-        tokens = [t for t in tokens if doc_freq(db, t) <= common_df]
+        tokens = [t for t in tokens if doc_freq(db, t, cache=cache) <= common_df]
     if common_text_df > 0:
-        tokens = common_text_words(tokens, common_text_df, lambda t: doc_freq(db, t, text_only=True))
+        tokens = common_text_words(tokens, common_text_df, lambda t: doc_freq(db, t, True, cache))
     expression = match_expression(tokens)
     if expression is None or k <= 0:
         return []
@@ -109,9 +122,10 @@ def common_text_words(tokens: list[str], max_df: int, text_df: Callable[[str], i
     return kept or tokens
 
 
-def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], max_df: int) -> set[str]:
-    """The tokens that occur in at least one and at most `max_df` memories."""
-    return {t for t in tokens if 0 < doc_freq(db, t) <= max_df}
+def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], max_df: int,
+                cache: dict[tuple[str, bool], int] | None = None) -> set[str]:
+    """The tokens that occur in at least one and at most `max_df` memories (`cache`: as for doc_freq)."""
+    return {t for t in tokens if 0 < doc_freq(db, t, cache=cache) <= max_df}
 
 
 def identifier_tokens(text: str) -> list[str]:

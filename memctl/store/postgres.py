@@ -702,6 +702,16 @@ class PostgresStore(StoreBase):
                                            " AND subdir = %s", ([p[0] for p in pairs], self.subdir))}
         return [(seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
 
+    def _seq_meta(self, seqs: builtins.list[int]) -> dict[int, tuple[str, dict[str, Any]]]:
+        """seq -> (area, metadata) without the texts (a search's chat neighbours need no more)."""
+        if not seqs:
+            return {}
+        found: dict[int, tuple[str, dict[str, Any]]] = {}
+        for seq, area, metadata in self._all("SELECT seq, area, metadata FROM memctl_memories WHERE seq = ANY(%s)"
+                                             " AND subdir = %s", ([int(s) for s in seqs], self.subdir)):
+            found[int(seq)] = (area, json.loads(metadata) if isinstance(metadata, str) else metadata)
+        return found
+
     # -- maintenance ---------------------------------------------------------------------
     def vector_count(self) -> int:
         """The vectors of the store's dimension that its HNSW index covers (the index is made sure of)."""
