@@ -36,7 +36,7 @@ from memctl.files import (
     swap_lock,
 )
 from memctl.store.base import iter_chunks
-from memctl.store.embedded import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
+from memctl.store.layout import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
 from memctl.store.records import now_iso
 from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE
 

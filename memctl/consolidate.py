@@ -666,7 +666,7 @@ def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int,
 def consolidate_store(store: StoreBase, llm: UtilityModel, *, area: str | None = None, dry_run: bool = False,
                       progress: Any = None, actor: str = "consolidate") -> StoreConsolidation:
     """Consolidate groups of similar stored memories, near-duplicates first, one transaction per group."""
-    from memctl.store.embedded import check_area
+    from memctl.store.base import check_area
 
     areas: list[str] = [check_area(area)] if area else ["fragments", "solutions", "main"]
     worker = Consolidator(store, llm, actor=actor, dry_run=dry_run)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.errors import ConfigError, UsageError
 from memctl.readers import Chunk, UnreadableFile, read_chunks, reader_for
-from memctl.store.embedded import KNOWLEDGE_FILE as STATE_FILE  # noqa: F401 - where an embedded store keeps it
+from memctl.store.layout import KNOWLEDGE_FILE as STATE_FILE  # noqa: F401 - where an embedded store keeps it
 from memctl.store.records import AREAS, now_iso
 
 if TYPE_CHECKING:

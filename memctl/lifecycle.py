@@ -21,7 +21,7 @@ from typing import IO, Any
 from memctl.embeddings import ModelInfo
 from memctl.errors import InputFormatError, MemctlError, NotFoundError, UsageError
 from memctl.store.base import StoreBase, check_area, check_metadata, check_text_size, iter_chunks
-from memctl.store.embedded import folder_size  # noqa: F401 - part of this module's API
+from memctl.store.layout import folder_size  # noqa: F401 - part of this module's API
 from memctl.store.records import Memory, now_iso
 
 EXPORT_FORMAT = 1

@@ -831,7 +831,7 @@ def render_man(app: App) -> str:
     from memctl import errors
     from memctl.config import ENV_PREFIX, defaults
     from memctl.paths import STORE_MARKER
-    from memctl.store.embedded import EMBEDDING_FILE
+    from memctl.store.layout import EMBEDDING_FILE
     from memctl.store.vector_index import INDEX_FILE
 
     root = app.root

@@ -30,6 +30,17 @@ from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter
 )
 from memctl.store.base import json_or_none as _json_or_none
 from memctl.store.keyword import register_functions
+from memctl.store.layout import (  # noqa: F401 - the file names and folder_size, re-exported
+    BEHAVIOUR_FILE,
+    COMMITS_FILE,
+    DB_FILE,
+    EMBEDDING_FILE,
+    KNOWLEDGE_FILE,
+    KNOWLEDGE_FILE_VERSION,
+    KNOWLEDGE_LOCK_FILE,
+    LOCK_FILE,
+    folder_size,
+)
 from memctl.store.records import (
     ArchivedMemory,
     HistoryEntry,
@@ -47,22 +58,13 @@ if TYPE_CHECKING:
 
     from memctl.config import Config
 
-DB_FILE = "memories.sqlite"
-EMBEDDING_FILE = "embedding.json"
 MODEL_META = "model"  # the database's copy of embedding.json (the truth; the file mirrors it)
 REINDEX_HINT = ("run `memctl reindex`: it re-embeds every memory with the configured model and rewrites the "
                 "record (or restore the store from a backup)")
-LOCK_FILE = ".write.lock"
 INDEX_TEMP_PREFIX = "index.faiss."  # temp files of checkpoints: .index.faiss.XXXX (vector_index.py)
-COMMITS_FILE = ".commits"  # committed write transactions, as last recorded (see _check_commits)
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
 _ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
                     " op, actor")
-BEHAVIOUR_FILE = "behaviour.md"
-# Per knowledge file: checksum, area and chunk ids (a mirror of the chunks' metadata; memctl/knowledge.py).
-KNOWLEDGE_FILE = "knowledge_import.json"
-KNOWLEDGE_FILE_VERSION = 1
-KNOWLEDGE_LOCK_FILE = ".knowledge.lock"
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
 # Keyword document frequencies kept between searches (per store generation) before starting afresh.
@@ -1170,19 +1172,3 @@ def stored_count(folder: Path) -> int | None:
             return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     except sqlite3.Error:
         return None
-
-
-def folder_size(folder: Path) -> int:
-    """Bytes of the store's regular files under folder (symbolic links not followed; hidden temp
-    files and staging folders a kill left behind are not the store)."""
-    total = 0
-    for path in folder.rglob("*"):
-        if any(part.startswith(".") and part != COMMITS_FILE for part in path.relative_to(folder).parts):
-            continue
-        try:
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_size
-        except OSError:
-            continue
-    return total
-

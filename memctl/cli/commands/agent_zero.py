@@ -1,4 +1,4 @@
-"""Agent Zero interop: import-agent-zero, export-agent-zero (the core is memctl/agent_zero.py)."""
+"""Agent Zero interop: import-agent-zero, export-agent-zero (the core is the memctl/agent_zero/ package)."""
 
 from __future__ import annotations
 
