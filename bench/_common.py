@@ -27,9 +27,14 @@ def median_time(fn: Callable[[], object], runs: int = 5, setup: Callable[[], obj
 def run_child(args: Sequence[str], env: dict[str, str] | None = None, stdin: str | None = None) -> tuple[float, float]:
     """Run a process; return (wall seconds, peak RSS in MB) of that process alone."""
     start = time.perf_counter()
-    proc = subprocess.Popen(list(args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})}, cwd=REPO)
+    proc = subprocess.Popen(
+        list(args),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
     if stdin is not None:
         proc.stdin.write(stdin.encode())  # type: ignore[union-attr]
         proc.stdin.close()  # type: ignore[union-attr]
@@ -44,8 +49,11 @@ def run_child(args: Sequence[str], env: dict[str, str] | None = None, stdin: str
 def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(c) for c in header]] + [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = [title, "  ".join(h.ljust(w) for h, w in zip(cells[0], widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
+    lines = [
+        title,
+        "  ".join(h.ljust(w) for h, w in zip(cells[0], widths, strict=True)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells[1:]]
     return "\n".join(lines)
 

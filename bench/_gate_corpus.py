@@ -52,8 +52,9 @@ def items(case: dict) -> list[Item]:
     language = case.get("language") or "en"
     domain = case.get("domain") or case.get("series") or case["id"]
     out = [Item(case["id"], t, "fact", language, domain) for t in case.get("expected_fragments") or []]
-    out += [Item(case["id"], t, "noise", language, domain) for t in case.get("must_not_store") or []
-            if t not in superseded]
+    out += [
+        Item(case["id"], t, "noise", language, domain) for t in case.get("must_not_store") or [] if t not in superseded
+    ]
     out += [Item(case["id"], t, "solution", language, domain) for t in case.get("expected_solutions") or []]
     return out
 
@@ -85,8 +86,12 @@ def measure_rules(items: list[Item]) -> dict[str, dict[str, dict]]:
                         wrong += 1
                         misses.append(text)
             drops = noise + wrong
-            per_rule[rule.name] = {"drops": drops, "noise": noise, "false_drops": wrong,
-                                   "precision": round(noise / drops, 4) if drops else None,
-                                   "wrongly_dropped": misses[:5]}
+            per_rule[rule.name] = {
+                "drops": drops,
+                "noise": noise,
+                "false_drops": wrong,
+                "precision": round(noise / drops, 4) if drops else None,
+                "wrongly_dropped": misses[:5],
+            }
         out[area] = per_rule
     return out

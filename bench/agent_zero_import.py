@@ -29,9 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import python, run_child, table  # noqa: E402
 
-WORDS = ("user prefers dark mode deploy target kubernetes database postgres staging cluster region backup nightly "
-         "cron api gateway port billing stripe standup monday search index retention logs mobile app terraform "
-         "redis bucket frankfurt owner team review release branch main hotfix alert pager oncall budget").split()
+WORDS = (
+    "user prefers dark mode deploy target kubernetes database postgres staging cluster region backup nightly "
+    "cron api gateway port billing stripe standup monday search index retention logs mobile app terraform "
+    "redis bucket frankfurt owner team review release branch main hotfix alert pager oncall budget"
+).split()
 AREAS = ("main", "fragments", "solutions")
 
 
@@ -46,13 +48,24 @@ def build_store(folder: Path, size: int) -> None:
     rng = random.Random(9)
     texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 16))) + f" #{i}" for i in range(size)]
     ids = [f"a0{i:08d}" for i in range(size)]
-    metadatas = [{"id": doc_id, "area": AREAS[i % 3], "timestamp": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d} 10:11:12",
-                  **({"knowledge_source": True, "source_file": f"doc{i % 50}.md", "file_type": "md"} if i % 7 == 0
-                     else {})} for i, doc_id in enumerate(ids)]
+    metadatas = [
+        {
+            "id": doc_id,
+            "area": AREAS[i % 3],
+            "timestamp": f"2025-{1 + i % 12:02d}-{1 + i % 28:02d} 10:11:12",
+            **({"knowledge_source": True, "source_file": f"doc{i % 50}.md", "file_type": "md"} if i % 7 == 0 else {}),
+        }
+        for i, doc_id in enumerate(ids)
+    ]
     vectors = np.random.default_rng(9).standard_normal((size, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    db = FAISS(embedding_function=FakeEmbeddings(size=384), index=faiss.IndexFlatIP(384), docstore=InMemoryDocstore(),
-               index_to_docstore_id={}, distance_strategy=DistanceStrategy.COSINE)
+    db = FAISS(
+        embedding_function=FakeEmbeddings(size=384),
+        index=faiss.IndexFlatIP(384),
+        docstore=InMemoryDocstore(),
+        index_to_docstore_id={},
+        distance_strategy=DistanceStrategy.COSINE,
+    )
     db.add_embeddings(list(zip(texts, vectors.tolist(), strict=True)), metadatas=metadatas, ids=ids)
     db.save_local(str(folder))
     (folder / "embedding.json").write_text(json.dumps({"model_provider": "fake", "model_name": "hash-384"}))
@@ -88,8 +101,9 @@ def main() -> None:
 
     def cli_once(run: int) -> float:
         env = {"MEMCTL_HOME": str(work / "cli"), "MEMCTL_EMBEDDING_PROVIDER": "fake"}
-        wall, _ = run_child([python(), "-m", "memctl", "import-agent-zero", str(folder), "-s", f"run{run}",
-                             "--json"], env)
+        wall, _ = run_child(
+            [python(), "-m", "memctl", "import-agent-zero", str(folder), "-s", f"run{run}", "--json"], env
+        )
         return wall
 
     def peer_once() -> None:
@@ -103,14 +117,31 @@ def main() -> None:
     cli = statistics.median(cli_once(run) for run in range(args.runs))
     peer = statistics.median(timed(peer_once) for _ in range(args.runs))
     n = args.size
-    print(table(f"Agent Zero store of {n:,} documents (384-d), medians of {args.runs} runs",
-                ["what", "documents", "seconds", "docs/s", "vs load_local"],
-                [["memctl read (restricted unpickle + index read)", n, read, n / read, f"{read / peer:.2f}x"],
-                 ["memctl import (read + fresh store, in process)", n, full, n / full, f"{full / peer:.2f}x"],
-                 ["memctl import-agent-zero (CLI process)", n, cli, n / cli, f"{cli / peer:.2f}x"],
-                 ["LangChain FAISS.load_local (plain pickle)", n, peer, n / peer, "1.00x"]]))
-    print(json.dumps({"documents": n, "read_s": read, "import_s": full, "cli_s": cli, "load_local_s": peer,
-                      "read_ratio": read / peer, "import_ratio": full / peer}))
+    print(
+        table(
+            f"Agent Zero store of {n:,} documents (384-d), medians of {args.runs} runs",
+            ["what", "documents", "seconds", "docs/s", "vs load_local"],
+            [
+                ["memctl read (restricted unpickle + index read)", n, read, n / read, f"{read / peer:.2f}x"],
+                ["memctl import (read + fresh store, in process)", n, full, n / full, f"{full / peer:.2f}x"],
+                ["memctl import-agent-zero (CLI process)", n, cli, n / cli, f"{cli / peer:.2f}x"],
+                ["LangChain FAISS.load_local (plain pickle)", n, peer, n / peer, "1.00x"],
+            ],
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "documents": n,
+                "read_s": read,
+                "import_s": full,
+                "cli_s": cli,
+                "load_local_s": peer,
+                "read_ratio": read / peer,
+                "import_ratio": full / peer,
+            }
+        )
+    )
     shutil.rmtree(work, ignore_errors=True)
 
 

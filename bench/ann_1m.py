@@ -61,8 +61,12 @@ def main() -> None:
     centers /= np.linalg.norm(centers, axis=1, keepdims=True)
     work = Path(tempfile.mkdtemp(prefix="memctl-bench-ann-"))
     embedder = FakeEmbedder(DIM)
-    overrides = {"index_type": "ivf", "index_nprobe": args.nprobe, "embedding_cache": False,
-                 "index_checkpoint_every": 10**9}
+    overrides = {
+        "index_type": "ivf",
+        "index_nprobe": args.nprobe,
+        "embedding_cache": False,
+        "index_checkpoint_every": 10**9,
+    }
     store = memctl.open_store(work, "big", embedder=embedder, overrides=overrides)
     start = time.perf_counter()
     all_vectors = np.empty((args.size, DIM), dtype=np.float32)
@@ -70,8 +74,9 @@ def main() -> None:
         count = min(50_000, args.size - offset)
         vectors = make_vectors(count, rng, centers, 1.0)
         all_vectors[offset : offset + count] = vectors
-        store.insert_records([{"id": f"m{offset + i:07d}", "text": f"memory {offset + i}"} for i in range(count)],
-                             vectors, embedder.info)
+        store.insert_records(
+            [{"id": f"m{offset + i:07d}", "text": f"memory {offset + i}"} for i in range(count)], vectors, embedder.info
+        )
     insert_s = time.perf_counter() - start
     start = time.perf_counter()
     store.rebuild_index()
@@ -115,10 +120,26 @@ def main() -> None:
         ["build IVF index (s)", build_s, "", "", ""],
         ["store size on disk (MB)", disk_mb, "", "", ""],
     ]
-    print(table(f"P6: {args.size:,} memories, IVF nlist={index.index.nlist} nprobe={args.nprobe}, "
-                f"{args.queries} queries", ["what", "memctl (IVF)", "FAISS exact flat", "ratio", "target"], rows))
-    print(json.dumps({"p50_ms": p50, "p95_ms": p95, "recall10": recall, "flat_p50_ms": flat_p50,
-                      "open_s": open_s, "rss_after_open_mb": rss_open, "peak_rss_mb": rss_mb()}))
+    print(
+        table(
+            f"P6: {args.size:,} memories, IVF nlist={index.index.nlist} nprobe={args.nprobe}, {args.queries} queries",
+            ["what", "memctl (IVF)", "FAISS exact flat", "ratio", "target"],
+            rows,
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "p50_ms": p50,
+                "p95_ms": p95,
+                "recall10": recall,
+                "flat_p50_ms": flat_p50,
+                "open_s": open_s,
+                "rss_after_open_mb": rss_open,
+                "peak_rss_mb": rss_mb(),
+            }
+        )
+    )
     store.close()
     shutil.rmtree(work, ignore_errors=True)
 

@@ -22,9 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import python, run_child, table  # noqa: E402
 
-WORDS = ("user prefers dark mode deploy target kubernetes database postgres staging cluster region backup nightly "
-         "cron api gateway port billing stripe standup monday search index retention logs mobile app terraform "
-         "redis bucket frankfurt owner team review release branch main hotfix alert pager oncall budget").split()
+WORDS = (
+    "user prefers dark mode deploy target kubernetes database postgres staging cluster region backup nightly "
+    "cron api gateway port billing stripe standup monday search index retention logs mobile app terraform "
+    "redis bucket frankfurt owner team review release branch main hotfix alert pager oncall budget"
+).split()
 
 
 def texts(n: int) -> list[str]:
@@ -60,11 +62,17 @@ def main() -> None:
         model.encode(corpus, batch_size=64, normalize_embeddings=True)
         peer.append(args.size / (time.perf_counter() - start))
     o, p = statistics.median(ours), statistics.median(peer)
-    print(table(f"P5: import {args.size:,} short memories, medians of {args.runs} runs",
-                ["what", "memories/s", "note"],
-                [["memctl import (process, fresh store, model load included)", o, "default model, ONNX"],
-                 ["raw sentence-transformers encode (model preloaded)", p, "same texts, batch 64"],
-                 ["memctl / raw", o / p, "target ≥ 0.85"]]))
+    print(
+        table(
+            f"P5: import {args.size:,} short memories, medians of {args.runs} runs",
+            ["what", "memories/s", "note"],
+            [
+                ["memctl import (process, fresh store, model load included)", o, "default model, ONNX"],
+                ["raw sentence-transformers encode (model preloaded)", p, "same texts, batch 64"],
+                ["memctl / raw", o / p, "target ≥ 0.85"],
+            ],
+        )
+    )
     print(json.dumps({"memctl_per_s": o, "raw_per_s": p, "ratio": o / p}))
     shutil.rmtree(work, ignore_errors=True)
 

@@ -39,11 +39,35 @@ for i in np.argsort(-scores)[:10]:
         print(round(float(scores[i]), 3), texts[i])
 """
 
-SUBJECTS = ["the deploy pipeline", "the staging database", "the UI theme", "the backup job", "the API gateway",
-            "customer billing", "the team standup", "the search index", "log retention", "the mobile app"]
+SUBJECTS = [
+    "the deploy pipeline",
+    "the staging database",
+    "the UI theme",
+    "the backup job",
+    "the API gateway",
+    "customer billing",
+    "the team standup",
+    "the search index",
+    "log retention",
+    "the mobile app",
+]
 VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by"]
-OBJECTS = ["PostgreSQL 16", "Kubernetes", "dark mode", "a nightly cron", "port 8443", "Stripe", "Mondays at 9",
-           "OpenSearch", "30 days", "React Native", "Terraform", "Redis", "the acme-logs bucket", "Frankfurt"]
+OBJECTS = [
+    "PostgreSQL 16",
+    "Kubernetes",
+    "dark mode",
+    "a nightly cron",
+    "port 8443",
+    "Stripe",
+    "Mondays at 9",
+    "OpenSearch",
+    "30 days",
+    "React Native",
+    "Terraform",
+    "Redis",
+    "the acme-logs bucket",
+    "Frankfurt",
+]
 
 
 def build(home: Path, size: int) -> list[str]:
@@ -69,16 +93,25 @@ def main() -> None:
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-p1-"))
     # Build in a child: a child forked from a big parent reports the parent's RSS as its own peak.
-    subprocess.run([python(), "-c", f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); "
-                    f"from bench.cli_latency import build; from pathlib import Path; build(Path({str(home)!r}), "
-                    f"{args.size})"], check=True)
+    subprocess.run(
+        [
+            python(),
+            "-c",
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); "
+            f"from bench.cli_latency import build; from pathlib import Path; build(Path({str(home)!r}), "
+            f"{args.size})",
+        ],
+        check=True,
+    )
     env = {"MEMCTL_HOME": str(home)}
     subprocess.run([python(), "-m", "compileall", "-q", str(REPO / "memctl")], check=True)
     queries = [f"what does {s} use, question {i}" for i, s in enumerate(SUBJECTS * 3)][: args.runs]
     run_child([python(), "-m", "memctl", "load", "warm-up query", "--json"], env)  # page cache, ONNX export
     ours = [run_child([python(), "-m", "memctl", "load", q, "--json"], env) for q in queries]
-    peer = [run_child([python(), "-c", PEER, str(home / "peer_vectors.npy"), str(home / "peer_texts.txt"), q], env)
-            for q in queries]
+    peer = [
+        run_child([python(), "-c", PEER, str(home / "peer_vectors.npy"), str(home / "peer_texts.txt"), q], env)
+        for q in queries
+    ]
     helps = [run_child([python(), "-m", "memctl", "--help"], env) for _ in range(args.runs)]
     med = lambda xs, i: statistics.median(x[i] for x in xs)  # noqa: E731
     rows = [
@@ -87,10 +120,24 @@ def main() -> None:
         ["ratio peer / memctl", med(peer, 0) / med(ours, 0), med(peer, 1) / med(ours, 1), ""],
         ["memctl --help", med(helps, 0), med(helps, 1), "≤ 0.3 s"],
     ]
-    print(table(f"P1: {args.size:,} memories, medians of {args.runs} fresh processes", ["what", "wall s", "peak RSS MB",
-                                                                                        "target"], rows))
-    print(json.dumps({"p1_load_s": med(ours, 0), "p1_load_rss_mb": med(ours, 1), "peer_s": med(peer, 0),
-                      "peer_rss_mb": med(peer, 1), "help_s": med(helps, 0)}))
+    print(
+        table(
+            f"P1: {args.size:,} memories, medians of {args.runs} fresh processes",
+            ["what", "wall s", "peak RSS MB", "target"],
+            rows,
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "p1_load_s": med(ours, 0),
+                "p1_load_rss_mb": med(ours, 1),
+                "peer_s": med(peer, 0),
+                "peer_rss_mb": med(peer, 1),
+                "help_s": med(helps, 0),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,13 @@ FILTERS = [
 
 
 def metadata(i: int) -> dict:
-    return {"project": f"p{i % 100}", "tags": [f"t{(i * 7) % 100}", f"x{i % 3}"], "priority": i % 10,
-            "lang": f"l{(i // 10) % 10}", "score": (i % 1000) / 10}
+    return {
+        "project": f"p{i % 100}",
+        "tags": [f"t{(i * 7) % 100}", f"x{i % 3}"],
+        "priority": i % 10,
+        "lang": f"l{(i // 10) % 10}",
+        "score": (i % 1000) / 10,
+    }
 
 
 def median_ms(fn, runs: int) -> float:
@@ -57,8 +62,9 @@ def load(store, embedder, vectors, texts, areas) -> float:
     start = time.perf_counter()
     for begin in range(0, len(texts), 10_000):
         end = min(begin + 10_000, len(texts))
-        records = [{"id": f"m{i:06d}", "text": texts[i], "area": areas[i], "metadata": metadata(i)}
-                   for i in range(begin, end)]
+        records = [
+            {"id": f"m{i:06d}", "text": texts[i], "area": areas[i], "metadata": metadata(i)} for i in range(begin, end)
+        ]
         store.insert_records(records, vectors[begin:end], embedder.info)
     return len(texts) / (time.perf_counter() - start)
 
@@ -87,8 +93,9 @@ def pg_url(args, stack: list) -> str:
     url = args.url or os.environ.get("MEMCTL_TEST_PG_URL")
     if url:
         return url
-    started = subprocess.run(["bash", str(REPO / "scripts" / "pg_test_server.sh"), "start"], check=True,
-                             capture_output=True, text=True).stdout
+    started = subprocess.run(
+        ["bash", str(REPO / "scripts" / "pg_test_server.sh"), "start"], check=True, capture_output=True, text=True
+    ).stdout
     values = dict(line.split("=", 1) for line in started.split() if "=" in line)
     stack.append(values["MEMCTL_TEST_PG_DIR"])
     return values["MEMCTL_TEST_PG_URL"]
@@ -125,8 +132,9 @@ def main() -> None:
                     conn.execute(f"CREATE SCHEMA {schema}")
                 url = with_options(base, schema)
             try:
-                with memctl.open_store(root, backend, embedder=embedder, store=url or "embedded",
-                                       overrides={"embedding_cache": False}) as store:
+                with memctl.open_store(
+                    root, backend, embedder=embedder, store=url or "embedded", overrides={"embedding_cache": False}
+                ) as store:
                     if backend == "postgres":  # no HNSW upkeep during the load: filtered search is exact
                         with mock.patch.object(type(store), "_ensure_vector_index", lambda self, dim: None):
                             loads[backend] = load(store, embedder, vectors, texts, areas)
@@ -154,8 +162,10 @@ def main() -> None:
     header = ["filter (1 % of the store)"]
     for backend in results:
         header += [f"{backend}: matches", "SQL ms", "Python ms", "ratio", "same hits"]
-    title = (f"{args.size:,} memories; filtered top-10 search, median ms per query ({args.queries} queries × "
-             f"{args.runs} runs); load: " + ", ".join(f"{b} {r:,.0f}/s" for b, r in loads.items()))
+    title = (
+        f"{args.size:,} memories; filtered top-10 search, median ms per query ({args.queries} queries × "
+        f"{args.runs} runs); load: " + ", ".join(f"{b} {r:,.0f}/s" for b, r in loads.items())
+    )
     print(table(title, header, rows))
 
 

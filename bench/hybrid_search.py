@@ -40,17 +40,69 @@ from bench._common import table  # noqa: E402
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # whose shipped calibration scores the results
 NAMES = ["Alice", "Bob", "Caroline", "Melanie", "Jon", "Gina", "Priya", "Tomasz"]
-TOPICS = ["the deploy pipeline", "the staging database", "the UI theme", "the backup job", "the API gateway",
-          "customer billing", "the team standup", "the search index", "log retention", "the mobile app",
-          "my sister's wedding", "a pottery class", "the dog Max", "marathon training", "a trip to Lisbon"]
-VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by",
-         "started", "finished", "talked about", "was worried about"]
-OBJECTS = ["PostgreSQL 16", "Kubernetes", "dark mode", "a nightly cron", "port 8443", "Stripe", "Mondays at 9",
-           "OpenSearch", "30 days", "React Native", "Terraform", "Redis", "the acme-logs bucket", "Frankfurt",
-           "three weeks", "her new job", "the blue vase", "a half marathon", "order 48213", "version 2.4"]
-QUESTIONS = ["What does {n} say about {t}?", "When did {n} mention {o}?", "Who talked about {t}?",
-             "How long has {t} {v} {o}?", "What did {n} decide on {t} and {o}?", "Which day is {t}?",
-             "Where does {t} run?", "Why was {n} worried about {o}?"]
+TOPICS = [
+    "the deploy pipeline",
+    "the staging database",
+    "the UI theme",
+    "the backup job",
+    "the API gateway",
+    "customer billing",
+    "the team standup",
+    "the search index",
+    "log retention",
+    "the mobile app",
+    "my sister's wedding",
+    "a pottery class",
+    "the dog Max",
+    "marathon training",
+    "a trip to Lisbon",
+]
+VERBS = [
+    "uses",
+    "depends on",
+    "moved to",
+    "is configured with",
+    "must avoid",
+    "prefers",
+    "runs on",
+    "is owned by",
+    "started",
+    "finished",
+    "talked about",
+    "was worried about",
+]
+OBJECTS = [
+    "PostgreSQL 16",
+    "Kubernetes",
+    "dark mode",
+    "a nightly cron",
+    "port 8443",
+    "Stripe",
+    "Mondays at 9",
+    "OpenSearch",
+    "30 days",
+    "React Native",
+    "Terraform",
+    "Redis",
+    "the acme-logs bucket",
+    "Frankfurt",
+    "three weeks",
+    "her new job",
+    "the blue vase",
+    "a half marathon",
+    "order 48213",
+    "version 2.4",
+]
+QUESTIONS = [
+    "What does {n} say about {t}?",
+    "When did {n} mention {o}?",
+    "Who talked about {t}?",
+    "How long has {t} {v} {o}?",
+    "What did {n} decide on {t} and {o}?",
+    "Which day is {t}?",
+    "Where does {t} run?",
+    "Why was {n} worried about {o}?",
+]
 
 
 def make_texts(n: int, seed: int = 0) -> tuple[list[str], list[dict[str, Any]]]:
@@ -63,12 +115,20 @@ def make_texts(n: int, seed: int = 0) -> tuple[list[str], list[dict[str, Any]]]:
         turn += 1
         speaker = NAMES[(session + turn) % len(NAMES)]
         other = rng.choice(NAMES)
-        text = (f"{speaker}: {rng.choice(TOPICS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}"
-                + (f", {other} said" if rng.random() < 0.3 else "")
-                + (f" (ticket {rng.randrange(10**5)})" if rng.random() < 0.2 else ""))
+        text = (
+            f"{speaker}: {rng.choice(TOPICS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}"
+            + (f", {other} said" if rng.random() < 0.3 else "")
+            + (f" (ticket {rng.randrange(10**5)})" if rng.random() < 0.2 else "")
+        )
         texts.append(text if rng.random() < 0.8 else f"Yes! {rng.choice(OBJECTS)}.")
-        metas.append({"speaker": speaker, "session": f"s{session}", "date": f"2024-{1 + session % 12:02d}-"
-                      f"{1 + session % 28:02d}", "seq": i})
+        metas.append(
+            {
+                "speaker": speaker,
+                "session": f"s{session}",
+                "date": f"2024-{1 + session % 12:02d}-{1 + session % 28:02d}",
+                "seq": i,
+            }
+        )
     return texts, metas
 
 
@@ -76,8 +136,9 @@ def make_queries(count: int, seed: int = 1) -> list[str]:
     rng = random.Random(seed)
     out = []
     for i in range(count):
-        q = rng.choice(QUESTIONS).format(n=rng.choice(NAMES), t=rng.choice(TOPICS), o=rng.choice(OBJECTS),
-                                         v=rng.choice(VERBS))
+        q = rng.choice(QUESTIONS).format(
+            n=rng.choice(NAMES), t=rng.choice(TOPICS), o=rng.choice(OBJECTS), v=rng.choice(VERBS)
+        )
         out.append(q if i % 5 else q.rstrip("?") + f" ticket {rng.randrange(10**5)}?")
     return out
 
@@ -91,8 +152,11 @@ def build(folder: Path, n: int) -> Any:
     store = memctl.open_store(folder, "bench", embedder=embedder, overrides={"embedding_cache": False})
     for start in range(0, n, 10_000):
         end = min(start + 10_000, n)
-        store.insert_records([{"id": f"m{i:06d}", "text": texts[i], "area": "main", "metadata": metas[i]}
-                              for i in range(start, end)], embedder.embed(texts[start:end]), embedder.info)
+        store.insert_records(
+            [{"id": f"m{i:06d}", "text": texts[i], "area": "main", "metadata": metas[i]} for i in range(start, end)],
+            embedder.embed(texts[start:end]),
+            embedder.info,
+        )
     store.rebuild_index()
     return store
 
@@ -127,8 +191,11 @@ def parts(store: Any) -> tuple[Any, Any]:
 
     def fts(query: str) -> Any:
         expression = match_expression(query_tokens(query))
-        return store.db.execute("SELECT rowid, -bm25(memories_fts) AS s FROM memories_fts WHERE memories_fts "
-                                "MATCH ? ORDER BY s DESC LIMIT ?", (expression, depth)).fetchall()
+        return store.db.execute(
+            "SELECT rowid, -bm25(memories_fts) AS s FROM memories_fts WHERE memories_fts "
+            "MATCH ? ORDER BY s DESC LIMIT ?",
+            (expression, depth),
+        ).fetchall()
 
     return dense, fts
 
@@ -138,7 +205,7 @@ def interleaved(fns: dict[str, Any], queries: list[str], runs: int) -> dict[str,
     for _ in range(runs):
         samples: dict[str, list[float]] = {name: [] for name in names}
         for i, q in enumerate(queries):
-            for name in names[i % len(names):] + names[: i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 start = time.perf_counter()
                 fns[name](q)
                 samples[name].append(time.perf_counter() - start)
@@ -180,20 +247,52 @@ def main() -> None:
             return store.search(query)
 
         passes = interleaved({"hybrid": store.search, "fresh": fresh, "faiss": dense, "fts": fts}, queries, args.runs)
-        hybrid, first, faiss_ms, fts_ms = (statistics.median(passes[k]) * 1000
-                                           for k in ("hybrid", "fresh", "faiss", "fts"))
-        rows.append([f"{n:,}", hybrid, first, faiss_ms, fts_ms, hybrid / (faiss_ms + fts_ms),
-                     first / (faiss_ms + fts_ms), "≤ 20 ms" if n >= 100_000 else ""])
-        out.append({"size": n, "hybrid_ms": hybrid, "hybrid_fresh_ms": first, "faiss_ms": faiss_ms, "fts_ms": fts_ms,
-                    "ratio": hybrid / (faiss_ms + fts_ms), "hybrid_passes_ms": [p * 1000 for p in passes["hybrid"]]})
+        hybrid, first, faiss_ms, fts_ms = (
+            statistics.median(passes[k]) * 1000 for k in ("hybrid", "fresh", "faiss", "fts")
+        )
+        rows.append(
+            [
+                f"{n:,}",
+                hybrid,
+                first,
+                faiss_ms,
+                fts_ms,
+                hybrid / (faiss_ms + fts_ms),
+                first / (faiss_ms + fts_ms),
+                "≤ 20 ms" if n >= 100_000 else "",
+            ]
+        )
+        out.append(
+            {
+                "size": n,
+                "hybrid_ms": hybrid,
+                "hybrid_fresh_ms": first,
+                "faiss_ms": faiss_ms,
+                "fts_ms": fts_ms,
+                "ratio": hybrid / (faiss_ms + fts_ms),
+                "hybrid_passes_ms": [p * 1000 for p in passes["hybrid"]],
+            }
+        )
         store.close()
         shutil.rmtree(work, ignore_errors=True)
-    print(table(f"hybrid store.search vs its parts, embedded, query embedding excluded; median of {args.runs} passes "
-                f"x {args.queries} queries; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
-                f"{os.cpu_count()} CPUs",
-                ["memories", "hybrid ms", "hybrid, nothing kept ms", "FAISS top-50 ms", "FTS5 top-50 ms",
-                 "hybrid / parts", "nothing kept / parts", "goal"],
-                rows))
+    print(
+        table(
+            f"hybrid store.search vs its parts, embedded, query embedding excluded; median of {args.runs} passes "
+            f"x {args.queries} queries; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
+            f"{os.cpu_count()} CPUs",
+            [
+                "memories",
+                "hybrid ms",
+                "hybrid, nothing kept ms",
+                "FAISS top-50 ms",
+                "FTS5 top-50 ms",
+                "hybrid / parts",
+                "nothing kept / parts",
+                "goal",
+            ],
+            rows,
+        )
+    )
     print(json.dumps(out))
     if args.dump:
         Path(args.dump).write_text(json.dumps(dumped, indent=0), encoding="utf-8")

@@ -138,9 +138,16 @@ def fill(store, memories: list[Stored]) -> None:
     if not memories:
         return
     vectors = store.embedder.embed([m.text for m in memories])
-    records = [{"text": m.text, "area": m.area, "created_at": m.when.isoformat(timespec="milliseconds"),
-                "updated_at": m.when.isoformat(timespec="milliseconds"), "metadata": {"importance": m.importance}}
-               for m in memories]
+    records = [
+        {
+            "text": m.text,
+            "area": m.area,
+            "created_at": m.when.isoformat(timespec="milliseconds"),
+            "updated_at": m.when.isoformat(timespec="milliseconds"),
+            "metadata": {"importance": m.importance},
+        }
+        for m in memories
+    ]
     store.insert_records(records, vectors, store.embedder.info, actor="bench", op="import")
 
 
@@ -169,9 +176,11 @@ class Tally:
             self.newer_first += all(block.index(probe.want) < block.index(o) for o in older)
 
     def row(self) -> list[str]:
-        return [f"{self.found}/{self.positive} ({pct(self.found, self.positive)})",
-                f"{self.silent}/{self.negative} ({pct(self.silent, self.negative)})",
-                f"{self.newer_first}/{self.pairs} ({pct(self.newer_first, self.pairs)})" if self.pairs else "-"]
+        return [
+            f"{self.found}/{self.positive} ({pct(self.found, self.positive)})",
+            f"{self.silent}/{self.negative} ({pct(self.silent, self.negative)})",
+            f"{self.newer_first}/{self.pairs} ({pct(self.newer_first, self.pairs)})" if self.pairs else "-",
+        ]
 
 
 def pct(a: int, b: int) -> str:
@@ -189,12 +198,15 @@ def evaluate(folder: Path, home: Path, settings: dict[str, dict], seed: int, det
     import memctl
 
     all_series = load_series(folder, seed)
-    tallies: dict[tuple[str, str], Tally] = {(layout, name): Tally() for layout in ("series", "half", "history")
-                                             for name in settings}
+    tallies: dict[tuple[str, str], Tally] = {
+        (layout, name): Tally() for layout in ("series", "half", "history") for name in settings
+    }
     slug = re.sub(r"[^a-z0-9]+", "-", folder.name.lower()).strip("-")[:30] or "corpus"
     for number, series in enumerate(all_series):
-        for layout, memories in (("series", list(series.memories.values())),
-                                 ("history", list(series.memories.values()) + list(series.superseded.values()))):
+        for layout, memories in (
+            ("series", list(series.memories.values())),
+            ("history", list(series.memories.values()) + list(series.superseded.values())),
+        ):
             if layout == "history" and not series.superseded:
                 continue
             with memctl.open_store(home, f"{slug}-{layout}-{number}") as store:
@@ -215,9 +227,11 @@ def evaluate(folder: Path, home: Path, settings: dict[str, dict], seed: int, det
     for (layout, name), tally in tallies.items():
         if not tally.positive + tally.negative:
             continue
-        where = {"series": f"series ({len(all_series)} stores, {count} memories)",
-                 "half": f"half (1 store, {count} memories)",
-                 "history": "history (series stores keeping superseded values)"}[layout]
+        where = {
+            "series": f"series ({len(all_series)} stores, {count} memories)",
+            "half": f"half (1 store, {count} memories)",
+            "history": "history (series stores keeping superseded values)",
+        }[layout]
         rows.append([folder.name, where, name, *tally.row()])
         if details:
             for miss in tally.misses:
@@ -228,10 +242,15 @@ def evaluate(folder: Path, home: Path, settings: dict[str, dict], seed: int, det
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, action="append", default=[], help="a corpus folder (repeatable)")
-    parser.add_argument("--weight", type=float, default=None,
-                        help="rank_importance_weight for 'on' (default: the configured one if > 0, else 0.2)")
-    parser.add_argument("--half-life", type=float, default=None,
-                        help="rank_recency_half_life for 'on' (default: the configured one)")
+    parser.add_argument(
+        "--weight",
+        type=float,
+        default=None,
+        help="rank_importance_weight for 'on' (default: the configured one if > 0, else 0.2)",
+    )
+    parser.add_argument(
+        "--half-life", type=float, default=None, help="rank_recency_half_life for 'on' (default: the configured one)"
+    )
     parser.add_argument("--grid", action="store_true", help="several weights and half-lives (for the tune half)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the dates spread over the year")
     parser.add_argument("--details", action="store_true", help="list missed probes (stderr)")
@@ -252,16 +271,31 @@ def main() -> None:
             for h in (0.0, 90.0, 365.0):
                 settings[f"w={w} hl={h:g}"] = {"rank_importance_weight": w, "rank_recency_half_life": h}
     else:
-        settings[f"on (w={weight} hl={half_life:g})"] = {"rank_importance_weight": weight,
-                                                         "rank_recency_half_life": half_life}
+        settings[f"on (w={weight} hl={half_life:g})"] = {
+            "rank_importance_weight": weight,
+            "rank_recency_half_life": half_life,
+        }
     rows: list[list[object]] = []
     for folder in args.corpus:
         rows += evaluate(folder, home, settings, args.seed, args.details)
-    print(table(f"Recall with the importance/recency re-ranking off and on ({model}, recall defaults otherwise)",
-                ["corpus", "stores", "ranking", "recall finds answer", "silent on negatives", "newer first"], rows))
+    print(
+        table(
+            f"Recall with the importance/recency re-ranking off and on ({model}, recall defaults otherwise)",
+            ["corpus", "stores", "ranking", "recall finds answer", "silent on negatives", "newer first"],
+            rows,
+        )
+    )
     keys = ["corpus", "stores", "ranking", "recall", "silent_on_negatives", "newer_first"]
-    print(json.dumps({"bench": "importance_ranking", "model": model,
-                      "rows": [dict(zip(keys, map(str, row), strict=True)) for row in rows]}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                "bench": "importance_ranking",
+                "model": model,
+                "rows": [dict(zip(keys, map(str, row), strict=True)) for row in rows],
+            },
+            ensure_ascii=False,
+        )
+    )
 
 
 if __name__ == "__main__":

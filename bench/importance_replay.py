@@ -32,8 +32,10 @@ class Scripted:
     def __init__(self) -> None:
         from memctl.llm import load_prompt
 
-        self.kinds = {load_prompt(name)[0].strip(): name for name in
-                      ("memorize_fragments", "memorize_solutions", "memorize_keywords", "consolidate")}
+        self.kinds = {
+            load_prompt(name)[0].strip(): name
+            for name in ("memorize_fragments", "memorize_solutions", "memorize_keywords", "consolidate")
+        }
         self.case: dict = {}
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
@@ -52,12 +54,22 @@ class Scripted:
     def decide(self, message: str) -> str:
         candidate = message.split(":\n", 1)[1].split("\n\nMost similar", 1)[0].strip()
         block = message.split("(index. [score] text):", 1)[-1]
-        shown = [t for _, t in sorted(re.findall(r"^(\d+)\. \[[0-9.]+\] (.*)$", block, flags=re.MULTILINE),
-                                      key=lambda item: int(item[0]))]
+        shown = [
+            t
+            for _, t in sorted(
+                re.findall(r"^(\d+)\. \[[0-9.]+\] (.*)$", block, flags=re.MULTILINE), key=lambda item: int(item[0])
+            )
+        ]
         for change in self.case.get("updates") or []:
             if candidate in change["new"] and change["old"] in shown:
-                return json.dumps({"action": "update", "targets": [shown.index(change["old"])], "text": candidate,
-                                   "reason": "the value changed"})
+                return json.dumps(
+                    {
+                        "action": "update",
+                        "targets": [shown.index(change["old"])],
+                        "text": candidate,
+                        "reason": "the value changed",
+                    }
+                )
         if candidate in shown:
             return json.dumps({"action": "skip", "targets": [shown.index(candidate)], "reason": "already stored"})
         return json.dumps({"action": "keep_separate", "targets": [], "reason": "a different fact"})
@@ -89,10 +101,17 @@ def main() -> None:
                 report = memorize_files(store, [path], llm)
                 for outcome in report.transcripts[0].candidates:
                     note = next((n for n in outcome.notes if n.startswith("importance ")), "")
-                    rows.append({"transcript": path.stem, "series": series, "area": outcome.area,
-                                 "fate": outcome.fate, "importance": float(note.split()[1].rstrip(":")) if note
-                                 else None, "why": note.split(": ", 1)[1] if ": " in note else "",
-                                 "text": outcome.text})
+                    rows.append(
+                        {
+                            "transcript": path.stem,
+                            "series": series,
+                            "area": outcome.area,
+                            "fate": outcome.fate,
+                            "importance": float(note.split()[1].rstrip(":")) if note else None,
+                            "why": note.split(": ", 1)[1] if ": " in note else "",
+                            "text": outcome.text,
+                        }
+                    )
             stored = {m.text: m.metadata.get("importance") for m in store.list(limit=10_000)[0]}
             for row in rows:
                 if row["series"] == series:
@@ -106,8 +125,10 @@ def main() -> None:
     for r in rows:
         if r["fate"] == "gated":
             continue
-        print(f"{r['transcript']:<10}  {r['area']:<9}  {r['fate']:<13}  {r['importance']!s:<10}  "
-              f"{r['why']} -> {r['text'][:90]}")
+        print(
+            f"{r['transcript']:<10}  {r['area']:<9}  {r['fate']:<13}  {r['importance']!s:<10}  "
+            f"{r['why']} -> {r['text'][:90]}"
+        )
     spread: dict[float, int] = defaultdict(int)
     for r in kept:
         spread[r["importance"]] += 1

@@ -71,8 +71,13 @@ def memctl_import(kb: Path, home: Path, cache: bool) -> tuple[float, dict]:
     env = {**os.environ, "MEMCTL_HOME": str(home), "MEMCTL_EMBEDDING_CACHE": "true" if cache else "false"}
     env.pop("MEMCTL_EMBEDDING_PROVIDER", None)
     start = time.perf_counter()
-    proc = subprocess.run([python(), "-m", "memctl", "import-knowledge", str(kb), "--json"], capture_output=True,
-                          text=True, env=env, cwd=REPO)
+    proc = subprocess.run(
+        [python(), "-m", "memctl", "import-knowledge", str(kb), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 4):
         raise RuntimeError(f"import-knowledge failed ({proc.returncode}): {proc.stderr}")
@@ -153,19 +158,38 @@ def main() -> None:
     off, on = statistics.median(timings["off"]), statistics.median(timings["on"])
     rate_off, rate_on, rate_raw = len(unique) / off, len(unique) / on, len(unique) / raw
     summary = docs["off"]["summary"]
-    print(table(
-        f"Knowledge import: {summary['new']} files ({summary['failed']} unreadable, {summary['skipped']} skipped) "
-        f"from {args.source}, {total} chunks, {len(unique)} distinct; medians of {args.runs} runs",
-        ["what", "seconds", "chunks/s", "memctl / raw"],
-        [["memctl import-knowledge, fresh store, cache off (process)", off, rate_off, rate_off / rate_raw],
-         ["memctl import-knowledge, fresh store, cache on (cold)", on, rate_on, rate_on / rate_raw],
-         ["raw sentence-transformers encode, batch 64 (model preloaded)", raw, rate_raw, 1.0],
-         [f"no-change re-run (process): embedded {rerun_doc['embedded']}", rerun_wall, "-", "target ≤ 2 s"],
-         [f"no-change re-run (API): {api_calls} embed calls, {api_texts} texts", api_seconds, "-", "target 0"]]))
-    print(json.dumps({"files": summary["new"], "chunks": total, "distinct": len(unique), "memctl_s": off,
-                      "memctl_cache_on_s": on, "raw_s": raw, "memctl_per_s": rate_off, "raw_per_s": rate_raw,
-                      "ratio": rate_off / rate_raw, "rerun_s": rerun_wall, "rerun_embedded": rerun_doc["embedded"],
-                      "rerun_api_calls": api_calls}))
+    print(
+        table(
+            f"Knowledge import: {summary['new']} files ({summary['failed']} unreadable, {summary['skipped']} skipped) "
+            f"from {args.source}, {total} chunks, {len(unique)} distinct; medians of {args.runs} runs",
+            ["what", "seconds", "chunks/s", "memctl / raw"],
+            [
+                ["memctl import-knowledge, fresh store, cache off (process)", off, rate_off, rate_off / rate_raw],
+                ["memctl import-knowledge, fresh store, cache on (cold)", on, rate_on, rate_on / rate_raw],
+                ["raw sentence-transformers encode, batch 64 (model preloaded)", raw, rate_raw, 1.0],
+                [f"no-change re-run (process): embedded {rerun_doc['embedded']}", rerun_wall, "-", "target ≤ 2 s"],
+                [f"no-change re-run (API): {api_calls} embed calls, {api_texts} texts", api_seconds, "-", "target 0"],
+            ],
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "files": summary["new"],
+                "chunks": total,
+                "distinct": len(unique),
+                "memctl_s": off,
+                "memctl_cache_on_s": on,
+                "raw_s": raw,
+                "memctl_per_s": rate_off,
+                "raw_per_s": rate_raw,
+                "ratio": rate_off / rate_raw,
+                "rerun_s": rerun_wall,
+                "rerun_embedded": rerun_doc["embedded"],
+                "rerun_api_calls": api_calls,
+            }
+        )
+    )
     shutil.rmtree(work, ignore_errors=True)
 
 

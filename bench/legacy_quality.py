@@ -49,8 +49,10 @@ MAX_FRAGMENT_CHARS = 600
 MAX_SOLUTION_CHARS = 2000
 _WORD = re.compile(r"[^\W_](?:[\w'’.\-/@:+]*[^\W_])?", re.UNICODE)
 _WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
-           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
 
 # --- individual rules: each returns a short detail (what matched) or None -------------------------
 
@@ -59,24 +61,28 @@ _GREETING = re.compile(
     r"see you|you'?re welcome|ok(ay)?|great|perfect)\b[\s!.,:;)\-]*\w{0,12}[\s!.]*$"
     r"|\b(greet(s|ed|ing)?|said (hi|hello|hey|bye|goodbye|thanks)|thank(s|ed) the (assistant|agent)|"
     r"small talk|asked how (its|the assistant'?s|the agent'?s|your) day)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _DATE_ONLY = re.compile(
     rf"^\s*(today|tomorrow|yesterday|tonight|the (current )?date|the day|it)\s*('s|’s| is| was| will be)\s+"
     rf"((a|the)\s+)?({_WEEKDAYS}|{_MONTHS}|\d|\s|,|\.|-|/|of|the|st|nd|rd|th)+$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _AGENT_SUBJECT = re.compile(
     r"^\s*(the\s+)?(agent|assistant|ai|bot|model|llm|chatbot|i|we|memctl|it|claude|gpt)\s+(has\s+|have\s+|had\s+|"
     r"then\s+|also\s+|just\s+|successfully\s+|first\s+)*(\w+ed|ran|wrote|made|built|set|put|did|sent|found|gave|"
     r"took|got|read|kept|began|chose|brought|told|showed|shown|done|run|written|searched|fixed|tried)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # A text that opens with a past-tense verb and no subject: "Created /tmp/x", "Ran the tests".
 _VERB_FIRST = re.compile(
     r"^\s*(created|deleted|removed|ran|edited|updated|installed|uninstalled|wrote|added|fixed|generated|"
     r"executed|searched|opened|saved|renamed|moved|copied|deployed|reformatted|applied|restarted|started|"
     r"stopped|built|downloaded|uploaded|committed|pushed|merged|sent|booked|scheduled|reset|changed)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _COMMAND_OUTPUT = re.compile(
     r"\b\d+\s+(passed|failed|errors?|skipped|warnings?|deselected|xfailed|xpassed)\b"
@@ -101,7 +107,8 @@ _COMMAND_OUTPUT = re.compile(
     r"|\b(collected|processed|found|inserted|deleted|updated|scanned|indexed|shows|wrote|copied|affected)\s+"
     r"\d+\s+(\w+\s+)?(items?|files?|rows?|records?|tests?|packages?|events?|lines?|objects?|documents?)\b"
     r"|\b(stdout|stderr|exit code|[$#] \w+)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _CALCULATION = re.compile(
     r"[-+−]?\d[\d.,]*\s*(°\s?[cfk]|%|[a-z]{1,12})?\s*(\)\s*)?(=|≈|~|is (about|around|roughly|approximately|"
@@ -109,7 +116,8 @@ _CALCULATION = re.compile(
     r"[-+−]?\d[\d.,]*\s*(°\s?[cfk]|%|[a-z]{1,12})?\s*\.?$"
     r"|\b\w+\((['\"]?[\w.]+['\"]?)\)\s*(rounds?|returns?|gives|yields|evaluates|equals|is)\b"
     r"|^\s*[-+−]?\d[\d.,]*\s*(°\s?[cfk]|[a-z]{1,12})?\s+(of\s+)?[\w\s]{0,30}(=|≈)\s*[-+−]?\d",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _LOCAL = re.compile(
     r"\blocalhost\b|\b127\.\d+\.\d+\.\d+\b|\b0\.0\.0\.0\b|\[::1\]"
@@ -124,7 +132,8 @@ _LOCAL = re.compile(
     r"instance|box|machine|container|cluster|checkout)\s+(has|had|holds|contains|shows|is at|at|runs at|"
     r"running (at|on)|listens|listening|is (up|down|running))\b"
     r"|\b(checkout|clone|working copy|repo(sitory)?|code)\s+(lives|is|sits)\s+(at|in|under)\s+[~/]",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _EPHEMERAL_ID = [
     re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,}\b"),  # commit, task, container ids
@@ -132,8 +141,11 @@ _EPHEMERAL_ID = [
     re.compile(r"(^|\s)#\d{3,}\b"),  # ticket #48213
     re.compile(r"\b[A-Z]{2,5}-\d{3,}(-\d+)*\b"),  # TDC-55819, INV-2024-0891
     re.compile(r"\b(?=\w*[a-z])(?=\w*[A-Z])(?=\w*\d)[A-Za-z0-9]{4,}-[A-Za-z0-9]{3,}\b"),  # Zk81-QQ7e
-    re.compile(r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|job|build|run|pid|"
-               r"session|transaction|tracking)\s+(number|no\.?|id|#)?\s*[:#]?\s*[A-Z0-9][\w-]*\d", re.IGNORECASE),
+    re.compile(
+        r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|job|build|run|pid|"
+        r"session|transaction|tracking)\s+(number|no\.?|id|#)?\s*[:#]?\s*[A-Z0-9][\w-]*\d",
+        re.IGNORECASE,
+    ),
 ]
 
 _RECURRING = re.compile(
@@ -141,9 +153,13 @@ _RECURRING = re.compile(
     rf"by default|default|going forward|from now on|in general|whenever|all|any|"
     rf"(mornings|afternoons|evenings|nights|weekends|weekdays|weeknights)|({_WEEKDAYS})s)\b"
     rf"|\b({_WEEKDAYS})\s+(and|&|or)\s+({_WEEKDAYS})\b",
-    re.IGNORECASE)
-_DURABLE_DATE = re.compile(r"\b(born|birthday|anniversary|since|founded|established|started in|joined in|"
-                           r"every year|annually|each year)\b", re.IGNORECASE)
+    re.IGNORECASE,
+)
+_DURABLE_DATE = re.compile(
+    r"\b(born|birthday|anniversary|since|founded|established|started in|joined in|"
+    r"every year|annually|each year)\b",
+    re.IGNORECASE,
+)
 _TEMPORAL = re.compile(
     rf"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week|weekend|month|year|sprint|quarter)|"
     rf"this week's|tonight's|today's|tomorrow's|right now|at the moment|for now|for the time being|"
@@ -158,12 +174,14 @@ _TEMPORAL = re.compile(
     rf"blocked|waiting|in|at|on|away|traveling|travelling|sick)\b"
     rf"|\b(weather|forecast)\b"
     rf"|\b(todo|fixme|wip|tmp|test marker|placeholder)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _CLOCK = re.compile(r"(?<![\d.:])([01]?\d|2[0-3])(:|h)[0-5]\d\b(?![.:]\d)|\b\d{1,2}\s?(am|pm)\b", re.IGNORECASE)
 _DATE = re.compile(
     rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}[./]\d{{1,2}}[./]\d{{2,4}}\b"
     rf"|\b\d{{1,2}}(st|nd|rd|th)?\s+({_MONTHS})\b|\b({_MONTHS})\s+\d{{1,2}}(st|nd|rd|th)?\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _WEEKDAY = re.compile(rf"\b({_WEEKDAYS})\b", re.IGNORECASE)
 
 _ONE_OFF = re.compile(
@@ -179,12 +197,18 @@ _ONE_OFF = re.compile(
     r"wondering|waiting for)\b"
     r"|^\s*(please|can you|could you|would you|let'?s|book|find|set|remind|check|add|create|send|make|write|"
     r"tell|show|give|translate|summari[sz]e|convert|calculate|plan|look up|search)\b",
-    re.IGNORECASE)
-_DURABLE_WANT = re.compile(r"\b(always|every|everything|all|any|never|by default|default|from now on|"
-                           r"going forward|in general|whenever|each)\b", re.IGNORECASE)
+    re.IGNORECASE,
+)
+_DURABLE_WANT = re.compile(
+    r"\b(always|every|everything|all|any|never|by default|default|from now on|"
+    r"going forward|in general|whenever|each)\b",
+    re.IGNORECASE,
+)
 
-_IRREGULAR_PAST = ("ran|got|wrote|fell|rose|went|saw|took|began|ate|flew|grew|knew|drove|drew|broke|chose|gave|"
-                   "came|became|spoke|stole|threw|woke|wore|sank|sang|swam|shook|forgot|froze|hid|bit|tore")
+_IRREGULAR_PAST = (
+    "ran|got|wrote|fell|rose|went|saw|took|began|ate|flew|grew|knew|drove|drew|broke|chose|gave|"
+    "came|became|spoke|stole|threw|woke|wore|sank|sang|swam|shook|forgot|froze|hid|bit|tore"
+)
 _PAST_EVENT = re.compile(
     rf"\b({_IRREGULAR_PAST})\b"
     r"|\b(was|were)\s+(\w+ly\s+)?(\w+ed|sent|built|made|run|done|set|put|cut|hit|shut|split|rebuilt|"
@@ -193,10 +217,12 @@ _PAST_EVENT = re.compile(
     r"|\b\w+ed\s+\d+\s+[a-z]+s\b"  # shifted 14 events, reformatted 37 files
     r"|(^|\s)[\w:./-]*\d[\w:./-]*\s+(started|stopped|finished|completed|deployed|failed|crashed|exited|"
     r"restarted|created|deleted|succeeded|timed out)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(\w+ly\s+)?\w+ed\b", re.IGNORECASE)
 
-_VERBS = set("""
+_VERBS = set(
+    """
 is are am was were be been being has have had do does did can could must should shall will would may might
 prefer prefers preferred like likes love loves hate hates dislike dislikes want wants need needs use uses used
 live lives work works run runs deploy deploys host hosts own owns lead leads manage manages speak speaks
@@ -209,30 +235,37 @@ starts finish finishes handle handles track tracks send sends receive receives t
 pin pins lock locks limit limits block blocks cap caps forbid forbids ban bans mandate mandates insist insists
 care cares value values favour favours favor favors choose chooses pick picks tend tends commute commutes
 report reports reply replies respond responds answer answers review reviews approve approves test tests
-""".split())
+""".split()
+)
 
-_STOP = set("""
+_STOP = set(
+    """
 a an the and or but nor of to in on at by for with from into onto over under as than then that this these those
 it its it's is are am was were be been being has have had do does did can could must should shall will would may
 might not no never ever all any every each some such very just only also so too there here their them they he she
 his her our ours we you your i me my mine about after before via per if when while which who whom whose what where
 why how
-""".split())
+""".split()
+)
 # Words that frame a memory without carrying its content ("User prefers ...").
-_FRAME = set("""
+_FRAME = set(
+    """
 user user's users assistant agent prefer prefers preferred preference want wants like likes use uses using used
 always never should must need needs please keep thing things way lot always also really
-""".split())
+""".split()
+)
 
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-_AFTER_VERB = set("""
+_AFTER_VERB = set(
+    """
 in on at to for with from by into onto via over under about as the a an all every each its their his her our my
 your only always never no some any more less up out off down back it them him us
-""".split())
+""".split()
+)
 
 
 def _has_verb(words: Sequence[str]) -> bool:
@@ -241,12 +274,19 @@ def _has_verb(words: Sequence[str]) -> bool:
         return True
     # an -s / -ed form followed by what follows verbs ("Orbit Freight signs in", "orders groceries online")
     for i, word in enumerate(lowered[1:], start=1):
-        if not word.isalpha() or len(word) <= 3 or not (word.endswith("ed") or
-                                                        (word.endswith("s") and not word.endswith("ss"))):
+        if (
+            not word.isalpha()
+            or len(word) <= 3
+            or not (word.endswith("ed") or (word.endswith("s") and not word.endswith("ss")))
+        ):
             continue
         after = lowered[i + 1] if i + 1 < len(lowered) else ""
-        if after in _AFTER_VERB or after[:1].isdigit() or (after.endswith("s") and len(after) > 3) or \
-                (not after and word.endswith("ed")):
+        if (
+            after in _AFTER_VERB
+            or after[:1].isdigit()
+            or (after.endswith("s") and len(after) > 3)
+            or (not after and word.endswith("ed"))
+        ):
             return True
     return False
 
@@ -383,11 +423,14 @@ def key_entities(text: str) -> list[str]:
 
 
 # Language and nationality words: a conversation held in a language rarely names it.
-_IMPLIED = frozenset("""english british american german french spanish chinese mandarin cantonese japanese korean
+_IMPLIED = frozenset(
+    """english british american german french spanish chinese mandarin cantonese japanese korean
 italian portuguese brazilian dutch russian arabic hindi polish swedish norwegian danish finnish turkish greek czech
-ukrainian hebrew vietnamese thai indonesian""".split())
-_NUMBER_WORDS = {str(i): w for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+ukrainian hebrew vietnamese thai indonesian""".split()
+)
+_NUMBER_WORDS = {
+    str(i): w for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
 
 
 def _cjk_share(text: str) -> float:
@@ -559,6 +602,7 @@ def _chunks(texts: Sequence[str], size: int = 400, limit: int = 400) -> list[str
 
 # --- recalled blocks ----------------------------------------------------------------------------------
 
+
 def recall_headings() -> list[str]:
     """The headings `memctl recall` renders (from prompts/recall_*.md), so echoes can be spotted."""
     from memctl.llm import load_template
@@ -623,11 +667,15 @@ def parse_recalled(raw: str) -> list[str]:
     _, quoted = split_recalled(text)
     if quoted:
         return quoted
-    return [line.strip().lstrip("-* ").strip() for line in text.splitlines() if line.strip() and
-            not line.strip().startswith("#")]
+    return [
+        line.strip().lstrip("-* ").strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 # --- the gate -----------------------------------------------------------------------------------------
+
 
 def check(text: str, area: str = "fragments", grounding: Grounding | None = None) -> Verdict:
     """The verdict on one candidate: form rules first, then grounding and echo (with a transcript)."""

@@ -237,135 +237,222 @@ def turn_text(
 # the question matters. Turns address the other speaker by name, as people do in chat.
 KINDS: list[dict] = [
     {
-        "slots": {"group": ["LGBTQ", "grief", "new parents", "cancer survivors", "veterans"],
-                  "story": ["coming out to family", "losing a parent", "sleepless nights", "long recoveries"]},
-        "say": ["I went to a {group} support group {rel} and it was so powerful.",
-                "{Rel} I finally went to the {group} support group, I was nervous but it felt right."],
-        "ask": ["Wow, that's cool, {speaker}! What happened that was so special?",
-                "That's brave of you! How did the group make you feel?"],
-        "detail": ["Hearing the other members' stories about {story} gave me so much courage.",
-                   "People shared stories about {story}, I felt accepted for the first time in ages."],
-        "callback": ["The support group has really helped me open up, {friend}.",
-                     "I'm going back to the {group} group next week, it's become my safe place."],
-        "questions": [("When did {speaker} go to the {group} support group?", "say"),
-                      ("What stories did {speaker} hear at the support group?", "detail")],
+        "slots": {
+            "group": ["LGBTQ", "grief", "new parents", "cancer survivors", "veterans"],
+            "story": ["coming out to family", "losing a parent", "sleepless nights", "long recoveries"],
+        },
+        "say": [
+            "I went to a {group} support group {rel} and it was so powerful.",
+            "{Rel} I finally went to the {group} support group, I was nervous but it felt right.",
+        ],
+        "ask": [
+            "Wow, that's cool, {speaker}! What happened that was so special?",
+            "That's brave of you! How did the group make you feel?",
+        ],
+        "detail": [
+            "Hearing the other members' stories about {story} gave me so much courage.",
+            "People shared stories about {story}, I felt accepted for the first time in ages.",
+        ],
+        "callback": [
+            "The support group has really helped me open up, {friend}.",
+            "I'm going back to the {group} group next week, it's become my safe place.",
+        ],
+        "questions": [
+            ("When did {speaker} go to the {group} support group?", "say"),
+            ("What stories did {speaker} hear at the support group?", "detail"),
+        ],
     },
     {
-        "slots": {"subject": ["sunrise over the lake", "field of poppies", "portrait of an old fisherman",
-                              "stormy sea"],
-                  "medium": ["watercolors", "acrylics", "oil pastels", "gouache"],
-                  "inspo": ["a trip to the coast", "an old photo album", "a dream I had", "a museum visit"]},
-        "say": ["I painted a {subject} {rel}, it's my favorite piece so far.",
-                "Guess what, I finished painting a {subject} {rel}!"],
+        "slots": {
+            "subject": ["sunrise over the lake", "field of poppies", "portrait of an old fisherman", "stormy sea"],
+            "medium": ["watercolors", "acrylics", "oil pastels", "gouache"],
+            "inspo": ["a trip to the coast", "an old photo album", "a dream I had", "a museum visit"],
+        },
+        "say": [
+            "I painted a {subject} {rel}, it's my favorite piece so far.",
+            "Guess what, I finished painting a {subject} {rel}!",
+        ],
         "ask": ["That sounds beautiful, {speaker}! What inspired it?", "Ooh, can I see it? What inspired you?"],
-        "detail": ["It came from {inspo}. I used {medium} this time and loved how it turned out.",
-                   "Honestly {inspo}. I tried {medium}, which was new for me."],
-        "callback": ["Painting keeps me calm when life gets busy, {friend}.",
-                     "I hung the {subject} painting in the hallway, everyone comments on it."],
-        "questions": [("When did {speaker} paint a {subject}?", "say"),
-                      ("What did {speaker} use to paint the {subject}?", "detail")],
+        "detail": [
+            "It came from {inspo}. I used {medium} this time and loved how it turned out.",
+            "Honestly {inspo}. I tried {medium}, which was new for me.",
+        ],
+        "callback": [
+            "Painting keeps me calm when life gets busy, {friend}.",
+            "I hung the {subject} painting in the hallway, everyone comments on it.",
+        ],
+        "questions": [
+            ("When did {speaker} paint a {subject}?", "say"),
+            ("What did {speaker} use to paint the {subject}?", "detail"),
+        ],
     },
     {
-        "slots": {"park": ["Yosemite", "the Smoky Mountains", "Lake Tahoe", "Big Sur", "Zion"],
-                  "animal": ["a family of deer", "a black bear", "bald eagles", "a moose"]},
+        "slots": {
+            "park": ["Yosemite", "the Smoky Mountains", "Lake Tahoe", "Big Sur", "Zion"],
+            "animal": ["a family of deer", "a black bear", "bald eagles", "a moose"],
+        },
         "say": ["We went camping at {park} {rel} with the kids.", "{Rel} we took the family camping at {park}."],
         "ask": ["Fun! What did you all get up to?", "I love that, {speaker}! How was the camping trip?"],
-        "detail": ["We roasted marshmallows every night and saw {animal} near the lake!",
-                   "The best part was spotting {animal} on a morning hike."],
-        "callback": ["The kids keep asking when we go camping again, {friend}.",
-                     "Camping at {park} reminded me how much I need nature."],
-        "questions": [("Where did {speaker} go camping with the kids?", "say"),
-                      ("What animals did {speaker}'s family see while camping?", "detail")],
+        "detail": [
+            "We roasted marshmallows every night and saw {animal} near the lake!",
+            "The best part was spotting {animal} on a morning hike.",
+        ],
+        "callback": [
+            "The kids keep asking when we go camping again, {friend}.",
+            "Camping at {park} reminded me how much I need nature.",
+        ],
+        "questions": [
+            ("Where did {speaker} go camping with the kids?", "say"),
+            ("What animals did {speaker}'s family see while camping?", "detail"),
+        ],
     },
     {
-        "slots": {"race": ["5K", "half marathon", "10K", "relay race"],
-                  "cause": ["mental health", "cancer research", "the children's hospital", "clean water"],
-                  "amount": ["2,000", "5,500", "800", "12,000", "3,200"],
-                  "relative": ["cousin", "uncle", "best friend", "grandfather"]},
+        "slots": {
+            "race": ["5K", "half marathon", "10K", "relay race"],
+            "cause": ["mental health", "cancer research", "the children's hospital", "clean water"],
+            "amount": ["2,000", "5,500", "800", "12,000", "3,200"],
+            "relative": ["cousin", "uncle", "best friend", "grandfather"],
+        },
         "say": ["I ran a charity {race} for {cause} {rel}!", "{Rel} I did a {race} to raise money for {cause}."],
         "ask": ["Amazing, {speaker}! Why that cause?", "That's awesome! What made you pick that one?"],
-        "detail": ["My {relative} went through it, so it felt personal. We raised {amount} dollars in the end.",
-                   "It means a lot because of my {relative}. Our team collected {amount} dollars!"],
-        "callback": ["I've been training again, running clears my head, {friend}.",
-                     "My legs still remember that {race}, haha."],
-        "questions": [("When did {speaker} run the charity {race}?", "say"),
-                      ("How much money did {speaker}'s charity {race} raise?", "detail")],
+        "detail": [
+            "My {relative} went through it, so it felt personal. We raised {amount} dollars in the end.",
+            "It means a lot because of my {relative}. Our team collected {amount} dollars!",
+        ],
+        "callback": [
+            "I've been training again, running clears my head, {friend}.",
+            "My legs still remember that {race}, haha.",
+        ],
+        "questions": [
+            ("When did {speaker} run the charity {race}?", "say"),
+            ("How much money did {speaker}'s charity {race} raise?", "detail"),
+        ],
     },
     {
-        "slots": {"breed": ["beagle", "corgi", "labrador", "dachshund", "border collie", "tabby cat", "siamese cat"],
-                  "petname": ["Max", "Biscuit", "Luna", "Pepper", "Oscar", "Maple", "Ziggy", "Nala"]},
+        "slots": {
+            "breed": ["beagle", "corgi", "labrador", "dachshund", "border collie", "tabby cat", "siamese cat"],
+            "petname": ["Max", "Biscuit", "Luna", "Pepper", "Oscar", "Maple", "Ziggy", "Nala"],
+        },
         "say": ["We adopted a {breed} from the shelter {rel}!", "{Rel} we brought home a {breed} from the rescue."],
         "ask": ["Aww, {speaker}! What did you name it?", "So cute!! What's the name?"],
-        "detail": ["{petname}! The kids picked it and it already sleeps on my feet.",
-                   "We went with {petname}, it just suited the little face."],
-        "callback": ["{petname} chewed through another shoe, {friend}, I can't even be mad.",
-                     "Walking {petname} every morning has been so good for me."],
-        "questions": [("What kind of pet did {speaker} adopt?", "say"),
-                      ("What is the name of {speaker}'s pet?", "detail")],
+        "detail": [
+            "{petname}! The kids picked it and it already sleeps on my feet.",
+            "We went with {petname}, it just suited the little face.",
+        ],
+        "callback": [
+            "{petname} chewed through another shoe, {friend}, I can't even be mad.",
+            "Walking {petname} every morning has been so good for me.",
+        ],
+        "questions": [
+            ("What kind of pet did {speaker} adopt?", "say"),
+            ("What is the name of {speaker}'s pet?", "detail"),
+        ],
     },
     {
-        "slots": {"role": ["product designer", "data analyst", "nurse manager", "school counselor", "project lead"],
-                  "company": ["Northwind", "Globex", "Initech", "Umbrella Health", "Stark Logistics"],
-                  "project": ["a new patient app", "their recycling program", "the city bus schedules",
-                              "a tutoring platform"]},
+        "slots": {
+            "role": ["product designer", "data analyst", "nurse manager", "school counselor", "project lead"],
+            "company": ["Northwind", "Globex", "Initech", "Umbrella Health", "Stark Logistics"],
+            "project": [
+                "a new patient app",
+                "their recycling program",
+                "the city bus schedules",
+                "a tutoring platform",
+            ],
+        },
         "say": ["I got a job offer as a {role} at {company}!", "{Rel} {company} offered me the {role} position!"],
         "ask": ["Congrats, {speaker}!! When do you start?", "That's huge! What will you be doing?"],
-        "detail": ["Next month. I'll be working on {project}, which is exactly what I wanted.",
-                   "I'm going to lead work on {project}, a bit scary but exciting."],
-        "callback": ["Work at {company} is intense but I'm learning so much, {friend}.",
-                     "My new team is great, lots of late nights though."],
-        "questions": [("What job offer did {speaker} get?", "say"),
-                      ("What will {speaker} be working on at {company}?", "detail")],
+        "detail": [
+            "Next month. I'll be working on {project}, which is exactly what I wanted.",
+            "I'm going to lead work on {project}, a bit scary but exciting.",
+        ],
+        "callback": [
+            "Work at {company} is intense but I'm learning so much, {friend}.",
+            "My new team is great, lots of late nights though.",
+        ],
+        "questions": [
+            ("What job offer did {speaker} get?", "say"),
+            ("What will {speaker} be working on at {company}?", "detail"),
+        ],
     },
     {
-        "slots": {"hobby": ["pottery", "salsa dancing", "Italian cooking", "woodworking", "photography"],
-                  "teacher": ["Rosa", "Mr. Okafor", "Hannah", "Diego", "Ms. Lindqvist"]},
-        "say": ["I signed up for a {hobby} class at the community center.",
-                "{Rel} I took my first {hobby} class, finally!"],
+        "slots": {
+            "hobby": ["pottery", "salsa dancing", "Italian cooking", "woodworking", "photography"],
+            "teacher": ["Rosa", "Mr. Okafor", "Hannah", "Diego", "Ms. Lindqvist"],
+        },
+        "say": [
+            "I signed up for a {hobby} class at the community center.",
+            "{Rel} I took my first {hobby} class, finally!",
+        ],
         "ask": ["Oh fun, {speaker}! How's it going so far?", "Nice! Is the class any good?"],
-        "detail": ["Harder than I expected, but our teacher {teacher} is super patient.",
-                   "I love it. {teacher}, the teacher, makes everyone feel welcome."],
-        "callback": ["Class was fun again this week, {friend}, I'm slowly improving.",
-                     "I made a total mess in {hobby} class yesterday, haha."],
-        "questions": [("What class did {speaker} sign up for?", "say"),
-                      ("Who teaches {speaker}'s {hobby} class?", "detail")],
+        "detail": [
+            "Harder than I expected, but our teacher {teacher} is super patient.",
+            "I love it. {teacher}, the teacher, makes everyone feel welcome.",
+        ],
+        "callback": [
+            "Class was fun again this week, {friend}, I'm slowly improving.",
+            "I made a total mess in {hobby} class yesterday, haha.",
+        ],
+        "questions": [
+            ("What class did {speaker} sign up for?", "say"),
+            ("Who teaches {speaker}'s {hobby} class?", "detail"),
+        ],
     },
     {
-        "slots": {"place": ["Lisbon", "Kyoto", "Vancouver", "Marrakech", "Reykjavik", "Buenos Aires"],
-                  "food": ["grilled sardines", "ramen", "poutine", "tagine", "lamb soup", "empanadas"],
-                  "sight": ["an old castle", "the hot springs", "a night market", "a glacier"]},
+        "slots": {
+            "place": ["Lisbon", "Kyoto", "Vancouver", "Marrakech", "Reykjavik", "Buenos Aires"],
+            "food": ["grilled sardines", "ramen", "poutine", "tagine", "lamb soup", "empanadas"],
+            "sight": ["an old castle", "the hot springs", "a night market", "a glacier"],
+        },
         "say": ["I just got back from {place}, what a trip!", "We spent a week in {place} with my sister."],
         "ask": ["Jealous! How was it, {speaker}?", "Tell me everything! What was the highlight?"],
-        "detail": ["We ate {food} every day and visited {sight}, unforgettable.",
-                   "The highlight was {sight}, and the {food}, oh my."],
+        "detail": [
+            "We ate {food} every day and visited {sight}, unforgettable.",
+            "The highlight was {sight}, and the {food}, oh my.",
+        ],
         "callback": ["I'm still dreaming about {place}, {friend}.", "I miss traveling so much, honestly."],
-        "questions": [("When did {speaker} travel to {place}?", "say"),
-                      ("What food did {speaker} eat every day on the trip?", "detail")],
+        "questions": [
+            ("When did {speaker} travel to {place}?", "say"),
+            ("What food did {speaker} eat every day on the trip?", "detail"),
+        ],
     },
     {
-        "slots": {"band": ["The Lumineers", "Coldplay", "Florence and the Machine", "Imagine Dragons", "Adele"],
-                  "song": ["their biggest hit", "a slow acoustic song", "our wedding song", "a brand new song"]},
+        "slots": {
+            "band": ["The Lumineers", "Coldplay", "Florence and the Machine", "Imagine Dragons", "Adele"],
+            "song": ["their biggest hit", "a slow acoustic song", "our wedding song", "a brand new song"],
+        },
         "say": ["I saw {band} live {rel}, front row!", "{Rel} we went to the {band} concert!"],
         "ask": ["No way, {speaker}! What was the best part?", "Jealous!! How was the show?"],
         "detail": ["They closed with {song} and I cried a little.", "Hearing {song} live gave me goosebumps."],
         "callback": ["I've had {band} on repeat all week, {friend}.", "Music really gets me through tough days."],
-        "questions": [("Which band did {speaker} see live?", "say"),
-                      ("What song made {speaker} cry at the concert?", "detail")],
+        "questions": [
+            ("Which band did {speaker} see live?", "say"),
+            ("What song made {speaker} cry at the concert?", "detail"),
+        ],
     },
     {
-        "slots": {"book": ["'The Silent Orchard'", "'Roads of Salt'", "'A Map of Small Hours'", "'The Glass Harbor'"],
-                  "plot": ["a girl who finds her birth mother", "a lighthouse keeper during a war",
-                           "two sisters rebuilding a farm", "a chef who loses her sense of taste"]},
+        "slots": {
+            "book": ["'The Silent Orchard'", "'Roads of Salt'", "'A Map of Small Hours'", "'The Glass Harbor'"],
+            "plot": [
+                "a girl who finds her birth mother",
+                "a lighthouse keeper during a war",
+                "two sisters rebuilding a farm",
+                "a chef who loses her sense of taste",
+            ],
+        },
         "say": ["I'm reading {book} right now, can't put it down.", "I finished {book} {rel}, what a ride."],
         "ask": ["Ooh, what's it about, {speaker}?", "I need a new book! Is it good?"],
         "detail": ["It's about {plot}. My book club picked it.", "It follows {plot}, really moving."],
         "callback": ["Reading before bed is my little ritual now, {friend}.", "Books have been my escape lately."],
-        "questions": [("What book was {speaker} reading?", "say"),
-                      ("What is the book {speaker} read about?", "detail")],
+        "questions": [
+            ("What book was {speaker} reading?", "say"),
+            ("What is the book {speaker} read about?", "detail"),
+        ],
     },
     {
-        "slots": {"org": ["animal shelter", "food bank", "children's hospital", "library"],
-                  "task": ["sorting donations", "reading to kids", "walking the dogs", "running the front desk"]},
+        "slots": {
+            "org": ["animal shelter", "food bank", "children's hospital", "library"],
+            "task": ["sorting donations", "reading to kids", "walking the dogs", "running the front desk"],
+        },
         "say": ["I've been volunteering at the {org} on weekends.", "{Rel} I started volunteering at the {org}."],
         "ask": ["That's so kind, {speaker}. What do you do there?", "Love that! How did you get into it?"],
         "detail": ["Mostly {task}, it's the best part of my week.", "I help with {task}, it keeps me grounded."],
@@ -373,62 +460,88 @@ KINDS: list[dict] = [
         "questions": [("Where does {speaker} volunteer?", "say"), ("What does {speaker} do as a volunteer?", "detail")],
     },
     {
-        "slots": {"plant": ["sunflowers", "lavender", "tulips", "peonies", "tomatoes"],
-                  "neighbor": ["Mrs. Patel", "old Mr. Burke", "Janet next door", "our neighbor Kofi"]},
+        "slots": {
+            "plant": ["sunflowers", "lavender", "tulips", "peonies", "tomatoes"],
+            "neighbor": ["Mrs. Patel", "old Mr. Burke", "Janet next door", "our neighbor Kofi"],
+        },
         "say": ["I planted {plant} in the backyard {rel}.", "{Rel} my {plant} finally bloomed in the garden!"],
         "ask": ["Pictures please, {speaker}! Was it hard?", "So pretty! Who taught you all that?"],
         "detail": ["{neighbor} gave me tips, it took weeks of patience.", "I asked {neighbor} for advice, lifesaver."],
         "callback": ["Gardening is so peaceful in the mornings, {friend}.", "Slugs ate half my garden, ugh."],
-        "questions": [("What did {speaker} plant in the backyard?", "say"),
-                      ("Who gave {speaker} gardening advice?", "detail")],
+        "questions": [
+            ("What did {speaker} plant in the backyard?", "say"),
+            ("Who gave {speaker} gardening advice?", "detail"),
+        ],
     },
     {
-        "slots": {"bodypart": ["ankle", "knee", "wrist", "shoulder"],
-                  "sport": ["basketball", "soccer", "tennis", "volleyball"],
-                  "rest": ["two weeks", "a month", "six weeks"]},
+        "slots": {
+            "bodypart": ["ankle", "knee", "wrist", "shoulder"],
+            "sport": ["basketball", "soccer", "tennis", "volleyball"],
+            "rest": ["two weeks", "a month", "six weeks"],
+        },
         "say": ["I hurt my {bodypart} playing {sport} {rel}.", "{Rel} I twisted my {bodypart} at {sport} practice."],
         "ask": ["Oh no, {speaker}! Are you okay?", "Ouch! What did the doctor say?"],
         "detail": ["The doctor said {rest} of rest and physio twice a week.", "No sports for {rest}, doctor's orders."],
         "callback": ["My {bodypart} is feeling better, {friend}, slowly.", "I miss playing so much."],
-        "questions": [("How did {speaker} hurt their {bodypart}?", "say"),
-                      ("How long did the doctor tell {speaker} to rest?", "detail")],
+        "questions": [
+            ("How did {speaker} hurt their {bodypart}?", "say"),
+            ("How long did the doctor tell {speaker} to rest?", "detail"),
+        ],
     },
     {
-        "slots": {"field": ["counseling", "nursing", "teaching", "social work"],
-                  "aim": ["support people going through what I went through", "help kids who feel alone",
-                          "make a difference for families like mine"]},
+        "slots": {
+            "field": ["counseling", "nursing", "teaching", "social work"],
+            "aim": [
+                "support people going through what I went through",
+                "help kids who feel alone",
+                "make a difference for families like mine",
+            ],
+        },
         "say": ["I'm keen on {field}, I'd love to {aim}.", "I've been thinking about a career in {field}."],
         "ask": ["You'd be so good at that, {speaker}!", "That suits you! What got you thinking about it?"],
         "detail": ["My own experience, honestly. I want to {aim}.", "I looked into certification programs already."],
         "callback": ["Still researching {field} programs, {friend}.", "Thinking about my future a lot lately."],
-        "questions": [("What career is {speaker} considering?", "say"),
-                      ("Why does {speaker} want to go into {field}?", "detail")],
+        "questions": [
+            ("What career is {speaker} considering?", "say"),
+            ("Why does {speaker} want to go into {field}?", "detail"),
+        ],
     },
     {
-        "slots": {"relative": ["brother", "sister", "cousin", "best friend"],
-                  "venue": ["a vineyard", "the beach", "an old barn", "a botanical garden"]},
+        "slots": {
+            "relative": ["brother", "sister", "cousin", "best friend"],
+            "venue": ["a vineyard", "the beach", "an old barn", "a botanical garden"],
+        },
         "say": ["My {relative} got married {rel}!", "{Rel} was my {relative}'s wedding, so emotional."],
         "ask": ["Congrats to them, {speaker}! Where was it?", "Aww! How was the ceremony?"],
-        "detail": ["At {venue}, and it rained for exactly five minutes during the vows.",
-                   "It was at {venue}, so beautiful, I danced all night."],
-        "callback": ["Weddings always make me so sentimental, {friend}.",
-                     "I'm still recovering from all that dancing."],
-        "questions": [("Whose wedding did {speaker} attend?", "say"),
-                      ("Where was the wedding of {speaker}'s {relative}?", "detail")],
+        "detail": [
+            "At {venue}, and it rained for exactly five minutes during the vows.",
+            "It was at {venue}, so beautiful, I danced all night.",
+        ],
+        "callback": [
+            "Weddings always make me so sentimental, {friend}.",
+            "I'm still recovering from all that dancing.",
+        ],
+        "questions": [
+            ("Whose wedding did {speaker} attend?", "say"),
+            ("Where was the wedding of {speaker}'s {relative}?", "detail"),
+        ],
     },
     {
-        "slots": {"instrument": ["guitar", "violin", "piano", "ukulele"],
-                  "tune": ["'Clair de Lune'", "'Here Comes the Sun'", "'Hallelujah'", "a lullaby for my son"]},
+        "slots": {
+            "instrument": ["guitar", "violin", "piano", "ukulele"],
+            "tune": ["'Clair de Lune'", "'Here Comes the Sun'", "'Hallelujah'", "a lullaby for my son"],
+        },
         "say": ["I've been learning to play the {instrument}.", "{Rel} I started {instrument} lessons!"],
         "ask": ["So cool, {speaker}! Can you play a whole song yet?", "Nice! What are you practicing?"],
         "detail": ["I can play {tune} from start to finish now!", "Working on {tune}, my fingers hurt, haha."],
         "callback": ["Practicing every evening, {friend}, it calms me.", "Music is such good therapy."],
-        "questions": [("What instrument is {speaker} learning?", "say"),
-                      ("What song can {speaker} play?", "detail")],
+        "questions": [("What instrument is {speaker} learning?", "say"), ("What song can {speaker} play?", "detail")],
     },
     {
-        "slots": {"city": ["Denver", "Portland", "Austin", "Boston", "Seattle"],
-                  "reason": ["to be closer to my mom", "because of the schools", "for my partner's job"]},
+        "slots": {
+            "city": ["Denver", "Portland", "Austin", "Boston", "Seattle"],
+            "reason": ["to be closer to my mom", "because of the schools", "for my partner's job"],
+        },
         "say": ["We're moving to {city} next month!", "Big news: we decided to move to {city}."],
         "ask": ["Whoa, {speaker}! Why the move?", "That's a big change! What made you decide?"],
         "detail": ["Mostly {reason}, it just makes sense right now.", "We're doing it {reason}."],
@@ -436,14 +549,18 @@ KINDS: list[dict] = [
         "questions": [("Where is {speaker} moving to?", "say"), ("Why is {speaker} moving?", "detail")],
     },
     {
-        "slots": {"dish": ["a lemon cake", "banana bread", "an apple pie", "chocolate chip cookies"],
-                  "occasion": ["school bake sale", "church potluck", "neighborhood picnic", "office party"]},
+        "slots": {
+            "dish": ["a lemon cake", "banana bread", "an apple pie", "chocolate chip cookies"],
+            "occasion": ["school bake sale", "church potluck", "neighborhood picnic", "office party"],
+        },
         "say": ["I baked {dish} for the {occasion} {rel}.", "{Rel} I made {dish} for the {occasion}."],
         "ask": ["Yum, {speaker}! Did people like it?", "Save me a slice! How did it go?"],
         "detail": ["It sold out in ten minutes, I was so proud.", "Gone in minutes, someone asked for the recipe."],
         "callback": ["Baking is my stress relief, {friend}.", "I burnt the cookies again, haha."],
-        "questions": [("What did {speaker} bake for the {occasion}?", "say"),
-                      ("How did {speaker}'s baking go over at the {occasion}?", "detail")],
+        "questions": [
+            ("What did {speaker} bake for the {occasion}?", "say"),
+            ("How did {speaker}'s baking go over at the {occasion}?", "detail"),
+        ],
     },
 ]
 TALK = [
@@ -469,19 +586,38 @@ TALK = [
     "It's the little things that make me happy these days.",
 ]
 TAILS = [
-    "It was so powerful.", "I feel really lucky, honestly.", "It made my whole week.",
-    "I didn't expect to get so emotional about it.", "The kids were thrilled too.", "Still smiling about it.",
-    "It reminded me what matters.", "I needed that so much.", "My partner thinks I'm a bit obsessed, haha.",
-    "Life feels a little lighter lately.", "I'm so grateful for moments like that.", "It was a lot, in a good way.",
+    "It was so powerful.",
+    "I feel really lucky, honestly.",
+    "It made my whole week.",
+    "I didn't expect to get so emotional about it.",
+    "The kids were thrilled too.",
+    "Still smiling about it.",
+    "It reminded me what matters.",
+    "I needed that so much.",
+    "My partner thinks I'm a bit obsessed, haha.",
+    "Life feels a little lighter lately.",
+    "I'm so grateful for moments like that.",
+    "It was a lot, in a good way.",
 ]
-NAMES = [("Caroline", "Melanie"), ("Jon", "Gina"), ("Audrey", "Andrew"), ("Joanna", "Nate"), ("Tim", "Priya"),
-         ("Calvin", "Dave"), ("Evan", "Sam"), ("Deborah", "Jolene"), ("Maria", "John"), ("Rosa", "Kenji")]
+NAMES = [
+    ("Caroline", "Melanie"),
+    ("Jon", "Gina"),
+    ("Audrey", "Andrew"),
+    ("Joanna", "Nate"),
+    ("Tim", "Priya"),
+    ("Calvin", "Dave"),
+    ("Evan", "Sam"),
+    ("Deborah", "Jolene"),
+    ("Maria", "John"),
+    ("Rosa", "Kenji"),
+]
 NAME_SHARE = 0.35
 RELATIVE = ["yesterday", "last weekend", "last Friday", "two days ago", "last week", "over the weekend"]
 
 
-def generate_grounded(sessions: int = 20, seed: int = 7, events_per_speaker: int = 12
-                      ) -> tuple[list[Turn], list[tuple[str, int]]]:
+def generate_grounded(
+    sessions: int = 20, seed: int = 7, events_per_speaker: int = 12
+) -> tuple[list[Turn], list[tuple[str, int]]]:
     """One conversation in the public benchmarks' style (see KINDS); questions name the event."""
     rng = random.Random(seed)
     speakers = NAMES[seed % len(NAMES)]
@@ -495,8 +631,14 @@ def generate_grounded(sessions: int = 20, seed: int = 7, events_per_speaker: int
     for session, todays in enumerate(per_session):
         day += timedelta(days=rng.randint(5, 20))
 
-        def say(speaker: str, template: str, values: dict[str, str] | None = None, tail: bool = False,
-                session: int = session, day: date = day) -> int:
+        def say(
+            speaker: str,
+            template: str,
+            values: dict[str, str] | None = None,
+            tail: bool = False,
+            session: int = session,
+            day: date = day,
+        ) -> int:
             friend = speakers[1 - speakers.index(speaker)]
             if rng.random() > NAME_SHARE:  # people name each other in some turns, not in all
                 template = re.sub(r", \{(friend|speaker)\}", "", template)
@@ -533,8 +675,9 @@ def generate_grounded(sessions: int = 20, seed: int = 7, events_per_speaker: int
     return turns, questions
 
 
-def generate_grounded_set(conversations: int = 10, sessions: int = 20, seed: int = 7
-                          ) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
+def generate_grounded_set(
+    conversations: int = 10, sessions: int = 20, seed: int = 7
+) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
     return [generate_grounded(sessions, seed * 1000 + i) for i in range(conversations)]
 
 
@@ -567,8 +710,9 @@ PARAPHRASE = {
 }
 
 
-def generate_hard(sessions: int = 32, seed: int = 7, kinds_per_speaker: int = 12, repeats: int = 4
-                  ) -> tuple[list[Turn], list[tuple[str, int]]]:
+def generate_hard(
+    sessions: int = 32, seed: int = 7, kinds_per_speaker: int = 12, repeats: int = 4
+) -> tuple[list[Turn], list[tuple[str, int]]]:
     """One long conversation (set C): two main speakers, guests in some sessions, repeated event kinds."""
     rng = random.Random(seed)
     speakers = NAMES[seed % len(NAMES)]
@@ -588,8 +732,15 @@ def generate_hard(sessions: int = 32, seed: int = 7, kinds_per_speaker: int = 12
         day += timedelta(days=rng.randint(4, 15))
         present = list(speakers) + [who for _, who in todays if who not in speakers]
 
-        def say(speaker: str, template: str, values: dict[str, str] | None = None, tail: bool = False,
-                session: int = session, day: date = day, present: list[str] = present) -> int:
+        def say(
+            speaker: str,
+            template: str,
+            values: dict[str, str] | None = None,
+            tail: bool = False,
+            session: int = session,
+            day: date = day,
+            present: list[str] = present,
+        ) -> int:
             friend = rng.choice([p for p in present if p != speaker])
             if rng.random() > NAME_SHARE:
                 template = re.sub(r", \{(friend|speaker)\}", "", template)
@@ -603,8 +754,12 @@ def generate_hard(sessions: int = 32, seed: int = 7, kinds_per_speaker: int = 12
             for _ in range(count):
                 if happened and rng.random() < 0.45:  # a call-back, by its owner or someone else
                     kind, who, values = rng.choice(happened)
-                    say(who if rng.random() < 0.7 else rng.choice(present), rng.choice(kind["callback"]),
-                        {**values, "speaker": who}, tail=True)
+                    say(
+                        who if rng.random() < 0.7 else rng.choice(present),
+                        rng.choice(kind["callback"]),
+                        {**values, "speaker": who},
+                        tail=True,
+                    )
                 else:
                     say(rng.choice(present), " ".join(rng.sample(TALK[1:], rng.randint(1, 2))))
 
@@ -632,6 +787,7 @@ def generate_hard(sessions: int = 32, seed: int = 7, kinds_per_speaker: int = 12
     return turns, [(question, turn) for question, turn in questions if asked[question] == 1]
 
 
-def generate_hard_set(conversations: int = 10, sessions: int = 32, seed: int = 7
-                      ) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
+def generate_hard_set(
+    conversations: int = 10, sessions: int = 32, seed: int = 7
+) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
     return [generate_hard(sessions, seed * 1000 + i) for i in range(conversations)]

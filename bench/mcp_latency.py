@@ -34,11 +34,35 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import REPO, python, run_child, table  # noqa: E402
 
-SUBJECTS = ["the deploy pipeline", "the staging database", "the UI theme", "the backup job", "the API gateway",
-            "customer billing", "the team standup", "the search index", "log retention", "the mobile app"]
+SUBJECTS = [
+    "the deploy pipeline",
+    "the staging database",
+    "the UI theme",
+    "the backup job",
+    "the API gateway",
+    "customer billing",
+    "the team standup",
+    "the search index",
+    "log retention",
+    "the mobile app",
+]
 VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by"]
-OBJECTS = ["PostgreSQL 16", "Kubernetes", "dark mode", "a nightly cron", "port 8443", "Stripe", "Mondays at 9",
-           "OpenSearch", "30 days", "React Native", "Terraform", "Redis", "the acme-logs bucket", "Frankfurt"]
+OBJECTS = [
+    "PostgreSQL 16",
+    "Kubernetes",
+    "dark mode",
+    "a nightly cron",
+    "port 8443",
+    "Stripe",
+    "Mondays at 9",
+    "OpenSearch",
+    "30 days",
+    "React Native",
+    "Terraform",
+    "Redis",
+    "the acme-logs bucket",
+    "Frankfurt",
+]
 
 
 def build(home: Path, size: int, embedder: str) -> float:
@@ -48,8 +72,9 @@ def build(home: Path, size: int, embedder: str) -> float:
     rng = random.Random(1)
     texts = [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})" for i in range(size)]
     start = time.perf_counter()
-    with memctl.open_store(home, "default", overrides={"embedding_cache": False, "embedding_provider": embedder}) \
-            as store:
+    with memctl.open_store(
+        home, "default", overrides={"embedding_cache": False, "embedding_provider": embedder}
+    ) as store:
         store.add(texts)
     return time.perf_counter() - start
 
@@ -57,8 +82,10 @@ def build(home: Path, size: int, embedder: str) -> float:
 def queries(prefix: str, count: int) -> list[str]:
     """New query texts: none is in the embedding cache, so every call embeds."""
     rng = random.Random(prefix)
-    return [f"{prefix} {i}: what does {rng.choice(SUBJECTS)} {rng.choice(['use', 'run on', 'avoid'])}?"
-            for i in range(count)]
+    return [
+        f"{prefix} {i}: what does {rng.choice(SUBJECTS)} {rng.choice(['use', 'run on', 'avoid'])}?"
+        for i in range(count)
+    ]
 
 
 def embed_alone(embedder: str, count: int) -> list[float]:
@@ -168,8 +195,14 @@ async def concurrent_http(url: str, clients: int, per_client: int) -> tuple[list
 
 
 def start_http(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([python(), "-m", "memctl", "mcp", "--http", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    proc = subprocess.Popen(
+        [python(), "-m", "memctl", "mcp", "--http", "127.0.0.1:0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     assert proc.stderr is not None
     for line in proc.stderr:
         found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
@@ -192,13 +225,28 @@ def main() -> None:
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-mcp-"))
-    env = {**os.environ, "MEMCTL_HOME": str(home), "MEMCTL_EMBEDDING_PROVIDER": args.embedder,
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "MEMCTL_HOME": str(home),
+        "MEMCTL_EMBEDDING_PROVIDER": args.embedder,
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     env.pop("MEMCTL_STORE", None)
-    built = float(subprocess.run([python(), "-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-                                  f"from bench.mcp_latency import build; from pathlib import Path; "
-                                  f"print(build(Path({str(home)!r}), {args.size}, {args.embedder!r}))"],
-                                 check=True, capture_output=True, text=True, env=env).stdout.split()[-1])
+    built = float(
+        subprocess.run(
+            [
+                python(),
+                "-c",
+                f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                f"from bench.mcp_latency import build; from pathlib import Path; "
+                f"print(build(Path({str(home)!r}), {args.size}, {args.embedder!r}))",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.split()[-1]
+    )
     subprocess.run([python(), "-m", "compileall", "-q", str(REPO / "memctl")], check=True)
 
     load_before = os.getloadavg()[0]
@@ -206,8 +254,7 @@ def main() -> None:
     alone = embed_alone(args.embedder, min(args.calls, 100))
     searched = search_alone(home, args.embedder, min(args.calls, 100))
     run_child([python(), "-m", "memctl", "load", "cold warm-up query", "--json"], env)  # page cache
-    cold = [run_child([python(), "-m", "memctl", "load", q, "--json"], env)[0]
-            for q in queries("cold", args.cold_runs)]
+    cold = [run_child([python(), "-m", "memctl", "load", q, "--json"], env)[0] for q in queries("cold", args.cold_runs)]
     proc, url = start_http(env)
     try:
         samples, errors, wall = anyio.run(concurrent_http, url, args.clients, args.per_client)
@@ -221,27 +268,60 @@ def main() -> None:
     calls = args.clients * args.per_client
     rows = [
         [f"warm memory_search, stdio ({args.calls} calls)", warm_p50, warm_p95, "p50 ≤ 15 ms"],
-        ["  of which: query embedding alone (in-process)", ms(statistics.median(alone)), ms(percentile(alone, 0.95)),
-         f"model: {args.embedder}"],
-        ["  of which: store.search alone (in-process, embedding excluded)", ms(statistics.median(searched)),
-         ms(percentile(searched, 0.95)), "hybrid, the default mode"],
-        ["  floor: memory_list of 1, stdio (50 calls)", ms(statistics.median(floor)), ms(percentile(floor, 0.95)),
-         "protocol + store, no embedding"],
+        [
+            "  of which: query embedding alone (in-process)",
+            ms(statistics.median(alone)),
+            ms(percentile(alone, 0.95)),
+            f"model: {args.embedder}",
+        ],
+        [
+            "  of which: store.search alone (in-process, embedding excluded)",
+            ms(statistics.median(searched)),
+            ms(percentile(searched, 0.95)),
+            "hybrid, the default mode",
+        ],
+        [
+            "  floor: memory_list of 1, stdio (50 calls)",
+            ms(statistics.median(floor)),
+            ms(percentile(floor, 0.95)),
+            "protocol + store, no embedding",
+        ],
         [f"cold `memctl load` (fresh process, {args.cold_runs} runs)", cold_p50, ms(percentile(cold, 0.95)), ""],
         ["cold / warm (p50)", cold_p50 / warm_p50, "", "≥ 20x"],
-        [f"HTTP, {args.clients} clients x {args.per_client} calls at once", ms(statistics.median(samples)),
-         ms(percentile(samples, 0.95)), f"{errors} errors (goal 0); {calls / wall:.0f} calls/s"],
+        [
+            f"HTTP, {args.clients} clients x {args.per_client} calls at once",
+            ms(statistics.median(samples)),
+            ms(percentile(samples, 0.95)),
+            f"{errors} errors (goal 0); {calls / wall:.0f} calls/s",
+        ],
     ]
-    title = (f"memctl mcp: {args.size:,} memories, embedder {args.embedder} (store built in {built:.0f} s); "
-             f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} CPUs")
+    title = (
+        f"memctl mcp: {args.size:,} memories, embedder {args.embedder} (store built in {built:.0f} s); "
+        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} CPUs"
+    )
     print(table(title, ["what", "p50 ms", "p95 ms", "goal / note"], rows))
-    print(json.dumps({"size": args.size, "embedder": args.embedder, "load_average": load_before,
-                      "warm_p50_ms": warm_p50, "warm_p95_ms": warm_p95, "floor_p50_ms": ms(statistics.median(floor)),
-                      "embed_alone_p50_ms": ms(statistics.median(alone)),
-                      "search_alone_p50_ms": ms(statistics.median(searched)),
-                      "cold_p50_ms": cold_p50, "ratio": cold_p50 / warm_p50, "http_clients": args.clients,
-                      "http_calls": calls, "http_errors": errors, "http_p50_ms": ms(statistics.median(samples)),
-                      "http_p95_ms": ms(percentile(samples, 0.95)), "http_calls_per_s": calls / wall}))
+    print(
+        json.dumps(
+            {
+                "size": args.size,
+                "embedder": args.embedder,
+                "load_average": load_before,
+                "warm_p50_ms": warm_p50,
+                "warm_p95_ms": warm_p95,
+                "floor_p50_ms": ms(statistics.median(floor)),
+                "embed_alone_p50_ms": ms(statistics.median(alone)),
+                "search_alone_p50_ms": ms(statistics.median(searched)),
+                "cold_p50_ms": cold_p50,
+                "ratio": cold_p50 / warm_p50,
+                "http_clients": args.clients,
+                "http_calls": calls,
+                "http_errors": errors,
+                "http_p50_ms": ms(statistics.median(samples)),
+                "http_p95_ms": ms(percentile(samples, 0.95)),
+                "http_calls_per_s": calls / wall,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

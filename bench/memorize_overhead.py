@@ -55,9 +55,15 @@ class InstantModel:
         name, message = self._split(messages)
         if name in ("memorize_fragments", "memorize_solutions"):
             case = next((c for c in self.cases if c["_first"] in message), None)
-            items = [] if case is None else (
-                [_text(x) for x in case.get("expected_fragments", []) + case.get("must_not_store", [])]
-                if name == "memorize_fragments" else [_text(x) for x in case.get("expected_solutions", [])])
+            items = (
+                []
+                if case is None
+                else (
+                    [_text(x) for x in case.get("expected_fragments", []) + case.get("must_not_store", [])]
+                    if name == "memorize_fragments"
+                    else [_text(x) for x in case.get("expected_solutions", [])]
+                )
+            )
             out = json.dumps(items, ensure_ascii=False)
         elif name == "memorize_keywords":
             out = json.dumps(sorted({w for w in message.split() if len(w) > 6})[:4], ensure_ascii=False)
@@ -74,7 +80,7 @@ class InstantModel:
         content = messages[0]["content"]
         for system, name in self.systems.items():
             if content.startswith(system):
-                return name, content[len(system):]
+                return name, content[len(system) :]
         return "consolidate", content
 
 
@@ -87,10 +93,18 @@ def serve(model: InstantModel) -> ThreadingHTTPServer:
         def do_POST(self) -> None:  # noqa: N802 - http.server naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             content = model.reply(body["messages"])
-            data = json.dumps({"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": content}}],
-                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+            data = json.dumps(
+                {
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -136,9 +150,14 @@ def main() -> int:
     paths = [str(p) for p, _ in cases]
     model = InstantModel([c for _, c in cases])
     server = serve(model)
-    env = {"MEMCTL_UTILITY_MODEL": "openai/instant", "MEMCTL_UTILITY_API_KEY_ENV": "BENCH_KEY",
-           "BENCH_KEY": "sk-bench", "MEMCTL_UTILITY_API_BASE": f"http://127.0.0.1:{server.server_address[1]}/v1",
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(REPO)}
+    env = {
+        "MEMCTL_UTILITY_MODEL": "openai/instant",
+        "MEMCTL_UTILITY_API_KEY_ENV": "BENCH_KEY",
+        "BENCH_KEY": "sk-bench",
+        "MEMCTL_UTILITY_API_BASE": f"http://127.0.0.1:{server.server_address[1]}/v1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONPATH": str(REPO),
+    }
     if args.embedder == "fake":
         env["MEMCTL_EMBEDDING_PROVIDER"] = "fake"
     else:
@@ -150,8 +169,9 @@ def main() -> int:
             wall, busy = timed(model, [*cli, "--root", home, "memorize", *paths, "--json"], env)
             batch.append((wall - busy) / len(paths))
         with tempfile.TemporaryDirectory() as home:
-            wall, busy = timed(model, [*cli, "--root", home, "memorize", *paths, "--json"],
-                               env | {"MEMCTL_UTILITY_CLIENT": "litellm"})
+            wall, busy = timed(
+                model, [*cli, "--root", home, "memorize", *paths, "--json"], env | {"MEMCTL_UTILITY_CLIENT": "litellm"}
+            )
             through_litellm.append((wall - busy) / len(paths))
         with tempfile.TemporaryDirectory() as home:
             total = busy_total = 0.0
@@ -159,18 +179,36 @@ def main() -> int:
                 wall, busy = timed(model, [*cli, "--root", home, "memorize", path, "--json"], env)
                 total, busy_total = total + wall, busy_total + busy
             single.append((total - busy_total) / len(paths))
-        print(f"  run {run + 1}: batch {batch[-1]:.3f} s/transcript (litellm {through_litellm[-1]:.3f}), "
-              f"one process each {single[-1]:.3f}", file=sys.stderr)
+        print(
+            f"  run {run + 1}: batch {batch[-1]:.3f} s/transcript (litellm {through_litellm[-1]:.3f}), "
+            f"one process each {single[-1]:.3f}",
+            file=sys.stderr,
+        )
     b, s, lite = statistics.median(batch), statistics.median(single), statistics.median(through_litellm)
-    print(table(f"memorize overhead outside the model: {len(paths)} transcripts of {args.corpus.name}, "
-                f"embedder {args.embedder}, median of {args.runs} runs, {model.calls} model calls answered",
-                ["mode", "s per transcript (wall - model)", "goal", "ratio"],
-                [["batch (one process), utility_client auto (OpenAI SDK)", b, "<= 0.5", 1.0],
-                 ["batch, utility_client litellm", lite, "", lite / b],
-                 ["one process per transcript, auto", s, "", s / b]]))
-    print(json.dumps({"transcripts": len(paths), "batch_s_per_transcript": round(b, 4),
-                      "batch_litellm_s_per_transcript": round(lite, 4),
-                      "single_s_per_transcript": round(s, 4), "ratio": round(s / b, 2), "runs": args.runs}))
+    print(
+        table(
+            f"memorize overhead outside the model: {len(paths)} transcripts of {args.corpus.name}, "
+            f"embedder {args.embedder}, median of {args.runs} runs, {model.calls} model calls answered",
+            ["mode", "s per transcript (wall - model)", "goal", "ratio"],
+            [
+                ["batch (one process), utility_client auto (OpenAI SDK)", b, "<= 0.5", 1.0],
+                ["batch, utility_client litellm", lite, "", lite / b],
+                ["one process per transcript, auto", s, "", s / b],
+            ],
+        )
+    )
+    print(
+        json.dumps(
+            {
+                "transcripts": len(paths),
+                "batch_s_per_transcript": round(b, 4),
+                "batch_litellm_s_per_transcript": round(lite, 4),
+                "single_s_per_transcript": round(s, 4),
+                "ratio": round(s / b, 2),
+                "runs": args.runs,
+            }
+        )
+    )
     if args.profile:
         profile(paths, env)
     server.shutdown()

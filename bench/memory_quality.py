@@ -72,16 +72,20 @@ def load_series(folder: Path) -> dict[str, list[dict]]:
 
 # --- the scripted utility model ------------------------------------------------------------------------
 
+
 class PerfectModel:
     """Completion function for one series: extraction of every label, keywords, perfect consolidation."""
 
     def __init__(self, cases: list[dict], may_act_all_shown: bool, threshold: float) -> None:
         from memctl.llm import load_prompt
 
-        self.systems = {load_prompt(p)[0].strip(): p for p in
-                        ("memorize_fragments", "memorize_solutions", "memorize_keywords", "consolidate")}
-        self.facts = [[norm(t) for t in (c.get("expected_fragments") or []) + (c.get("must_not_store") or [])]
-                      for c in cases]
+        self.systems = {
+            load_prompt(p)[0].strip(): p
+            for p in ("memorize_fragments", "memorize_solutions", "memorize_keywords", "consolidate")
+        }
+        self.facts = [
+            [norm(t) for t in (c.get("expected_fragments") or []) + (c.get("must_not_store") or [])] for c in cases
+        ]
         self.solutions = [[norm(t) for t in c.get("expected_solutions") or []] for c in cases]
         self.pairs = [(norm(u["old"]), norm(u["new"])) for c in cases for u in c.get("updates") or []]
         self.turn = {"memorize_fragments": 0, "memorize_solutions": 0}
@@ -97,7 +101,7 @@ class PerfectModel:
         content = messages[0]["content"]  # the system prompt folded into the user turn
         for system, name in self.systems.items():
             if content.startswith(system):
-                return name, content[len(system):]
+                return name, content[len(system) :]
         raise RuntimeError(f"unexpected prompt {content[:80]!r}")
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
@@ -114,11 +118,18 @@ class PerfectModel:
     def decide(self, message: str) -> dict:
         candidate = norm(message.split(":\n", 1)[1].split("\n\nMost similar", 1)[0])
         block = message.split("(index. [score] text):", 1)[-1]
-        shown = [(float(score), norm(text)) for _, score, text in sorted(
-            re.findall(r"^(\d+)\. \[([0-9.]+)\] (.*)$", block, flags=re.MULTILINE), key=lambda m: int(m[0]))]
+        shown = [
+            (float(score), norm(text))
+            for _, score, text in sorted(
+                re.findall(r"^(\d+)\. \[([0-9.]+)\] (.*)$", block, flags=re.MULTILINE), key=lambda m: int(m[0])
+            )
+        ]
         texts = [t for _, t in shown]
-        related = {candidate} | {o for o, n in self.pairs if candidate in parts(n)} | {
-            p for o, n in self.pairs if o == candidate for p in parts(n)}
+        related = (
+            {candidate}
+            | {o for o, n in self.pairs if candidate in parts(n)}
+            | {p for o, n in self.pairs if o == candidate for p in parts(n)}
+        )
         for score, text in shown:
             self.shown_pairs += 1
             if text not in related and (self.may_act_all_shown or score >= self.threshold):
@@ -126,8 +137,12 @@ class PerfectModel:
         for old, new in self.pairs:
             if candidate in parts(new) and old in texts:
                 self.updates_asked += 1
-                return {"action": "update", "targets": [texts.index(old)], "text": candidate,
-                        "reason": "the value changed"}
+                return {
+                    "action": "update",
+                    "targets": [texts.index(old)],
+                    "text": candidate,
+                    "reason": "the value changed",
+                }
         if candidate in texts:
             return {"action": "skip", "targets": [texts.index(candidate)], "reason": "already stored"}
         for old, new in self.pairs:
@@ -152,6 +167,7 @@ def keywords(text: str) -> list[str]:
 
 
 # --- scoring ------------------------------------------------------------------------------------------
+
 
 def words(text: str) -> set[str]:
     return set(WORD.findall(text.lower()))
@@ -178,8 +194,9 @@ def final_value(value: str, pairs: list[tuple[str, str]]) -> str:
     return value
 
 
-def score_series(store, cases: list[dict], model: PerfectModel, misses: list[str],
-                 fates: dict[str, str] | None = None) -> dict[str, int]:
+def score_series(
+    store, cases: list[dict], model: PerfectModel, misses: list[str], fates: dict[str, str] | None = None
+) -> dict[str, int]:
     from memctl.recall import recall
 
     stored = {norm(m.text) for m, _ in store.iter_all()}
@@ -207,10 +224,13 @@ def score_series(store, cases: list[dict], model: PerfectModel, misses: list[str
         good = old not in stored and (current in stored or all(p in stored for p in parts(current)[1:]))
         out["updates_ok"] += good
         if not good:
-            why = "; ".join(f"{p[:30]!r}: {(fates or {}).get(p, 'never extracted')}"
-                            for p in [old, *parts(current)[1:]])
-            misses.append(f"update left {'both' if old in stored and current in stored else 'wrong state'}: "
-                          f"{old!r} -> {current!r} ({why})")
+            why = "; ".join(
+                f"{p[:30]!r}: {(fates or {}).get(p, 'never extracted')}" for p in [old, *parts(current)[1:]]
+            )
+            misses.append(
+                f"update left {'both' if old in stored and current in stored else 'wrong state'}: "
+                f"{old!r} -> {current!r} ({why})"
+            )
     labelled = list(dict.fromkeys(facts + [n for _, n in pairs]))
     probes = [p for c in cases for p in c.get("recall_probes") or []]
     probes += [p for c in cases for p in (c.get("series_final_state") or {}).get("probes") or []]
@@ -264,8 +284,9 @@ def run(corpus: Path, embedder: str, misses: list[str]) -> dict:
         for number, (name, cases) in enumerate(series.items()):
             overrides = {"embedding_provider": embedder, "utility_model": "scripted/perfect"}
             with memctl.open_store(home, f"s{number}", overrides=overrides) as store:
-                model = PerfectModel(cases, hasattr(Consolidator, "may_act"),
-                                     float(store.config["consolidation_threshold"]))
+                model = PerfectModel(
+                    cases, hasattr(Consolidator, "may_act"), float(store.config["consolidation_threshold"])
+                )
                 llm = UtilityModel(store.config, completion=model)
                 report = memorize_files(store, [c["_path"] for c in cases], llm)
                 fates = {norm(o.text): f"{o.fate} ({o.reason[:60]})" for t in report.transcripts for o in t.candidates}
@@ -275,8 +296,15 @@ def run(corpus: Path, embedder: str, misses: list[str]) -> dict:
                 misses += [f"[{name}] {m}" for m in found]
                 exposed, shown, asked = exposed + model.exposed, shown + model.shown_pairs, asked + model.updates_asked
             transcripts += len(cases)
-    return {**total, "series": len(series), "transcripts": transcripts, "unrelated_exposed": exposed,
-            "shown": shown, "updates_asked": asked, "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        **total,
+        "series": len(series),
+        "transcripts": transcripts,
+        "unrelated_exposed": exposed,
+        "shown": shown,
+        "updates_asked": asked,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def update_safety(corpus: Path, embedder: str, as_json: bool) -> int:
@@ -295,8 +323,12 @@ def update_safety(corpus: Path, embedder: str, as_json: bool) -> int:
     for cases in load_series(corpus).values():
         pairs = [(norm(u["old"]), norm(u["new"])) for c in cases for u in c.get("updates") or []]
         true = {(o, p) for o, n in pairs for p in (parts(n)[1:] if len(parts(n)) > 2 else [n])}
-        texts = list(dict.fromkeys([norm(t) for c in cases for t in (c.get("expected_fragments") or [])
-                                    + (c.get("must_not_store") or [])] + [x for pair in true for x in pair]))
+        texts = list(
+            dict.fromkeys(
+                [norm(t) for c in cases for t in (c.get("expected_fragments") or []) + (c.get("must_not_store") or [])]
+                + [x for pair in true for x in pair]
+            )
+        )
         vectors = embed(texts)
         at = {t: i for i, t in enumerate(texts)}
         for a, b in itertools.combinations(texts, 2):
@@ -307,19 +339,41 @@ def update_safety(corpus: Path, embedder: str, as_json: bool) -> int:
     rows = []
     for threshold in (0.7, 0.75, 0.8, 0.85, 0.9):
         for overlap in (None, 0.5, 0.6, 0.7):
+
             def acts(p: tuple[float, int, float], t: float = threshold, o: float | None = overlap) -> bool:
                 return p[0] >= t or (o is not None and p[1] >= 2 and p[2] >= o)
-            rows.append([threshold, "off" if overlap is None else overlap, sum(map(acts, positives)),
-                         sum(map(acts, negatives))])
+
+            rows.append(
+                [threshold, "off" if overlap is None else overlap, sum(map(acts, positives)), sum(map(acts, negatives))]
+            )
     if as_json:
-        print(json.dumps({"corpus": str(corpus), "update_pairs": len(positives), "other_pairs": len(negatives),
-                          "grid": [dict(zip(("threshold", "keyword_overlap", "pairs_kept", "others_exposed"), r,
-                                            strict=True)) for r in rows]}))
+        print(
+            json.dumps(
+                {
+                    "corpus": str(corpus),
+                    "update_pairs": len(positives),
+                    "other_pairs": len(negatives),
+                    "grid": [
+                        dict(zip(("threshold", "keyword_overlap", "pairs_kept", "others_exposed"), r, strict=True))
+                        for r in rows
+                    ],
+                }
+            )
+        )
     else:
-        print(table(f"update safety on {corpus}: {len(positives)} labelled update pairs, {len(negatives)} other "
-                    f"pairs of statements in the same series", ["consolidation_threshold",
-                    "consolidation_keyword_overlap", "update pairs it may update", "other pairs it may update"],
-                    rows))
+        print(
+            table(
+                f"update safety on {corpus}: {len(positives)} labelled update pairs, {len(negatives)} other "
+                f"pairs of statements in the same series",
+                [
+                    "consolidation_threshold",
+                    "consolidation_keyword_overlap",
+                    "update pairs it may update",
+                    "other pairs it may update",
+                ],
+                rows,
+            )
+        )
     return 0
 
 
@@ -333,10 +387,15 @@ def git_label() -> str:
 
     checkout = Path(memctl.__file__).resolve().parents[1]
     try:
-        branch = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--abbrev-ref", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-        commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()
+        branch = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--abbrev-ref", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         return f"{branch}@{commit}"
     except (OSError, subprocess.CalledProcessError):
         return "memctl"
@@ -345,15 +404,25 @@ def git_label() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="folder of labelled transcripts")
-    parser.add_argument("--embedder", choices=("local", "fake"), default="local",
-                        help="local = the packaged MiniLM (what users get); fake = deterministic test embedder")
+    parser.add_argument(
+        "--embedder",
+        choices=("local", "fake"),
+        default="local",
+        help="local = the packaged MiniLM (what users get); fake = deterministic test embedder",
+    )
     parser.add_argument("--label", default=None, help="row name (default: git branch@commit)")
     parser.add_argument("--json", action="store_true", help="only the JSON document")
     parser.add_argument("--misses", action="store_true", help="list every miss (stderr)")
-    parser.add_argument("--pairs", action="store_true",
-                        help="instead: the update-safety grid (labelled update pairs vs other same-series pairs)")
-    parser.add_argument("--no-gate", action="store_true",
-                        help="let every candidate pass the quality gate (isolates consolidation and recall)")
+    parser.add_argument(
+        "--pairs",
+        action="store_true",
+        help="instead: the update-safety grid (labelled update pairs vs other same-series pairs)",
+    )
+    parser.add_argument(
+        "--no-gate",
+        action="store_true",
+        help="let every candidate pass the quality gate (isolates consolidation and recall)",
+    )
     args = parser.parse_args()
     if not args.corpus.is_dir():
         print(f"memory_quality: no corpus folder {args.corpus}", file=sys.stderr)
@@ -365,8 +434,7 @@ def main() -> int:
     misses: list[str] = []
     figures = run(args.corpus, args.embedder, misses)
     label = (args.label or git_label()) + (" (no gate)" if args.no_gate else "")
-    doc = {"label": label, "corpus": str(args.corpus), "embedder": args.embedder, **figures,
-           "misses": misses}
+    doc = {"label": label, "corpus": str(args.corpus), "embedder": args.embedder, **figures, "misses": misses}
     if args.misses:
         for miss in misses:
             print(miss, file=sys.stderr)
@@ -374,15 +442,32 @@ def main() -> int:
         print(json.dumps(doc, ensure_ascii=False))
         return 0
     f = figures
-    print(table(f"memory quality: {f['transcripts']} transcripts in {f['series']} series from {args.corpus} "
-                f"(scripted perfect utility model, embedder {args.embedder}, {f['seconds']} s)",
-                ["run", "facts kept", "noise kept out", "updates: only current value", "probes recalled",
-                 "negative probes silent", "unrelated memories exposed to update"],
-                [[label, pct(f.get("facts_kept", 0), f.get("facts", 0)), pct(f.get("noise_out", 0), f.get("noise", 0)),
-                  pct(f.get("updates_ok", 0), f.get("updates", 0)),
-                  pct(f.get("probes_recalled", 0), f.get("probes", 0)),
-                  pct(f.get("negatives_silent", 0), f.get("negatives", 0)),
-                  f"{f['unrelated_exposed']} of {f['shown']} shown"]]))
+    print(
+        table(
+            f"memory quality: {f['transcripts']} transcripts in {f['series']} series from {args.corpus} "
+            f"(scripted perfect utility model, embedder {args.embedder}, {f['seconds']} s)",
+            [
+                "run",
+                "facts kept",
+                "noise kept out",
+                "updates: only current value",
+                "probes recalled",
+                "negative probes silent",
+                "unrelated memories exposed to update",
+            ],
+            [
+                [
+                    label,
+                    pct(f.get("facts_kept", 0), f.get("facts", 0)),
+                    pct(f.get("noise_out", 0), f.get("noise", 0)),
+                    pct(f.get("updates_ok", 0), f.get("updates", 0)),
+                    pct(f.get("probes_recalled", 0), f.get("probes", 0)),
+                    pct(f.get("negatives_silent", 0), f.get("negatives", 0)),
+                    f"{f['unrelated_exposed']} of {f['shown']} shown",
+                ]
+            ],
+        )
+    )
     return 0
 
 

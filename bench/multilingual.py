@@ -150,8 +150,14 @@ def child_eval(name: str, halves: dict[str, str]) -> None:
             relevance = np.clip((1 + matrix @ vector) / 2, 0, 1)
             order = np.argsort(-relevance)
             rank = None if want is None else int(np.where(order == items.index(want))[0][0])
-            rows.append([language, rank, None if want is None else float(relevance[items.index(want)]),
-                         float(relevance[order[0]])])
+            rows.append(
+                [
+                    language,
+                    rank,
+                    None if want is None else float(relevance[items.index(want)]),
+                    float(relevance[order[0]]),
+                ]
+            )
         out[half] = rows
     print(json.dumps(out))
 
@@ -191,14 +197,16 @@ def cold_memctl_load(model: str, report: Path, runs: int) -> tuple[float, float]
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-ml-"))
     env = {"MEMCTL_HOME": str(home), "MEMCTL_EMBEDDING_MODEL": SHIPPED[model], "MEMCTL_EMBEDDING_CACHE": "false"}
     items, probes = load_half(report)
-    code = ("import sys, json, memctl; items = json.load(open(sys.argv[1]));\n"
-            "with memctl.open_store() as s: s.add(items)")
+    code = (
+        "import sys, json, memctl; items = json.load(open(sys.argv[1]));\nwith memctl.open_store() as s: s.add(items)"
+    )
     (home / "items.json").write_text(json.dumps(items), encoding="utf-8")
     subprocess.run([python(), "-c", code, str(home / "items.json")], check=True, env={**os.environ, **env})
     queries = [q for q, _, lang in probes if lang == "zh"] or [q for q, _, _ in probes]
     run_child([python(), "-m", "memctl", "load", "warm-up", "--json"], env)  # page cache, ONNX export
-    samples = [run_child([python(), "-m", "memctl", "load", queries[i % len(queries)], "--json"], env)
-               for i in range(runs)]
+    samples = [
+        run_child([python(), "-m", "memctl", "load", queries[i % len(queries)], "--json"], env) for i in range(runs)
+    ]
     return statistics.median(s[0] for s in samples), max(s[1] for s in samples)
 
 
@@ -208,8 +216,11 @@ def run_models(args: argparse.Namespace) -> None:
     figures = {}
     me = str(Path(__file__).resolve())
     for name in args.models:
-        result = subprocess.run([python(), me, "--child-eval", name, "--tune", halves["tune"],
-                                 "--report", halves["report"]], capture_output=True, text=True)
+        result = subprocess.run(
+            [python(), me, "--child-eval", name, "--tune", halves["tune"], "--report", halves["report"]],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             print(f"{name}: {result.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
             continue
@@ -224,19 +235,60 @@ def run_models(args: argparse.Namespace) -> None:
         t_en, _ = recall(data["tune"], "en")
         t_zh, _ = recall(data["tune"], "zh")
         found, silent = at_threshold(rep, t)
-        figures[name] = {"report_r5_en": r_en, "report_r5_zh": r_zh, "tune_r5_en": t_en, "tune_r5_zh": t_zh,
-                         "threshold_tune": t, "report_found_at_t": found, "report_negatives_silent": silent,
-                         "report_negatives_silent_at_0.7": at_threshold(rep, 0.7)[1],
-                         "cold_s": cold, "cold_peak_mb": peak, "cold_memctl_load_s": load_s,
-                         "memctl_load_peak_mb": load_mb, "n_en": n_en, "n_zh": n_zh}
-        rows.append([name, f"{r_en:.3f}", f"{r_zh:.3f}", f"{t_en:.3f}", f"{t_zh:.3f}", f"{t:.3f}", found, silent,
-                     at_threshold(rep, 0.7)[1], f"{cold:.3f}", f"{peak:.0f}",
-                     "-" if load_s is None else f"{load_s:.3f}", "-" if load_mb is None else f"{load_mb:.0f}"])
-    print(table(f"Dense Recall@{K}: report half {args.report} (tune half {args.tune}); "
-                f"report probes en={n_en} zh={n_zh}",
-                ["model", "R@5 en (report)", "R@5 zh (report)", "R@5 en (tune)", "R@5 zh (tune)", "t fit on tune",
-                 "report found@t", "report neg silent@t", "neg silent@0.7", "cold s", "cold MB",
-                 "memctl load s", "load MB"], rows))
+        figures[name] = {
+            "report_r5_en": r_en,
+            "report_r5_zh": r_zh,
+            "tune_r5_en": t_en,
+            "tune_r5_zh": t_zh,
+            "threshold_tune": t,
+            "report_found_at_t": found,
+            "report_negatives_silent": silent,
+            "report_negatives_silent_at_0.7": at_threshold(rep, 0.7)[1],
+            "cold_s": cold,
+            "cold_peak_mb": peak,
+            "cold_memctl_load_s": load_s,
+            "memctl_load_peak_mb": load_mb,
+            "n_en": n_en,
+            "n_zh": n_zh,
+        }
+        rows.append(
+            [
+                name,
+                f"{r_en:.3f}",
+                f"{r_zh:.3f}",
+                f"{t_en:.3f}",
+                f"{t_zh:.3f}",
+                f"{t:.3f}",
+                found,
+                silent,
+                at_threshold(rep, 0.7)[1],
+                f"{cold:.3f}",
+                f"{peak:.0f}",
+                "-" if load_s is None else f"{load_s:.3f}",
+                "-" if load_mb is None else f"{load_mb:.0f}",
+            ]
+        )
+    print(
+        table(
+            f"Dense Recall@{K}: report half {args.report} (tune half {args.tune}); report probes en={n_en} zh={n_zh}",
+            [
+                "model",
+                "R@5 en (report)",
+                "R@5 zh (report)",
+                "R@5 en (tune)",
+                "R@5 zh (tune)",
+                "t fit on tune",
+                "report found@t",
+                "report neg silent@t",
+                "neg silent@0.7",
+                "cold s",
+                "cold MB",
+                "memctl load s",
+                "load MB",
+            ],
+            rows,
+        )
+    )
     print(json.dumps(figures))
 
 
@@ -262,13 +314,20 @@ def run_store_modes(args: argparse.Namespace) -> None:
             cells = []
             for language in ("en", "zh"):
                 positives = [(q, want) for q, want, lang in probes if want is not None and lang == language]
-                found = sum(want in [h.text for h in store.search(q, limit=K, threshold=0.0, mode=mode)]
-                            for q, want in positives)
+                found = sum(
+                    want in [h.text for h in store.search(q, limit=K, threshold=0.0, mode=mode)]
+                    for q, want in positives
+                )
                 cells.append(f"{found}/{len(positives)} = {found / max(1, len(positives)):.3f}")
             rows.append([mode, *cells])
-    print(table(f"memctl ({Path(memctl.__file__).parent.parent}) Recall@{K} on {args.report}, model {model},"
-                f" Chinese query words: {segmenter}",
-                ["mode", "en queries", "zh queries"], rows))
+    print(
+        table(
+            f"memctl ({Path(memctl.__file__).parent.parent}) Recall@{K} on {args.report}, model {model},"
+            f" Chinese query words: {segmenter}",
+            ["mode", "en queries", "zh queries"],
+            rows,
+        )
+    )
 
 
 def main() -> None:

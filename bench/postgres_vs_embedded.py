@@ -69,18 +69,26 @@ def measure(store, embedder, vectors, queries, areas, texts, runs: int) -> dict[
         "save": median_ms(save_one, max(runs, 50)),
         "delete": median_ms(lambda: store.delete(next(batches)), max(runs, 10)),
         "flat": median_ms(lambda: [store.search_vector(q, limit=10, threshold=0.0) for q in queries], runs) / per_query,
-        "area": median_ms(lambda: [store.search_vector(q, limit=10, threshold=THRESHOLD, area="solutions")
-                                   for q in queries], runs) / per_query,
-        "filter": median_ms(lambda: [store.search_vector(q, limit=10, threshold=THRESHOLD, filter="area == 'solutions'")
-                                     for q in queries], 1) / per_query,
+        "area": median_ms(
+            lambda: [store.search_vector(q, limit=10, threshold=THRESHOLD, area="solutions") for q in queries], runs
+        )
+        / per_query,
+        "filter": median_ms(
+            lambda: [
+                store.search_vector(q, limit=10, threshold=THRESHOLD, filter="area == 'solutions'") for q in queries
+            ],
+            1,
+        )
+        / per_query,
         "hybrid": median_ms(lambda: [store.search(t, limit=10, threshold=0.0) for t in text_queries], runs) / per_query,
         "recall": recall,
     }
 
 
 def start_server() -> tuple[str, str]:
-    out = subprocess.run(["bash", str(REPO / "scripts" / "pg_test_server.sh"), "start"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / "pg_test_server.sh"), "start"], check=True, capture_output=True, text=True
+    ).stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     return values["MEMCTL_TEST_PG_URL"], values["MEMCTL_TEST_PG_DIR"]
 
@@ -130,8 +138,13 @@ def main() -> None:
         ["hybrid search incl. fake embedding (ms)", e["hybrid"], p["hybrid"], p["hybrid"] / e["hybrid"]],
         ["recall@10 vs exact, unfiltered", e["recall"], p["recall"], ""],
     ]
-    print(table(f"{args.size:,} memories, {DIM}-d; medians of >= {args.runs} runs; ratio = PostgreSQL / embedded",
-                ["operation", "embedded", "PostgreSQL", "ratio"], rows))
+    print(
+        table(
+            f"{args.size:,} memories, {DIM}-d; medians of >= {args.runs} runs; ratio = PostgreSQL / embedded",
+            ["operation", "embedded", "PostgreSQL", "ratio"],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

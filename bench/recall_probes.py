@@ -127,8 +127,12 @@ def answers(store, query: str) -> tuple[list[str], list[str]]:
 
     got = recall(store, query)
     config = store.config
-    loaded = store.search(query, limit=int(config["search_limit"]), threshold=float(config["search_threshold"]),
-                          mode=config["search_mode"])
+    loaded = store.search(
+        query,
+        limit=int(config["search_limit"]),
+        threshold=float(config["search_threshold"]),
+        mode=config["search_mode"],
+    )
     return [h.text for h in got.memories + got.solutions], [h.text for h in loaded]
 
 
@@ -157,10 +161,12 @@ class Tally:
             self.misses.append(f"not recalled: {probe.query[:70]!r} (want {probe.want[:50]!r})")
 
     def row(self) -> list[object]:
-        return [f"{self.recall_found}/{self.positive} ({pct(self.recall_found, self.positive)})",
-                f"{self.load_found}/{self.positive} ({pct(self.load_found, self.positive)})",
-                f"{self.recall_silent}/{self.negative} ({pct(self.recall_silent, self.negative)})",
-                f"{self.load_silent}/{self.negative} ({pct(self.load_silent, self.negative)})"]
+        return [
+            f"{self.recall_found}/{self.positive} ({pct(self.recall_found, self.positive)})",
+            f"{self.load_found}/{self.positive} ({pct(self.load_found, self.positive)})",
+            f"{self.recall_silent}/{self.negative} ({pct(self.recall_silent, self.negative)})",
+            f"{self.load_silent}/{self.negative} ({pct(self.load_silent, self.negative)})",
+        ]
 
 
 def pct(a: int, b: int) -> str:
@@ -205,15 +211,32 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
     n_memories = sum(len(s.memories) for s in all_series)
     rows = []
     for (layout, name), tally in tallies.items():
-        rows.append([label, f"{layout} ({len(all_series)} stores, {n_memories} memories)" if layout == "series"
-                     else f"half (1 store, {n_memories} memories)", name, *tally.row()])
+        rows.append(
+            [
+                label,
+                f"{layout} ({len(all_series)} stores, {n_memories} memories)"
+                if layout == "series"
+                else f"half (1 store, {n_memories} memories)",
+                name,
+                *tally.row(),
+            ]
+        )
         if details and name == "new":
             for miss in tally.misses:
                 print(f"[{label}, {layout}] {miss}", file=sys.stderr)
     for name, (silent, asked) in unrelated.items():
         if asked:
-            rows.append([label, "series, other series' probes (unrelated)", name, "", "",
-                         f"{silent}/{asked} ({pct(silent, asked)})", ""])
+            rows.append(
+                [
+                    label,
+                    "series, other series' probes (unrelated)",
+                    name,
+                    "",
+                    "",
+                    f"{silent}/{asked} ({pct(silent, asked)})",
+                    "",
+                ]
+            )
     for (lang, name), tally in by_language.items():
         if tally.positive + tally.negative and lang != "en":
             rows.append([label, f"series, language {lang} only", name, *tally.row()])
@@ -223,11 +246,17 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, action="append", default=[], help="a corpus folder (repeatable)")
-    parser.add_argument("--regression", type=Path,
-                        default=Path(__file__).resolve().parents[2] / "shared/eval/transcripts",
-                        help="the shared transcripts (regression set); '-' to skip")
-    parser.add_argument("--unrelated", action="store_true",
-                        help="also ask each series' store every other series' probes (recall should stay silent)")
+    parser.add_argument(
+        "--regression",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared/eval/transcripts",
+        help="the shared transcripts (regression set); '-' to skip",
+    )
+    parser.add_argument(
+        "--unrelated",
+        action="store_true",
+        help="also ask each series' store every other series' probes (recall should stay silent)",
+    )
     parser.add_argument("--details", action="store_true", help="list the probes the new scoring fails (stderr)")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="memctl-bench-probes-"))
@@ -243,10 +272,21 @@ def main() -> None:
         calibration = store.calibration()
         threshold = store.config["search_threshold"]
     scoring = "calibrated" if calibration else "plain (1 + cos) / 2, no calibration shipped for this model"
-    print(table(f"Recall probes at default settings ({model}; new = {scoring}, threshold {threshold}; "
-                f"current = {CURRENT})",
-                ["corpus", "stores", "scoring", "recall finds answer", "load finds answer", "recall silent on neg.",
-                 "load silent on neg."], rows))
+    print(
+        table(
+            f"Recall probes at default settings ({model}; new = {scoring}, threshold {threshold}; current = {CURRENT})",
+            [
+                "corpus",
+                "stores",
+                "scoring",
+                "recall finds answer",
+                "load finds answer",
+                "recall silent on neg.",
+                "load silent on neg.",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,11 @@ MODES: list[tuple[str, str, dict]] = [
     ("hybrid (default)", "hybrid", {}),
 ]
 ABLATIONS: list[tuple[str, str, dict]] = [
-    ("  hybrid, previous defaults (before)", "hybrid", {"hybrid_metadata_boost": 0.2, "hybrid_neighbour_boost": 0.2,
-                                                         "hybrid_named_candidates": False}),
+    (
+        "  hybrid, previous defaults (before)",
+        "hybrid",
+        {"hybrid_metadata_boost": 0.2, "hybrid_neighbour_boost": 0.2, "hybrid_named_candidates": False},
+    ),
     ("  hybrid without named candidates", "hybrid", {"hybrid_named_candidates": False}),
     ("  hybrid without name drop", "hybrid", {"hybrid_drop_common_names": False}),
     ("  hybrid without BM25 (share 0)", "hybrid", {"hybrid_keyword_share": 0.0}),
@@ -109,8 +112,12 @@ def recall_at(store, probes: list[tuple[str, str | None]], mode: str, ks=(1, 5, 
 
 def negatives(store, probes, mode: str, threshold: float) -> list[tuple[str, float]]:
     """(text, score) of everything negative probes bring back at or above the threshold."""
-    return [(h.text, h.score) for q, want in probes if want is None
-            for h in store.search(q, limit=10, threshold=threshold, mode=mode)]
+    return [
+        (h.text, h.score)
+        for q, want in probes
+        if want is None
+        for h in store.search(q, limit=10, threshold=threshold, mode=mode)
+    ]
 
 
 def run_eval(folder: Path, home: Path, modes: list[tuple[str, str, dict]]) -> list[list[object]]:
@@ -126,16 +133,16 @@ def run_eval(folder: Path, home: Path, modes: list[tuple[str, str, dict]]) -> li
                 scores = recall_at(store, probes, mode)
                 found = negatives(store, probes, mode, store.config["search_threshold"])
             top = max((score for _, score in found), default=0.0)
-            rows.append([f"eval probes ({len(items)} items)", label, *scores.values(),
-                         f"{len(found)} (max {top:.2f})"])
+            rows.append([f"eval probes ({len(items)} items)", label, *scores.values(), f"{len(found)} (max {top:.2f})"])
             if label.startswith("hybrid (default)"):
                 for text, score in found:
                     print(f"negative probe brought back ({score:.3f}): {text[:90]}", file=sys.stderr)
     return rows
 
 
-def run_long(home: Path, dataset, label: str, variants: dict[str, dict],
-             modes: list[tuple[str, str, dict]]) -> list[list[object]]:
+def run_long(
+    home: Path, dataset, label: str, variants: dict[str, dict], modes: list[tuple[str, str, dict]]
+) -> list[list[object]]:
     """One store per conversation (as an agent per user would have); Recall@k summed over all."""
     import memctl
     from bench.longconv import turn_text
@@ -146,11 +153,17 @@ def run_long(home: Path, dataset, label: str, variants: dict[str, dict],
     for name, options in variants.items():
         found = {m[0]: {1: 0, 5: 0, 10: 0} for m in modes}
         for number, (turns, questions) in enumerate(dataset):
-            with memctl.open_store(home, re.sub('[^a-z0-9]+', '-', f"{label}-{number}-{name}".lower())[:60]) as store:
-                texts = [turn_text(turn, previous=turns[i - 1] if i and turns[i - 1].session == turn.session
-                                   else None, **options) for i, turn in enumerate(turns)]
-                meta = [{"speaker": t.speaker, "date": f"{t.when:%d %B %Y}"} if options.get("metadata") else {}
-                        for t in turns]
+            with memctl.open_store(home, re.sub("[^a-z0-9]+", "-", f"{label}-{number}-{name}".lower())[:60]) as store:
+                texts = [
+                    turn_text(
+                        turn, previous=turns[i - 1] if i and turns[i - 1].session == turn.session else None, **options
+                    )
+                    for i, turn in enumerate(turns)
+                ]
+                meta = [
+                    {"speaker": t.speaker, "date": f"{t.when:%d %B %Y}"} if options.get("metadata") else {}
+                    for t in turns
+                ]
                 ids = store.add(texts, area="main", metadata=meta)
                 for mode_label, mode, overrides in modes:
                     with configured(store, overrides):
@@ -159,10 +172,11 @@ def run_long(home: Path, dataset, label: str, variants: dict[str, dict],
                             for k in found[mode_label]:
                                 found[mode_label][k] += ids[answer_turn] in got[:k]
         for mode_label, _, _ in modes:
-            rows.append([f"{label}, {name}", mode_label,
-                         *(found[mode_label][k] / n_questions for k in (1, 5, 10)), ""])
-    print(f"{label}: {len(dataset)} conversations x ~{n_turns // len(dataset)} turns, {n_questions} questions",
-          file=sys.stderr)
+            rows.append([f"{label}, {name}", mode_label, *(found[mode_label][k] / n_questions for k in (1, 5, 10)), ""])
+    print(
+        f"{label}: {len(dataset)} conversations x ~{n_turns // len(dataset)} turns, {n_questions} questions",
+        file=sys.stderr,
+    )
     return rows
 
 
@@ -172,12 +186,19 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-ablations", action="store_true", help="skip the rows with one hybrid step off")
-    parser.add_argument("--only", default="",
-                        help="comma-separated starts of the mode labels to run, e.g. 'dense,hybrid (default)'")
-    parser.add_argument("--sets", default="eval,A,B,C",
-                        help="comma-separated: eval (the shared transcripts' probes), A, B, C (long conversations)")
-    parser.add_argument("--text-variants", action="store_true",
-                        help="also store the turns with speaker/date written into the text, and previous + turn")
+    parser.add_argument(
+        "--only", default="", help="comma-separated starts of the mode labels to run, e.g. 'dense,hybrid (default)'"
+    )
+    parser.add_argument(
+        "--sets",
+        default="eval,A,B,C",
+        help="comma-separated: eval (the shared transcripts' probes), A, B, C (long conversations)",
+    )
+    parser.add_argument(
+        "--text-variants",
+        action="store_true",
+        help="also store the turns with speaker/date written into the text, and previous + turn",
+    )
     args = parser.parse_args()
     from bench.longconv import generate_grounded_set, generate_hard_set, generate_set
 
@@ -190,22 +211,36 @@ def main() -> None:
     rows = run_eval(args.eval, home, modes) if args.eval.is_dir() and "eval" in sets else []
     variants = {"speaker/date as keyword metadata": {"speaker": False, "date": False, "metadata": True}}
     if args.text_variants:
-        variants.update({
-            "turn text only": {"speaker": False, "date": False},
-            "speaker/date in text": {"speaker": True, "date": True},
-            "previous + turn, metadata": {"speaker": False, "date": False, "context": True, "metadata": True},
-        })
+        variants.update(
+            {
+                "turn text only": {"speaker": False, "date": False},
+                "speaker/date in text": {"speaker": True, "date": True},
+                "previous + turn, metadata": {"speaker": False, "date": False, "context": True, "metadata": True},
+            }
+        )
     if "A" in sets:
-        rows += run_long(home, generate_grounded_set(args.conversations, seed=args.seed),
-                         "long conv. A (names the event)", variants, modes)
+        rows += run_long(
+            home,
+            generate_grounded_set(args.conversations, seed=args.seed),
+            "long conv. A (names the event)",
+            variants,
+            modes,
+        )
     if "B" in sets:
-        rows += run_long(home, generate_set(args.conversations, seed=args.seed), "long conv. B (paraphrased)",
-                         variants, modes)
+        rows += run_long(
+            home, generate_set(args.conversations, seed=args.seed), "long conv. B (paraphrased)", variants, modes
+        )
     if "C" in sets:
-        rows += run_long(home, generate_hard_set(args.conversations, seed=args.seed),
-                         "long conv. C (harder)", variants, modes)
-    print(table("Retrieval: Recall@k, all-MiniLM-L6-v2, no LLM",
-                ["set", "mode", "R@1", "R@5", "R@10", "negatives above 0.7"], rows))
+        rows += run_long(
+            home, generate_hard_set(args.conversations, seed=args.seed), "long conv. C (harder)", variants, modes
+        )
+    print(
+        table(
+            "Retrieval: Recall@k, all-MiniLM-L6-v2, no LLM",
+            ["set", "mode", "R@1", "R@5", "R@10", "negatives above 0.7"],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[str],
     areas = ["solutions" if i % 100 == 0 else "main" for i in range(n)]
     texts = [f"memory {i} in cluster {labels[i]}" for i in range(n)]
     queries = centers[rng.integers(0, CLUSTERS, 50)] + rng.standard_normal((50, DIM)).astype(np.float32) * (
-        0.5 / np.sqrt(DIM))
+        0.5 / np.sqrt(DIM)
+    )
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     return vectors.astype(np.float32), queries.astype(np.float32), areas, texts
 
@@ -72,12 +73,19 @@ def build_peer(folder: Path, vectors, areas, texts):
         def embed_query(self, text):  # pragma: no cover
             raise NotImplementedError
 
-    db = FAISS(embedding_function=Unused(), index=faiss.IndexFlatIP(DIM), docstore=InMemoryDocstore(),
-               index_to_docstore_id={}, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
-               relevance_score_fn=lambda d: min(1.0, max(0.0, (1 + d) / 2)))
-    db.add_embeddings(list(zip(texts, vectors.tolist(), strict=True)),
-                      metadatas=[{"area": a, "id": f"m{i:06d}"} for i, a in enumerate(areas)],
-                      ids=[f"m{i:06d}" for i in range(len(texts))])
+    db = FAISS(
+        embedding_function=Unused(),
+        index=faiss.IndexFlatIP(DIM),
+        docstore=InMemoryDocstore(),
+        index_to_docstore_id={},
+        distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
+        relevance_score_fn=lambda d: min(1.0, max(0.0, (1 + d) / 2)),
+    )
+    db.add_embeddings(
+        list(zip(texts, vectors.tolist(), strict=True)),
+        metadatas=[{"area": a, "id": f"m{i:06d}"} for i, a in enumerate(areas)],
+        ids=[f"m{i:06d}" for i in range(len(texts))],
+    )
     db.save_local(str(folder))
     return db, Unused()
 
@@ -97,7 +105,7 @@ def interleaved(fns: dict, queries, runs: int) -> dict[str, float]:
     names, samples = list(fns), {name: [] for name in fns}
     for _ in range(runs):
         for i, q in enumerate(queries):
-            for name in names[i % len(names):] + names[: i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 start = time.perf_counter()
                 fns[name](q)
                 samples[name].append(time.perf_counter() - start)
@@ -127,15 +135,17 @@ def main() -> None:
 
     def peer_add() -> None:
         i = next(counter)
-        peer.add_embeddings([(f"new memory {i}", extra[i % 1000].tolist())], metadatas=[{"area": "main"}],
-                            ids=[f"new{i}"])
+        peer.add_embeddings(
+            [(f"new memory {i}", extra[i % 1000].tolist())], metadatas=[{"area": "main"}], ids=[f"new{i}"]
+        )
         peer.save_local(str(work / "peer"))
 
     to_delete = iter([[f"m{j:06d}" for j in range(1 + 100 * k, 1 + 100 * (k + 1)) if j % 100] for k in range(400)])
     ours_delete = lambda: store.delete(next(to_delete))  # noqa: E731
     half = n // 2 + 1
-    peer_delete_ids = iter([[f"m{j:06d}" for j in range(half + 100 * k, half + 100 * (k + 1)) if j % 100]
-                            for k in range(400)])
+    peer_delete_ids = iter(
+        [[f"m{j:06d}" for j in range(half + 100 * k, half + 100 * (k + 1)) if j % 100] for k in range(400)]
+    )
 
     def peer_delete() -> None:
         peer.delete(next(peer_delete_ids))
@@ -150,9 +160,10 @@ def main() -> None:
         with memctl.open_store(work / "memctl", "bench", embedder=embedder) as fresh:
             fresh.vector_index()
 
-    p4_open = (timed(ours_open, runs),
-               timed(lambda: FAISS.load_local(str(work / "peer"), peer_embedder,
-                                              allow_dangerous_deserialization=True), runs))
+    p4_open = (
+        timed(ours_open, runs),
+        timed(lambda: FAISS.load_local(str(work / "peer"), peer_embedder, allow_dangerous_deserialization=True), runs),
+    )
 
     # Search: unfiltered top-10, and filtered to the 1 % area with the default threshold.
     store.vector_index()
@@ -168,25 +179,39 @@ def main() -> None:
 
     bare = faiss.IndexFlatIP(DIM)  # the bare FAISS search on the same vectors: the floor for memctl's search
     bare.add(vectors)
-    flat = interleaved({"memctl": lambda q: store.search_vector(q, limit=10, threshold=0.0),
-                        "bare": lambda q: bare.search(q.reshape(1, -1), 10)}, queries, runs)
+    flat = interleaved(
+        {
+            "memctl": lambda q: store.search_vector(q, limit=10, threshold=0.0),
+            "bare": lambda q: bare.search(q.reshape(1, -1), 10),
+        },
+        queries,
+        runs,
+    )
     ours_flat, bare_flat = flat["memctl"], flat["bare"]
-    ours_filtered = timed(lambda: [store.search_vector(q, limit=10, threshold=THRESHOLD, area="solutions")
-                                   for q in queries], runs) / len(queries)
-    peer_flat = timed(lambda: [peer.similarity_search_with_score_by_vector(q.tolist(), k=10) for q in queries],
-                      runs) / len(queries)
-    peer_filtered = timed(lambda: [peer.similarity_search_with_score_by_vector(q.tolist(), k=10,
-                                                                               filter={"area": "solutions"})
-                                   for q in queries], runs) / len(queries)
-    ours_all = [{h.id for h in store.search_vector(q, limit=100_000, threshold=THRESHOLD, area="solutions")}
-                for q in queries]
+    ours_filtered = timed(
+        lambda: [store.search_vector(q, limit=10, threshold=THRESHOLD, area="solutions") for q in queries], runs
+    ) / len(queries)
+    peer_flat = timed(
+        lambda: [peer.similarity_search_with_score_by_vector(q.tolist(), k=10) for q in queries], runs
+    ) / len(queries)
+    peer_filtered = timed(
+        lambda: [
+            peer.similarity_search_with_score_by_vector(q.tolist(), k=10, filter={"area": "solutions"}) for q in queries
+        ],
+        runs,
+    ) / len(queries)
+    ours_all = [
+        {h.id for h in store.search_vector(q, limit=100_000, threshold=THRESHOLD, area="solutions")} for q in queries
+    ]
     peer_hits = []
     for q in queries:
         docs = peer.similarity_search_with_score_by_vector(q.tolist(), k=10, filter={"area": "solutions"})
         peer_hits.append({d.metadata["id"] for d, score in docs if (1 + score) / 2 >= THRESHOLD})
     want10 = sum(min(10, len(t)) for t in truth)
-    ours10 = sum(len({h.id for h in store.search_vector(q, limit=10, threshold=THRESHOLD, area="solutions")} & t)
-                 for q, t in zip(queries, truth, strict=True))
+    ours10 = sum(
+        len({h.id for h in store.search_vector(q, limit=10, threshold=THRESHOLD, area="solutions")} & t)
+        for q, t in zip(queries, truth, strict=True)
+    )
     peer10 = sum(len(h & t) for h, t in zip(peer_hits, truth, strict=True))
     ours_complete = sum(len(a & t) for a, t in zip(ours_all, truth, strict=True))
     total_true = sum(len(t) for t in truth)
@@ -197,25 +222,60 @@ def main() -> None:
         ["P3 delete 100 + persist (ms)", ms(p3[0]), ms(p3[1]), p3[1] / p3[0], "≤ 20 ms, ≥ 50×"],
         ["P4 open store (ms)", ms(p4_open[0]), ms(p4_open[1]), p4_open[1] / p4_open[0], "≤ 300 ms"],
         ["search top-10, unfiltered (ms)", ms(ours_flat), ms(peer_flat), peer_flat / ours_flat, ""],
-        ["  vs bare IndexFlatIP.search (ms)", ms(ours_flat), ms(bare_flat), bare_flat / ours_flat,
-         "memctl ≤ 1.1× bare"],
-        ["search top-10, 1 % area filter (ms)", ms(ours_filtered), ms(peer_filtered), peer_filtered / ours_filtered,
-         "≤ 1.2× unfiltered"],
+        [
+            "  vs bare IndexFlatIP.search (ms)",
+            ms(ours_flat),
+            ms(bare_flat),
+            bare_flat / ours_flat,
+            "memctl ≤ 1.1× bare",
+        ],
+        [
+            "search top-10, 1 % area filter (ms)",
+            ms(ours_filtered),
+            ms(peer_filtered),
+            peer_filtered / ours_filtered,
+            "≤ 1.2× unfiltered",
+        ],
         ["filtered: true matches in top-10", f"{ours10}/{want10}", f"{peer10}/{want10}", "", "all"],
         ["filtered: all true matches ≥ 0.75", f"{ours_complete}/{total_true}", "n/a (k-capped)", "", "all"],
-        ["filtered: queries with no result", sum(1 for t, q in zip(truth, queries, strict=True) if t and not
-                                                 store.search_vector(q, limit=10, threshold=THRESHOLD,
-                                                                     area="solutions")),
-         sum(1 for h, t in zip(peer_hits, truth, strict=True) if t and not h), "", "0"],
+        [
+            "filtered: queries with no result",
+            sum(
+                1
+                for t, q in zip(truth, queries, strict=True)
+                if t and not store.search_vector(q, limit=10, threshold=THRESHOLD, area="solutions")
+            ),
+            sum(1 for h, t in zip(peer_hits, truth, strict=True) if t and not h),
+            "",
+            "0",
+        ],
     ]
-    print(table(f"P2–P4: {n:,} memories, {DIM}-d, medians of ≥ {runs} runs; ratio = peer / memctl",
-                ["operation", "memctl", "LangChain FAISS", "ratio", "target"], rows))
+    print(
+        table(
+            f"P2–P4: {n:,} memories, {DIM}-d, medians of ≥ {runs} runs; ratio = peer / memctl",
+            ["operation", "memctl", "LangChain FAISS", "ratio", "target"],
+            rows,
+        )
+    )
     print(f"filtered/unfiltered search time (memctl): {ours_filtered / ours_flat:.2f}×")
     print(f"unfiltered search, memctl / bare IndexFlatIP: {ours_flat / bare_flat:.2f}×")
-    print(json.dumps({"p2_ms": ms(p2[0]), "p2_peer_ms": ms(p2[1]), "p3_ms": ms(p3[0]), "p3_peer_ms": ms(p3[1]),
-                      "open_ms": ms(p4_open[0]), "open_peer_ms": ms(p4_open[1]), "flat_ms": ms(ours_flat),
-                      "bare_flat_ms": ms(bare_flat),
-                      "filtered_ms": ms(ours_filtered), "true": total_true, "found": ours_complete}))
+    print(
+        json.dumps(
+            {
+                "p2_ms": ms(p2[0]),
+                "p2_peer_ms": ms(p2[1]),
+                "p3_ms": ms(p3[0]),
+                "p3_peer_ms": ms(p3[1]),
+                "open_ms": ms(p4_open[0]),
+                "open_peer_ms": ms(p4_open[1]),
+                "flat_ms": ms(ours_flat),
+                "bare_flat_ms": ms(bare_flat),
+                "filtered_ms": ms(ours_filtered),
+                "true": total_true,
+                "found": ours_complete,
+            }
+        )
+    )
     store.close()
     shutil.rmtree(work, ignore_errors=True)
 

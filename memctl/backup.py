@@ -59,8 +59,9 @@ class BackupReport:
         return asdict(self)
 
 
-def backup_store(folder: Path, dest: Path, *, subdir: str = "", force: bool = False,
-                 lock_timeout: float = 30) -> BackupReport:
+def backup_store(
+    folder: Path, dest: Path, *, subdir: str = "", force: bool = False, lock_timeout: float = 30
+) -> BackupReport:
     """Write a consistent snapshot of the store in `folder` to the new folder `dest` (atomically)."""
     if not (folder / DB_FILE).is_file():
         raise NotFoundError(f"no store at {folder}", hint="`memctl subdirs` lists the stores")
@@ -90,9 +91,15 @@ def _backup_into(folder: Path, stage: Path, dest: Path, subdir: str) -> BackupRe
         else:
             for name in (INDEX_FILE, SIDECAR_FILE):
                 (stage / name).unlink(missing_ok=True)
-        manifest = {"memctl_backup": BACKUP_FORMAT, "subdir": subdir, "source": str(folder),
-                    "created_at": now_iso(), "count": count, "index": index,
-                    "files": {name: file_sha256(stage / name) for name in files}}
+        manifest = {
+            "memctl_backup": BACKUP_FORMAT,
+            "subdir": subdir,
+            "source": str(folder),
+            "created_at": now_iso(),
+            "count": count,
+            "index": index,
+            "files": {name: file_sha256(stage / name) for name in files},
+        }
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         _fsync_tree(stage)
         replaced = _swap_in(stage, dest)
@@ -164,8 +171,7 @@ def _swap_in(stage: Path, dest: Path) -> bool:
     """Rename the finished stage to dest (journaled: see memctl.files.swap_in); a previous dest is
     moved aside first and removed after. Returns whether a non-empty dest was replaced."""
     replaced = dest.is_dir() and any(dest.iterdir())
-    swap_in(stage, dest, dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}", marker=DB_FILE,
-            keep_aside=False)
+    swap_in(stage, dest, dest.parent / f".{dest.name}.old-{secrets.token_hex(4)}", marker=DB_FILE, keep_aside=False)
     return replaced
 
 
@@ -211,8 +217,9 @@ def verify_backup(source: Path) -> dict[str, Any]:
         raise StoreError(f"backup manifest {path} is unreadable: {exc}") from exc
     for name, sha in files.items():
         if Path(name).name != name or not (source / name).is_file() or file_sha256(source / name) != sha:
-            raise StoreError(f"backup file {source / name} is missing or damaged (sha256 mismatch)",
-                             hint="use another backup")
+            raise StoreError(
+                f"backup file {source / name} is missing or damaged (sha256 mismatch)", hint="use another backup"
+            )
     return manifest
 
 
@@ -225,8 +232,11 @@ def store_has_content(folder: Path) -> bool:
     try:
         with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            return any(db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
-                       for t in ("memories", "history", "archive") if t in tables)
+            return any(
+                db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
+                for t in ("memories", "history", "archive")
+                if t in tables
+            )
     except sqlite3.Error:
         return True  # unreadable: treat as precious
 
@@ -238,9 +248,11 @@ def restore_backup(source: Path, folder: Path, *, force: bool = False, lock_time
     folder.parent.mkdir(parents=True, exist_ok=True)
     with _replacing(folder, lock_timeout):
         if store_has_content(folder) and not force:
-            raise UsageError(f"store {folder} is not empty",
-                             hint="restore into another --subdir, or pass --force (the replaced store is kept "
-                                  "in a hidden folder beside it)")
+            raise UsageError(
+                f"store {folder} is not empty",
+                hint="restore into another --subdir, or pass --force (the replaced store is kept "
+                "in a hidden folder beside it)",
+            )
         stage = staging_folder(folder.parent, folder.name, "restore")
         try:
             count = _snapshot(source / DB_FILE, stage / DB_FILE)
@@ -255,8 +267,9 @@ def restore_backup(source: Path, folder: Path, *, force: bool = False, lock_time
     if kept_old and not store_has_content(Path(kept_old)):
         shutil.rmtree(kept_old, ignore_errors=True)
         kept_old = None
-    return RestoreBackupReport(source=str(source), path=str(folder), count=count, replaced=kept_old is not None,
-                               kept_old=kept_old)
+    return RestoreBackupReport(
+        source=str(source), path=str(folder), count=count, replaced=kept_old is not None, kept_old=kept_old
+    )
 
 
 def _swap_store(stage: Path, folder: Path, lock_timeout: float) -> str | None:
@@ -314,8 +327,10 @@ def copy_store(source: Any, dest: Any) -> int:
     with dest.transaction():
         for batch in iter_chunks(source.iter_rows(), COPY_BATCH):
             if info is None:
-                raise StoreError(f"store {source.name!r} has memories but no recorded embedding model",
-                                 hint="run `memctl reindex` on it first")
+                raise StoreError(
+                    f"store {source.name!r} has memories but no recorded embedding model",
+                    hint="run `memctl reindex` on it first",
+                )
             dest.put_rows(batch, info, dimension)
             count += len(batch)
         dest.append_history(list(reversed(source.history())))
@@ -351,9 +366,15 @@ def _write_folder_store(store: Any, folder: Path) -> int:
 
 def _write_manifest(folder: Path, *, subdir: str, source: str, count: int) -> list[str]:
     files = [name for name in (DB_FILE, *SIDE_FILES, INDEX_FILE, SIDECAR_FILE) if (folder / name).is_file()]
-    manifest = {"memctl_backup": BACKUP_FORMAT, "subdir": subdir, "source": source, "created_at": now_iso(),
-                "count": count, "index": "copied" if INDEX_FILE in files else "rebuild",
-                "files": {name: file_sha256(folder / name) for name in files}}
+    manifest = {
+        "memctl_backup": BACKUP_FORMAT,
+        "subdir": subdir,
+        "source": source,
+        "created_at": now_iso(),
+        "count": count,
+        "index": "copied" if INDEX_FILE in files else "rebuild",
+        "files": {name: file_sha256(folder / name) for name in files},
+    }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     _fsync_tree(folder)
     return files
@@ -413,8 +434,13 @@ def restore_backup_rows(source: Path, store: Any, *, aside: Path, force: bool = 
                 shutil.rmtree(kept, ignore_errors=True)  # nothing was replaced
             raise
     store.rebuild_index()
-    return RestoreBackupReport(source=str(source), path=store.location, count=count, replaced=kept is not None,
-                               kept_old=None if kept is None else str(kept))
+    return RestoreBackupReport(
+        source=str(source),
+        path=store.location,
+        count=count,
+        replaced=kept is not None,
+        kept_old=None if kept is None else str(kept),
+    )
 
 
 _NOT_EMPTY_HINT = "restore into another --subdir, or pass --force (the replaced store is kept as a backup folder)"
@@ -438,8 +464,15 @@ def aside_path(folder: Path) -> Path:
     return folder.parent / f".{folder.name}.replaced-{stamp}"
 
 
-def backup_subdir(root: str | os.PathLike[str] | None, subdir: str, dest: Path, *, store: str | None = None,
-                  overrides: dict[str, Any] | None = None, force: bool = False) -> BackupReport:
+def backup_subdir(
+    root: str | os.PathLike[str] | None,
+    subdir: str,
+    dest: Path,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+) -> BackupReport:
     """`memctl backup`: the store `subdir` of either backend (`store`, else env MEMCTL_STORE, else config
     store_url) written to the folder `dest`: a folder store is copied file by file, a PostgreSQL store
     row by row (from one snapshot)."""
@@ -452,8 +485,15 @@ def backup_subdir(root: str | os.PathLike[str] | None, subdir: str, dest: Path, 
         return backup_rows(opened, dest, force=force)
 
 
-def restore_subdir(source: Path, root: str | os.PathLike[str] | None, subdir: str, *, store: str | None = None,
-                   overrides: dict[str, Any] | None = None, force: bool = False) -> RestoreBackupReport:
+def restore_subdir(
+    source: Path,
+    root: str | os.PathLike[str] | None,
+    subdir: str,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+) -> RestoreBackupReport:
     """`memctl restore-backup`: replace the store `subdir` of either backend with the backup `source`.
     A folder store is swapped for a checked copy; a PostgreSQL store is replaced in one transaction,
     the replaced one kept as a backup folder under the root."""

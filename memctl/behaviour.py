@@ -37,8 +37,13 @@ class BehaviourResult:
     default: bool  # the store has no rules of its own: these are the default rules
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "action": self.action, "rules": self.rules, "changed": self.changed,
-                "default": self.default}
+        return {
+            "path": self.path,
+            "action": self.action,
+            "rules": self.rules,
+            "changed": self.changed,
+            "default": self.default,
+        }
 
 
 def default_rules() -> str:
@@ -87,16 +92,18 @@ def adjust(store: StoreBase, adjustment: str, llm: UtilityModel) -> BehaviourRes
     """Merge `adjustment` into the rules with the utility model; LLMError (nothing written) on failure."""
     adjustment = adjustment.strip()
     if not adjustment:
-        raise UsageError("the adjustment is empty",
-                         hint='say what to change, e.g. memctl behaviour adjust "Answer in German"')
+        raise UsageError(
+            "the adjustment is empty", hint='say what to change, e.g. memctl behaviour adjust "Answer in German"'
+        )
     current, _ = read_rules(store)
     reply = llm.ask("behaviour_merge", current=current.strip(), adjustment=adjustment)
     rules = normalise(reply)
     if not any(line.lstrip().startswith(("-", "*", "#")) or line.strip() for line in rules.splitlines()):
         raise LLMError("the utility model returned no rules; the behaviour rules were not changed")
     if len(rules) > MAX_RULES_CHARS:
-        raise LLMError(f"the utility model returned {len(rules)} characters of rules; "
-                       "the behaviour rules were not changed")
+        raise LLMError(
+            f"the utility model returned {len(rules)} characters of rules; the behaviour rules were not changed"
+        )
     return _write(store, rules, "adjust")
 
 
@@ -109,8 +116,10 @@ def editor_command() -> list[str]:
     value = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if value is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):  # vi would draw into a pipe and wait forever
-            raise UsageError("no terminal and no editor set: `behaviour edit` needs one",
-                             hint="set EDITOR (e.g. EDITOR=nano), or use `memctl behaviour adjust TEXT`")
+            raise UsageError(
+                "no terminal and no editor set: `behaviour edit` needs one",
+                hint="set EDITOR (e.g. EDITOR=nano), or use `memctl behaviour adjust TEXT`",
+            )
         value = "vi"
     try:
         command = shlex.split(value)
@@ -133,14 +142,17 @@ def edit(store: StoreBase) -> BehaviourResult:
         try:
             status = subprocess.run([*command, str(temp)], check=False).returncode  # noqa: S603 - list, no shell
         except OSError as exc:
-            raise MemctlError(f"cannot start the editor {command[0]!r}: {exc}",
-                              hint="set EDITOR to an installed editor") from exc
+            raise MemctlError(
+                f"cannot start the editor {command[0]!r}: {exc}", hint="set EDITOR to an installed editor"
+            ) from exc
         if status != 0:
             raise MemctlError(f"the editor exited with status {status}; the behaviour rules were not changed")
         edited = normalise(temp.read_text(encoding="utf-8"))
         if not edited.strip():
-            raise MemctlError("the edited rules are empty; the behaviour rules were not changed",
-                              hint="`memctl behaviour reset` restores the default rules")
+            raise MemctlError(
+                "the edited rules are empty; the behaviour rules were not changed",
+                hint="`memctl behaviour reset` restores the default rules",
+            )
         if edited == normalise(current):
             return BehaviourResult(store.behaviour_location, "edit", current, False, is_default)
         return _write(store, edited, "edit")

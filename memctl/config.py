@@ -122,8 +122,10 @@ def check_value(key: str, value: Any, source: str) -> Any:
 
     problem = value_problem(key, value)
     if problem is not None:
-        raise ConfigError(f"{source}: config key {key!r} {problem}, got {value!r}",
-                          hint=f"fix it there, or `memctl config set {key} VALUE`")
+        raise ConfigError(
+            f"{source}: config key {key!r} {problem}, got {value!r}",
+            hint=f"fix it there, or `memctl config set {key} VALUE`",
+        )
     return value
 
 
@@ -179,8 +181,10 @@ def load_config(
     if user_path.is_file():
         layers.append((str(user_path), _read_yaml(user_path)))
     elif os.environ.get("MEMCTL_CONFIG") and (environ is None or "MEMCTL_CONFIG" in environ):
-        raise ConfigError(f"MEMCTL_CONFIG names {str(user_path)!r}, which is not a file",
-                          hint="create it (`memctl config set KEY VALUE` writes there), or unset MEMCTL_CONFIG")
+        raise ConfigError(
+            f"MEMCTL_CONFIG names {str(user_path)!r}, which is not a file",
+            hint="create it (`memctl config set KEY VALUE` writes there), or unset MEMCTL_CONFIG",
+        )
     if store_dir is not None and (store_dir / "config.yaml").is_file():
         layers.append((str(store_dir / "config.yaml"), _read_yaml(store_dir / "config.yaml")))
     layers.append(("env", _env_layer(os.environ if environ is None else environ)))
@@ -197,5 +201,6 @@ def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
     from memctl.config_rules import cross_problems
 
     for key, problem in cross_problems(values):
-        raise ConfigError(f"{sources.get(key, 'config')}: config key {key!r} {problem}",
-                          hint=f"`memctl config set {key} VALUE`")
+        raise ConfigError(
+            f"{sources.get(key, 'config')}: config key {key!r} {problem}", hint=f"`memctl config set {key} VALUE`"
+        )

@@ -36,8 +36,11 @@ def scope_path(scope: str, store_folder: Path) -> Path:
 
 
 def config_paths(store_folder: Path) -> dict[str, str]:
-    return {"defaults": str(resource_path("default_config.yaml")), "user": str(user_config_path()),
-            "store": str(store_folder / STORE_CONFIG)}
+    return {
+        "defaults": str(resource_path("default_config.yaml")),
+        "user": str(user_config_path()),
+        "store": str(store_folder / STORE_CONFIG),
+    }
 
 
 @dataclass
@@ -86,8 +89,9 @@ def set_value(path: Path, key: str, value: Any) -> Any:
     old_text = path.read_text(encoding="utf-8") if path.is_file() else ""
     old = _read_yaml(path) if path.is_file() else {}
     wanted = {**old, key: value}
-    line = yaml.safe_dump({key: value}, default_flow_style=False, allow_unicode=True, sort_keys=False,
-                          width=1 << 30).rstrip("\n")
+    line = yaml.safe_dump(
+        {key: value}, default_flow_style=False, allow_unicode=True, sort_keys=False, width=1 << 30
+    ).rstrip("\n")
     new_text = _replace_key(old_text, key, line)
     try:
         parsed = yaml_load(new_text) or {}

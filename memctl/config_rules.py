@@ -124,6 +124,7 @@ def cross_problems(values: dict[str, Any]) -> list[tuple[str, str]]:
     problems = []
     size, overlap = values.get("knowledge_chunk_size"), values.get("knowledge_chunk_overlap")
     if isinstance(size, int) and isinstance(overlap, int) and overlap >= size:
-        problems.append(("knowledge_chunk_overlap",
-                         f"must be smaller than knowledge_chunk_size ({size}), got {overlap}"))
+        problems.append(
+            ("knowledge_chunk_overlap", f"must be smaller than knowledge_chunk_size ({size}), got {overlap}")
+        )
     return problems

@@ -53,13 +53,33 @@ if TYPE_CHECKING:
 
 ACTIONS = ("merge", "replace", "update", "keep_separate", "skip")
 # action -> the fate shown in reports
-FATE = {"merge": "merged", "replace": "replaced", "update": "updated", "keep_separate": "kept_separate",
-        "skip": "skipped", "insert": "inserted"}
+FATE = {
+    "merge": "merged",
+    "replace": "replaced",
+    "update": "updated",
+    "keep_separate": "kept_separate",
+    "skip": "skipped",
+    "insert": "inserted",
+}
 LINK_KIND = {"merge": "consolidated_from", "replace": "replaced", "update": "updated_from"}
-_ALIASES = {"keep": "keep_separate", "separate": "keep_separate", "keepseparate": "keep_separate",
-            "new": "keep_separate", "insert": "keep_separate", "add": "keep_separate", "store": "keep_separate",
-            "duplicate": "skip", "ignore": "skip", "none": "skip", "nothing": "skip", "combine": "merge",
-            "supersede": "replace", "overwrite": "replace", "modify": "update", "edit": "update"}
+_ALIASES = {
+    "keep": "keep_separate",
+    "separate": "keep_separate",
+    "keepseparate": "keep_separate",
+    "new": "keep_separate",
+    "insert": "keep_separate",
+    "add": "keep_separate",
+    "store": "keep_separate",
+    "duplicate": "skip",
+    "ignore": "skip",
+    "none": "skip",
+    "nothing": "skip",
+    "combine": "merge",
+    "supersede": "replace",
+    "overwrite": "replace",
+    "modify": "update",
+    "edit": "update",
+}
 _FILTER_CHUNK = 25  # ids per `id in [...]` filter (the filter language caps expressions at 500 chars)
 
 
@@ -97,9 +117,17 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "area": self.area, "fate": self.fate, "reason": self.reason, "ids": self.ids,
-                "removed": self.removed, "result_text": self.result_text,
-                "similar": [s.to_dict() for s in self.similar], "notes": self.notes}
+        return {
+            "text": self.text,
+            "area": self.area,
+            "fate": self.fate,
+            "reason": self.reason,
+            "ids": self.ids,
+            "removed": self.removed,
+            "result_text": self.result_text,
+            "similar": [s.to_dict() for s in self.similar],
+            "notes": self.notes,
+        }
 
 
 def merge_metadata(*metas: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -166,8 +194,9 @@ def same_subject(a: str, b: str, min_share: float) -> bool:
 class Consolidator:
     """Consolidates candidates into one store; `dry_run` decides without writing."""
 
-    def __init__(self, store: StoreBase, llm: UtilityModel | None, *, actor: str = "memorize",
-                 dry_run: bool = False) -> None:
+    def __init__(
+        self, store: StoreBase, llm: UtilityModel | None, *, actor: str = "memorize", dry_run: bool = False
+    ) -> None:
         self.store = store
         self.llm = llm
         self.actor = actor
@@ -189,15 +218,30 @@ class Consolidator:
         try:
             similar = self.find_similar(text, vector, area, notes)
         except MemctlError as exc:
-            return self._insert(Outcome(text, area, "inserted", f"similar-memory search failed, inserted as is: "
-                                        f"{exc.message}", notes=notes), metadata, vector)
+            return self._insert(
+                Outcome(
+                    text, area, "inserted", f"similar-memory search failed, inserted as is: {exc.message}", notes=notes
+                ),
+                metadata,
+                vector,
+            )
         if not similar:
             return self._insert(Outcome(text, area, "inserted", "no similar memory", notes=notes), metadata, vector)
         try:
             decision = self.decide(text, area, similar)
         except LLMError as exc:
-            return self._insert(Outcome(text, area, "inserted", f"consolidation failed, inserted as is: {exc.message}",
-                                        similar=similar, notes=notes), metadata, vector)
+            return self._insert(
+                Outcome(
+                    text,
+                    area,
+                    "inserted",
+                    f"consolidation failed, inserted as is: {exc.message}",
+                    similar=similar,
+                    notes=notes,
+                ),
+                metadata,
+                vector,
+            )
         return self.apply(text, area, metadata, vector, similar, decision, notes)
 
     # -- finding similar memories --------------------------------------------------------------
@@ -234,12 +278,16 @@ class Consolidator:
                 found.setdefault(hit.id, hit)
         found = {i: m for i, m in found.items() if not m.metadata.get("knowledge_source")}  # files own those
         scores = self.real_scores(vector, list(found), area)
-        ranked = sorted((Similar(i, found[i].text, scores.get(i, 0.0), dict(found[i].metadata)) for i in found),
-                        key=lambda s: -s.score)
+        ranked = sorted(
+            (Similar(i, found[i].text, scores.get(i, 0.0), dict(found[i].metadata)) for i in found),
+            key=lambda s: -s.score,
+        )
         shown = [s for s in ranked if self.may_act(text, s)]
         if len(shown) < len(ranked):
-            notes.append(f"{len(ranked) - len(shown)} keyword match(es) left out: below consolidation_threshold "
-                         f"{self.consider_min} without enough keyword evidence")
+            notes.append(
+                f"{len(ranked) - len(shown)} keyword match(es) left out: below consolidation_threshold "
+                f"{self.consider_min} without enough keyword evidence"
+            )
         return shown[: self.limit]
 
     def _warm_queries(self, queries: list[str]) -> None:
@@ -261,8 +309,7 @@ class Consolidator:
         for start in range(0, len(ids), _FILTER_CHUNK):
             chunk = list(ids[start : start + _FILTER_CHUNK])
             expression = "id in [" + ", ".join(f"'{i}'" for i in chunk) + "]"
-            for hit in self.store.search_vector(vector, limit=len(chunk), threshold=0.0, area=area,
-                                                filter=expression):
+            for hit in self.store.search_vector(vector, limit=len(chunk), threshold=0.0, area=area, filter=expression):
                 scores[hit.id] = hit.score
         return scores
 
@@ -274,14 +321,24 @@ class Consolidator:
         return parse_decision(reply, len(similar), [s.id for s in similar])
 
     # -- applying the decision -------------------------------------------------------------------
-    def apply(self, text: str, area: str, metadata: Mapping[str, Any] | None, vector: np.ndarray,
-              similar: list[Similar], decision: Decision, notes: list[str]) -> Outcome:
+    def apply(
+        self,
+        text: str,
+        area: str,
+        metadata: Mapping[str, Any] | None,
+        vector: np.ndarray,
+        similar: list[Similar],
+        decision: Decision,
+        notes: list[str],
+    ) -> Outcome:
         base = Outcome(text, area, "inserted", decision.reason, similar=similar, notes=notes)
         result_text = (decision.text or "").strip() or None
         sources = [text] + [similar[i].text for i in decision.targets]
         if result_text and decision.action in ("merge", "replace", "update") and not plausible(result_text, sources):
-            base.reason = (f"consolidation failed, inserted as is: the model's {decision.action} text does not "
-                           f"restate the memories it combines ({result_text[:80]!r})")
+            base.reason = (
+                f"consolidation failed, inserted as is: the model's {decision.action} text does not "
+                f"restate the memories it combines ({result_text[:80]!r})"
+            )
             return self._insert(base, metadata, vector)
         result_vector = None
         if result_text and result_text != text and decision.action in ("merge", "replace"):
@@ -302,13 +359,28 @@ class Consolidator:
             with self.store.transaction():
                 return self._plan(base, metadata, vector, similar, decision, result_text, result_vector, write=True)
         except MemctlError as exc:
-            base = Outcome(text, area, "inserted", f"applying {decision.action} failed, inserted as is: {exc.message}",
-                           similar=similar, notes=notes)
+            base = Outcome(
+                text,
+                area,
+                "inserted",
+                f"applying {decision.action} failed, inserted as is: {exc.message}",
+                similar=similar,
+                notes=notes,
+            )
             return self._insert(base, metadata, vector)
 
-    def _plan(self, out: Outcome, metadata: Mapping[str, Any] | None, vector: np.ndarray, similar: list[Similar],
-              decision: Decision, result_text: str | None, result_vector: np.ndarray | None, *,
-              write: bool) -> Outcome:
+    def _plan(
+        self,
+        out: Outcome,
+        metadata: Mapping[str, Any] | None,
+        vector: np.ndarray,
+        similar: list[Similar],
+        decision: Decision,
+        result_text: str | None,
+        result_vector: np.ndarray | None,
+        *,
+        write: bool,
+    ) -> Outcome:
         """Re-check the targets, apply the safety rules and (with write) carry out the action."""
         action = decision.action
         targets = [similar[i] for i in decision.targets]
@@ -332,16 +404,22 @@ class Consolidator:
         removable = [t for t in live if t.score >= self.replace_min]
         for target in live:
             if target.score < self.replace_min:
-                out.notes.append(f"{action}: kept {target.id}, similarity {target.score:.3f} < "
-                                 f"replace_similarity_threshold {self.replace_min}")
+                out.notes.append(
+                    f"{action}: kept {target.id}, similarity {target.score:.3f} < "
+                    f"replace_similarity_threshold {self.replace_min}"
+                )
         if not removable:
             actable = [t for t in live if self.may_act(out.text, t)]
             if actable:  # the stale value must not survive: rewrite it in place (history keeps it)
-                out.notes.append(f"{action} of {actable[0].id} below replace_similarity_threshold "
-                                 f"{self.replace_min} applied as an update")
+                out.notes.append(
+                    f"{action} of {actable[0].id} below replace_similarity_threshold "
+                    f"{self.replace_min} applied as an update"
+                )
                 return self._update(out, metadata, vector, actable, result_text, write=write)
-            out.reason = (f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
-                          f"{self.replace_min}" + (f" (best {max(t.score for t in live):.3f})" if live else ""))
+            out.reason = (
+                f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
+                f"{self.replace_min}" + (f" (best {max(t.score for t in live):.3f})" if live else "")
+            )
             return self._insert(out, metadata, vector, write=write, fate="kept_separate")
         final_text = result_text if (result_text and (action == "merge" or result_vector is not None)) else out.text
         if action == "merge" and not result_text:
@@ -354,17 +432,32 @@ class Consolidator:
         if write:
             self.store.delete(out.removed, cascade=False, actor=self.actor, op=action)
             out.ids = self.store.insert_records(
-                [{"text": final_text, "area": out.area, "metadata": meta}], final_vector[None, :],
-                self.store.embedder.info, actor=self.actor, links={LINK_KIND[action]: out.removed})
+                [{"text": final_text, "area": out.area, "metadata": meta}],
+                final_vector[None, :],
+                self.store.embedder.info,
+                actor=self.actor,
+                links={LINK_KIND[action]: out.removed},
+            )
         return out
 
-    def _update(self, out: Outcome, metadata: Mapping[str, Any] | None, vector: np.ndarray, live: list[Similar],
-                result_text: str | None, *, write: bool) -> Outcome:
+    def _update(
+        self,
+        out: Outcome,
+        metadata: Mapping[str, Any] | None,
+        vector: np.ndarray,
+        live: list[Similar],
+        result_text: str | None,
+        *,
+        write: bool,
+    ) -> Outcome:
         target = live[0] if live else None
         if target is None or not self.may_act(out.text, target):
-            why = ("its target is gone" if target is None else
-                   f"target similarity {target.score:.3f} < consolidation_threshold {self.consider_min} "
-                   f"and too little keyword evidence")
+            why = (
+                "its target is gone"
+                if target is None
+                else f"target similarity {target.score:.3f} < consolidation_threshold {self.consider_min} "
+                f"and too little keyword evidence"
+            )
             out.reason = f"update downgraded to keep_separate: {why}"
             return self._insert(out, metadata, vector, write=write, fate="kept_separate")
         new_text = result_text or out.text
@@ -372,12 +465,20 @@ class Consolidator:
         out.fate, out.ids = "updated", [target.id]
         out.result_text = new_text if new_text != out.text else None
         if write:
-            self.store.update(target.id, text=new_text, metadata=meta, replace_metadata=True, actor=self.actor,
-                              op="update")
+            self.store.update(
+                target.id, text=new_text, metadata=meta, replace_metadata=True, actor=self.actor, op="update"
+            )
         return out
 
-    def _insert(self, out: Outcome, metadata: Mapping[str, Any] | None, vector: np.ndarray | None, *,
-                write: bool | None = None, fate: str | None = None) -> Outcome:
+    def _insert(
+        self,
+        out: Outcome,
+        metadata: Mapping[str, Any] | None,
+        vector: np.ndarray | None,
+        *,
+        write: bool | None = None,
+        fate: str | None = None,
+    ) -> Outcome:
         """Insert the candidate as it is (keep_separate, and the safe path of every failure)."""
         out.fate = fate or "inserted"
         out.removed, out.result_text = [], None
@@ -388,8 +489,11 @@ class Consolidator:
                 out.ids = self.store.add([out.text], area=out.area, metadata=[dict(metadata or {})], actor=self.actor)
             else:
                 out.ids = self.store.insert_records(
-                    [{"text": out.text, "area": out.area, "metadata": dict(metadata or {})}], vector[None, :],
-                    self.store.embedder.info, actor=self.actor)
+                    [{"text": out.text, "area": out.area, "metadata": dict(metadata or {})}],
+                    vector[None, :],
+                    self.store.embedder.info,
+                    actor=self.actor,
+                )
         return out
 
     # -- consolidating stored memories (`memctl consolidate`) -------------------------------------------
@@ -429,8 +533,16 @@ class Consolidator:
             out.reason = f"applying {decision.action} failed, nothing changed: {exc.message}"
             return out
 
-    def _apply_group(self, out: GroupOutcome, newest: Similar, targets: list[Similar], decision: Decision,
-                     result_vector: Any, *, write: bool) -> GroupOutcome:
+    def _apply_group(
+        self,
+        out: GroupOutcome,
+        newest: Similar,
+        targets: list[Similar],
+        decision: Decision,
+        result_vector: Any,
+        *,
+        write: bool,
+    ) -> GroupOutcome:
         current = {m.id: m for m in self.store.get([newest.id] + [t.id for t in targets])}
         if newest.id not in current or current[newest.id].text != newest.text:
             out.reason = f"{newest.id} changed or vanished since it was read; nothing changed"
@@ -448,16 +560,20 @@ class Consolidator:
         close = [t for t in live if t.score >= self.replace_min]
         actable = [t for t in live if self.may_act(newest.text, t)]
         if action in ("replace", "merge") and not close and actable:
-            out.notes.append(f"{action} of {actable[0].id} below replace_similarity_threshold {self.replace_min} "
-                             f"applied as an update")
+            out.notes.append(
+                f"{action} of {actable[0].id} below replace_similarity_threshold {self.replace_min} "
+                f"applied as an update"
+            )
             action = "update"
         if action == "update":  # the first target it may act on is rewritten; the newest is absorbed into it
             return self._update_group(out, newest, actable, decision.text, write=write)
         if not close:
             best = max((t.score for t in live), default=0.0)
             out.fate = "kept_separate"
-            out.reason = (f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
-                          f"{self.replace_min} (best {best:.3f})")
+            out.reason = (
+                f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
+                f"{self.replace_min} (best {best:.3f})"
+            )
             return out
         for target in live:
             if target.score < self.replace_min:
@@ -476,28 +592,35 @@ class Consolidator:
         # merge: the newest and the close targets become one new memory
         out.fate, out.removed, out.result_text = "merged", [newest.id] + [t.id for t in close], decision.text
         if write:
-            meta = merge_metadata(*[t.metadata for t in reversed(close)], newest.metadata,
-                                  {"consolidation_action": "merge"})
+            meta = merge_metadata(
+                *[t.metadata for t in reversed(close)], newest.metadata, {"consolidation_action": "merge"}
+            )
             self.store.delete(out.removed, cascade=False, actor=self.actor, op="merge")
             out.ids = self.store.insert_records(
-                [{"text": decision.text, "area": out.area, "metadata": meta}], result_vector[None, :],
-                self.store.embedder.info, actor=self.actor, links={LINK_KIND["merge"]: out.removed})
+                [{"text": decision.text, "area": out.area, "metadata": meta}],
+                result_vector[None, :],
+                self.store.embedder.info,
+                actor=self.actor,
+                links={LINK_KIND["merge"]: out.removed},
+            )
         return out
 
-    def _update_group(self, out: GroupOutcome, newest: Similar, actable: list[Similar], text: str | None, *,
-                      write: bool) -> GroupOutcome:
+    def _update_group(
+        self, out: GroupOutcome, newest: Similar, actable: list[Similar], text: str | None, *, write: bool
+    ) -> GroupOutcome:
         if not actable:
             out.fate = "kept_separate"
-            out.reason = (f"update downgraded to keep_separate: the target is below consolidation_threshold "
-                          f"{self.consider_min} and shares too few words")
+            out.reason = (
+                f"update downgraded to keep_separate: the target is below consolidation_threshold "
+                f"{self.consider_min} and shares too few words"
+            )
             return out
         target, text = actable[0], text or newest.text
         out.fate, out.removed, out.ids, out.result_text = "updated", [newest.id], [target.id], text
         if write:
             meta = merge_metadata(target.metadata, newest.metadata, {"consolidation_action": "update"})
             self.store.delete([newest.id], cascade=False, actor=self.actor, op="update")
-            self.store.update(target.id, text=text, metadata=meta, replace_metadata=True, actor=self.actor,
-                              op="update")
+            self.store.update(target.id, text=text, metadata=meta, replace_metadata=True, actor=self.actor, op="update")
             self.store.link([newest.id], target.id, LINK_KIND["update"])
         return out
 
@@ -505,20 +628,37 @@ class Consolidator:
     def replace_above(self, text: str, area: str, metadata: Mapping[str, Any] | None) -> Outcome:
         """memorize_consolidation false: same-area memories above memorize_replace_threshold go, then insert."""
         vector = self.store.embed([text])[0]
-        hits = [h for h in self.store.search_all_above(text, self.plain_replace_min, area=area)
-                if not h.metadata.get("knowledge_source")] if len(self.store) else []
-        out = Outcome(text, area, "replaced" if hits else "inserted",
-                      f"memorize_consolidation off: replaced memories at or above {self.plain_replace_min}"
-                      if hits else "memorize_consolidation off: inserted",
-                      removed=[h.id for h in hits], similar=[Similar(h.id, h.text, h.score) for h in hits])
+        hits = (
+            [
+                h
+                for h in self.store.search_all_above(text, self.plain_replace_min, area=area)
+                if not h.metadata.get("knowledge_source")
+            ]
+            if len(self.store)
+            else []
+        )
+        out = Outcome(
+            text,
+            area,
+            "replaced" if hits else "inserted",
+            f"memorize_consolidation off: replaced memories at or above {self.plain_replace_min}"
+            if hits
+            else "memorize_consolidation off: inserted",
+            removed=[h.id for h in hits],
+            similar=[Similar(h.id, h.text, h.score) for h in hits],
+        )
         if self.dry_run:
             return out
         with self.store.transaction():
             if hits:
                 self.store.delete(out.removed, cascade=False, actor=self.actor, op="replace")
             out.ids = self.store.insert_records(
-                [{"text": text, "area": area, "metadata": dict(metadata or {})}], vector[None, :],
-                self.store.embedder.info, actor=self.actor, links={"replaced": out.removed} if hits else None)
+                [{"text": text, "area": area, "metadata": dict(metadata or {})}],
+                vector[None, :],
+                self.store.embedder.info,
+                actor=self.actor,
+                links={"replaced": out.removed} if hits else None,
+            )
         return out
 
 
@@ -558,6 +698,7 @@ def parse_decision(reply: Any, count: int, ids: Sequence[str] = ()) -> Decision:
 
 # --- consolidating what is already stored (`memctl consolidate`) -------------------------------------
 
+
 @dataclass
 class GroupOutcome:
     """One group of similar stored memories and what consolidation did with it."""
@@ -572,9 +713,16 @@ class GroupOutcome:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"area": self.area, "members": [m.to_dict() for m in self.members], "fate": self.fate,
-                "reason": self.reason, "ids": self.ids, "removed": self.removed, "result_text": self.result_text,
-                "notes": self.notes}
+        return {
+            "area": self.area,
+            "members": [m.to_dict() for m in self.members],
+            "fate": self.fate,
+            "reason": self.reason,
+            "ids": self.ids,
+            "removed": self.removed,
+            "result_text": self.result_text,
+            "notes": self.notes,
+        }
 
 
 @dataclass
@@ -590,12 +738,17 @@ class StoreConsolidation:
         return {"groups": len(self.groups), "removed": sum(len(g.removed) for g in self.groups), **counts}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "areas": self.areas, "summary": self.summary(),
-                "groups": [g.to_dict() for g in self.groups]}
+        return {
+            "dry_run": self.dry_run,
+            "areas": self.areas,
+            "summary": self.summary(),
+            "groups": [g.to_dict() for g in self.groups],
+        }
 
 
-def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int,
-                   keyword_overlap: float | None = None) -> list[list[Similar]]:
+def similar_groups(
+    store: StoreBase, area: str, threshold: float, max_size: int, keyword_overlap: float | None = None
+) -> list[list[Similar]]:
     """Groups of memories that may act on each other, the closest pairs first.
 
     A pair is at least `threshold` similar by vector, or (with `keyword_overlap`) found by a keyword search
@@ -609,8 +762,11 @@ def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int,
     from memctl.store.vector_index import vectors_from_blobs
 
     dim = store.dimension()
-    rows = [(m, blob) for m, blob in store.iter_all(area=area, with_vectors=True)
-            if blob is not None and not m.metadata.get("knowledge_source")]
+    rows = [
+        (m, blob)
+        for m, blob in store.iter_all(area=area, with_vectors=True)
+        if blob is not None and not m.metadata.get("knowledge_source")
+    ]
     if dim is None or len(rows) < 2:
         return []
     vectors = vectors_from_blobs([blob for _, blob in rows], dim)
@@ -626,8 +782,12 @@ def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int,
         text = rows[i][0].text
         for hit in store.search(text, limit=max_size + 1, threshold=0.0, area=area, mode="keyword"):
             j = position.get(hit.id)
-            if j is not None and j != i and (min(i, j), max(i, j)) not in pairs \
-                    and same_subject(text, hit.text, keyword_overlap):
+            if (
+                j is not None
+                and j != i
+                and (min(i, j), max(i, j)) not in pairs
+                and same_subject(text, hit.text, keyword_overlap)
+            ):
                 pairs[(min(i, j), max(i, j))] = float(np.clip((1.0 + vectors[i] @ vectors[j]) / 2.0, 0.0, 1.0))
     parent = list(range(len(rows)))
     size = [1] * len(rows)
@@ -656,23 +816,35 @@ def similar_groups(store: StoreBase, area: str, threshold: float, max_size: int,
         newest = max(indices, key=lambda k: (rows[k][0].created_at, k))
         ordered = [newest] + [k for k in indices if k != newest]
         scores = (1.0 + vectors[ordered] @ vectors[newest]) / 2.0
-        group = [Similar(rows[k][0].id, rows[k][0].text, float(np.clip(s, 0.0, 1.0)), dict(rows[k][0].metadata))
-                 for k, s in zip(ordered, scores, strict=True)]
+        group = [
+            Similar(rows[k][0].id, rows[k][0].text, float(np.clip(s, 0.0, 1.0)), dict(rows[k][0].metadata))
+            for k, s in zip(ordered, scores, strict=True)
+        ]
         groups.append((best.get(key, 0.0), group))
     groups.sort(key=lambda g: -g[0])
     return [g for _, g in groups]
 
 
-def consolidate_store(store: StoreBase, llm: UtilityModel, *, area: str | None = None, dry_run: bool = False,
-                      progress: Any = None, actor: str = "consolidate") -> StoreConsolidation:
+def consolidate_store(
+    store: StoreBase,
+    llm: UtilityModel,
+    *,
+    area: str | None = None,
+    dry_run: bool = False,
+    progress: Any = None,
+    actor: str = "consolidate",
+) -> StoreConsolidation:
     """Consolidate groups of similar stored memories, near-duplicates first, one transaction per group."""
     from memctl.store.base import check_area
 
     areas: list[str] = [check_area(area)] if area else ["fragments", "solutions", "main"]
     worker = Consolidator(store, llm, actor=actor, dry_run=dry_run)
     report = StoreConsolidation(dry_run, areas)
-    plan = [(a, g) for a in areas
-            for g in similar_groups(store, a, worker.consider_min, worker.limit + 1, worker.keyword_overlap)]
+    plan = [
+        (a, g)
+        for a in areas
+        for g in similar_groups(store, a, worker.consider_min, worker.limit + 1, worker.keyword_overlap)
+    ]
     for done, (group_area, group) in enumerate(plan, start=1):
         report.groups.append(worker.consolidate_group(group_area, group))
         if progress:

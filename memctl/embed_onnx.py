@@ -115,8 +115,9 @@ class OnnxMiniLM:
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                          "token_type_ids": np.zeros_like(ids)})[0]
+        hidden = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -148,8 +149,10 @@ def export_verified(model_dir: Path, path: Path) -> None:
             _externalise(optimised, staged)
             cosine = _verify(model_dir, staged)
             if cosine < MIN_COSINE:
-                raise EmbeddingError(f"ONNX export disagrees with sentence-transformers (cosine {cosine:.6f})",
-                                     hint="set embedding_backend: torch")
+                raise EmbeddingError(
+                    f"ONNX export disagrees with sentence-transformers (cosine {cosine:.6f})",
+                    hint="set embedding_backend: torch",
+                )
             os.replace(weights_path(staged), weights_path(path))
             os.replace(staged, path)
         (path.with_suffix(".json")).write_text(json.dumps({"min_cosine": cosine, "texts": len(CHECK_TEXTS)}))
@@ -169,8 +172,14 @@ def _externalise(source: Path, dest: Path) -> None:
     import onnx
 
     model = onnx.load(str(source))
-    onnx.save_model(model, str(dest), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=weights_path(dest).name, size_threshold=1024)
+    onnx.save_model(
+        model,
+        str(dest),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=weights_path(dest).name,
+        size_threshold=1024,
+    )
 
 
 def _optimise(source: Path, dest: Path, model_dir: Path) -> None:
@@ -180,8 +189,13 @@ def _optimise(source: Path, dest: Path, model_dir: Path) -> None:
     from onnxruntime.transformers.optimizer import optimize_model
 
     config = json.loads((model_dir / "config.json").read_text())
-    fused = optimize_model(str(source), model_type="bert", num_heads=int(config["num_attention_heads"]),
-                           hidden_size=int(config["hidden_size"]), opt_level=0)
+    fused = optimize_model(
+        str(source),
+        model_type="bert",
+        num_heads=int(config["num_attention_heads"]),
+        hidden_size=int(config["hidden_size"]),
+        opt_level=0,
+    )
     fused.save_model_to_file(str(dest))
 
 
@@ -190,8 +204,10 @@ def _export(model_dir: Path, dest: Path) -> None:
         import torch
         from transformers import AutoModel
     except ImportError as exc:
-        raise EmbeddingError("exporting the ONNX model needs torch and transformers",
-                             hint="install memctl with its dependencies, or set embedding_backend: torch") from exc
+        raise EmbeddingError(
+            "exporting the ONNX model needs torch and transformers",
+            hint="install memctl with its dependencies, or set embedding_backend: torch",
+        ) from exc
 
     class _LastHidden(torch.nn.Module):
         def __init__(self, model: Any) -> None:
@@ -199,8 +215,9 @@ def _export(model_dir: Path, dest: Path) -> None:
             self.model = model
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     # Eager attention exports the classic pattern onnxruntime's BERT fusion recognises.
     model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
@@ -212,11 +229,14 @@ def _export(model_dir: Path, dest: Path) -> None:
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            _LastHidden(model), (sample, mask, torch.zeros_like(sample)), str(dest),
-            input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["last_hidden_state"],
-            dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
-                          "last_hidden_state": axes},
-            opset_version=17, dynamo=False,
+            _LastHidden(model),
+            (sample, mask, torch.zeros_like(sample)),
+            str(dest),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state"],
+            dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes, "last_hidden_state": axes},
+            opset_version=17,
+            dynamo=False,
         )
 
 

@@ -123,8 +123,9 @@ class LocalEmbedder:
                 else:
                     from sentence_transformers import SentenceTransformer
 
-                    self._model = _SentenceTransformerAdapter(SentenceTransformer(str(path), device="cpu"),
-                                                              self.batch_size)
+                    self._model = _SentenceTransformerAdapter(
+                        SentenceTransformer(str(path), device="cpu"), self.batch_size
+                    )
             except EmbeddingError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any loader failure is reported the same way
@@ -187,8 +188,10 @@ class MultilingualE5Embedder:
             import numpy as np
 
             doc = json.loads((Path(__file__).parent / "data" / "e5_centering.json").read_text(encoding="utf-8"))
-            self._means = {True: np.asarray(doc["query_mean"], np.float32),
-                           False: np.asarray(doc["passage_mean"], np.float32)}
+            self._means = {
+                True: np.asarray(doc["query_mean"], np.float32),
+                False: np.asarray(doc["passage_mean"], np.float32),
+            }
         return self._means[is_query]
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -209,15 +212,22 @@ class _SentenceTransformerAdapter:
         self.model, self.batch_size = model, batch_size
 
     def embed(self, texts: list[str]) -> Any:
-        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False)
+        return self.model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
 
 
 class LiteLLMEmbedder:
     """Any embedding model litellm can call (OpenAI-compatible servers included)."""
 
-    def __init__(self, model: str, api_base: str | None = None, api_key_env: str | None = None,
-                 batch_size: int = 64, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+    ) -> None:
         self.info = ModelInfo("litellm", model)
         self.api_base = api_base
         self.api_key_env = api_key_env
@@ -245,8 +255,11 @@ class LiteLLMEmbedder:
             batch = texts[start : start + self.batch_size]
             try:
                 response = litellm.embedding(
-                    model=self.info.model, input=batch, api_base=self.api_base,
-                    api_key=self._api_key(), timeout=self.timeout,
+                    model=self.info.model,
+                    input=batch,
+                    api_base=self.api_base,
+                    api_key=self._api_key(),
+                    timeout=self.timeout,
                 )
             except EmbeddingError:
                 raise
@@ -370,8 +383,10 @@ class CachedEmbedder:
         try:
             with db:
                 db.execute("BEGIN")
-                db.executemany("INSERT OR REPLACE INTO cache VALUES (?, ?)",
-                               [(h, v.astype("float32").tobytes()) for h, v in vectors.items()])
+                db.executemany(
+                    "INSERT OR REPLACE INTO cache VALUES (?, ?)",
+                    [(h, v.astype("float32").tobytes()) for h, v in vectors.items()],
+                )
         except sqlite3.Error:
             pass  # losing a cache write costs one future re-embedding, nothing more
 
@@ -390,8 +405,9 @@ def make_embedder(config: Config, cache_dir: Path | None = None) -> Embedder:
     elif provider == "local":
         inner = LocalEmbedder(config["embedding_model"], batch_size=batch, backend=config["embedding_backend"])
     elif provider == "litellm":
-        inner = LiteLLMEmbedder(config["embedding_model"], config["embedding_api_base"],
-                                config["embedding_api_key_env"], batch_size=batch)
+        inner = LiteLLMEmbedder(
+            config["embedding_model"], config["embedding_api_base"], config["embedding_api_key_env"], batch_size=batch
+        )
     elif provider == "fake":
         inner = FakeEmbedder()
     else:

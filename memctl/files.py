@@ -80,8 +80,10 @@ def write_target(path: Path) -> Path:
         return target
     if not stat.S_ISREG(info.st_mode):
         kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise UsageError(f"{path} is {kind}; memctl writes regular files only",
-                         hint="name a regular file (a new one, or one to replace)")
+        raise UsageError(
+            f"{path} is {kind}; memctl writes regular files only",
+            hint="name a regular file (a new one, or one to replace)",
+        )
     return target
 
 
@@ -152,8 +154,10 @@ def swap_in(stage: Path, target: Path, aside: Path, *, marker: str, keep_aside: 
     import shutil
 
     journal = target.parent / SWAP_JOURNAL.format(target.name)
-    atomic_write_bytes(journal, json.dumps({"stage": stage.name, "aside": aside.name, "marker": marker,
-                                            "keep_aside": keep_aside}).encode())
+    atomic_write_bytes(
+        journal,
+        json.dumps({"stage": stage.name, "aside": aside.name, "marker": marker, "keep_aside": keep_aside}).encode(),
+    )
     try:
         moved = swap_folder(stage, target, aside)
     except OSError:

@@ -22,7 +22,7 @@ EmbedFn = Callable[[list[str]], np.ndarray]
 
 def shape_features(text: str) -> list[float]:
     """What the rules see, as numbers: each fragment rule fires or not, plus a few shapes."""
-    clean = " ".join(text.split())[:MAX_FRAGMENT_CHARS + 1]  # longer is too_long anyway; bounds regex time
+    clean = " ".join(text.split())[: MAX_FRAGMENT_CHARS + 1]  # longer is too_long anyway; bounds regex time
     fired = [1.0 if rule.check(clean) else 0.0 for rule in rules_for("fragments")]
     return fired + [
         cjk_share(clean),
@@ -35,7 +35,12 @@ def shape_features(text: str) -> list[float]:
 
 def feature_names() -> list[str]:
     return [f"rule:{r.name}" for r in rules_for("fragments")] + [
-        "cjk_share", "has_digit", "log_size", "absolute_date", "recurring"]
+        "cjk_share",
+        "has_digit",
+        "log_size",
+        "absolute_date",
+        "recurring",
+    ]
 
 
 def features(texts: Sequence[str], embed: EmbedFn) -> np.ndarray:
@@ -44,8 +49,9 @@ def features(texts: Sequence[str], embed: EmbedFn) -> np.ndarray:
     return np.hstack([vectors, shapes])
 
 
-def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, steps: int = 600,
-        rate: float = 0.5) -> tuple[np.ndarray, float]:
+def fit(
+    x: np.ndarray, y: np.ndarray, l2: float = 1e-2, steps: int = 600, rate: float = 0.5
+) -> tuple[np.ndarray, float]:
     """Logistic regression by full-batch gradient descent, classes weighted to balance."""
     weights = np.zeros(x.shape[1], dtype=np.float64)
     bias = 0.0

@@ -22,8 +22,10 @@ from memctl.grounding import CJK_CHARS, CJK_RUN, cjk_share
 
 _CJK = f"[{CJK_CHARS}]"
 _WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
-           "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
 _ZH_DAY = "[一二三四五六日天1-7]"
 _WORD = re.compile(r"[^\W_](?:[\w'’.\-/@:+]*[^\W_])?", re.UNICODE)
 MAX_FRAGMENT_CHARS = 600
@@ -45,6 +47,7 @@ def _any(*patterns: re.Pattern[str]) -> Callable[[str], str | None]:
             if found:
                 return found.group(0).strip() or "matched"
         return None
+
     return check
 
 
@@ -61,7 +64,8 @@ _ABSOLUTE_DATE = re.compile(
     rf"|\b\d{{1,2}}(st|nd|rd|th)?\s+(of\s+)?({_MONTHS})\b|\b({_MONTHS})\.?\s+\d{{1,2}}(st|nd|rd|th)?\b"
     rf"|\b({_MONTHS})\.?\s+\d{{4}}\b|\b(in|by|until|since|from) (early |mid-?|late )?\d{{4}}\b"
     rf"|\b(fy|q[1-4])\s?'?\d{{2,4}}\b|\d{{2,4}}\s*年|\d{{1,2}}\s*月\s*\d{{1,2}}\s*[日号]|\d{{1,2}}\s*月(底|初|中旬|份)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # a recurring schedule or a standing rule
 _RECURRING = re.compile(
     rf"\b(every|each|always|never|usually|normally|generally|typically|weekly|daily|nightly|hourly|monthly|"
@@ -73,7 +77,8 @@ _RECURRING = re.compile(
     rf"|\b({_WEEKDAYS})(\s+(and|&|or)\s+|\s*,\s*)({_WEEKDAYS})\b"
     rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|习惯|一般|往往|节假日|"
     rf"[周礼拜星期]{_ZH_DAY}(到|至|和|、|-|–)[周礼拜星期]?{_ZH_DAY}",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _anchored(text: str) -> bool:
@@ -91,37 +96,44 @@ _GREETING = re.compile(
     r"small talk|asked how (its|the assistant'?s|the agent'?s|your) day)\b"
     r"|^\s*(你好|您好|嗨|哈喽|早上好|早安|晚上好|晚安|下午好|谢谢|多谢|感谢|再见|拜拜|好的)[啊呀呢吧了！!。，,~\s]*$"
     r"|(打了?(个)?招呼|问好|寒暄|道谢|表示感谢|说了?(声)?(谢谢|你好|再见))",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _DATE_ONLY = re.compile(
     rf"^\s*(today|tomorrow|yesterday|tonight|the (current )?date|the day|it)\s*('s|’s| is| was| will be)\s+"
     rf"((a|the)\s+)?({_WEEKDAYS}|{_MONTHS}|\d|\s|,|\.|-|/|of|the|st|nd|rd|th)+$"
     rf"|^\s*(今天|明天|昨天|今日|现在)(是|为)?\s*([\d年月日号,，\s]|星期|周|礼拜|[一二三四五六七日天])+[。.！!]?\s*$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _AGENT_SUBJECT = re.compile(
     r"^\s*(the\s+)?(agent|assistant|ai|bot|model|llm|chatbot|i|we|memctl|it|claude|gpt)('ve|'d)?\s+(has\s+|have\s+|had\s+|"
     r"then\s+|also\s+|just\s+|successfully\s+|first\s+)*(re-?)?(\w+ed|ran|wrote|made|built|set|put|did|sent|found|gave|"
     r"took|got|read|kept|began|chose|brought|told|showed|shown|done|run|written|searched|fixed|tried)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _VERB_FIRST = re.compile(
     r"^\s*(created|deleted|removed|ran|edited|updated|installed|uninstalled|wrote|added|fixed|generated|"
     r"executed|searched|opened|saved|renamed|moved|copied|deployed|reformatted|applied|restarted|started|"
     r"stopped|built|downloaded|uploaded|committed|pushed|merged|sent|booked|scheduled|reset|changed|suggested|"
     r"recommended|explained|proposed|drafted|summari[sz]ed|translated|converted|calculated|checked|looked up|"
     r"reviewed)\b",
-    re.IGNORECASE)
-_ZH_ACTS = ("创建|新建|删除|删掉|运行|执行|跑了|修改|改了|编辑|安装|卸载|写了|写入|更新|生成|搜索|"
-            "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
-            "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了|推荐了|建议了|比较了|对比了|整理了|"
-            "列出了|找了|算了|设了|设好|定了|调到|调了|加了|关了|开了|记下|记录了|发到|重新发|生成好")
+    re.IGNORECASE,
+)
+_ZH_ACTS = (
+    "创建|新建|删除|删掉|运行|执行|跑了|修改|改了|编辑|安装|卸载|写了|写入|更新|生成|搜索|"
+    "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
+    "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了|推荐了|建议了|比较了|对比了|整理了|"
+    "列出了|找了|算了|设了|设好|定了|调到|调了|加了|关了|开了|记下|记录了|发到|重新发|生成好"
+)
 _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
     rf"(帮|为|给|替)?(用户|你|他|她)?\s*({_ZH_ACTS})"
     rf"|^\s*(已经?|刚刚?)\s*({_ZH_ACTS})"
     rf"|^\s*(助手|智能体|代理|AI|机器人|模型)\s*(已经?|刚刚?|先|又|还|也)?\s*(把|将)"
     rf"|^\s*已(经)?(为|给|帮)(用户|你|他|她)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 # --- command output, tool status lines, raw errors ---------------------------------------------------
 
@@ -165,7 +177,8 @@ _COMMAND_OUTPUT = re.compile(
     r"|(发现|找到|检测到|扫描到|删除了|导入了?|处理了?|同步了?|跳过了?)\s*\d+\s*(个|条|张|行|项|处|份)"
     r"|\d+\s*个?(测试|用例)\s*(通过|失败|跳过)|(测试|用例)(全部)?(通过|失败)了?\s*\d|退出码\s*[:：]?\s*-?\d+|"
     r"(耗时|用时)\s*[:：]?\s*\d+(\.\d+)?\s*(毫秒|秒|ms|s)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # a tool's status line echoed back: "docker compose up -d [exit code 1]", "Container web-1  Started"
 _TOOL_STATUS = re.compile(
     r"\[\s*(exit(ed)?( code| status)?|rc|status|code)\s*[:=]?\s*-?\d+\s*\]"
@@ -175,7 +188,8 @@ _TOOL_STATUS = re.compile(
     r"stopped|exited|removed|pulled|built|killed|terminated|completed|restarted)\b"
     r"|\b\d+/\d+\s+(done|complete|finished|running|ready)\b"
     r"|\b(error response from daemon|npm err!|error:\s+process completed|##\[error\])",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _RAW_ERROR = re.compile(
     r"^\s*[\w.]*(Error|Exception|Warning|Fault)\b\s*[:(\[]"
     r"|^\s*[A-Z][A-Za-z]+(Error|Exception)\b"
@@ -191,7 +205,8 @@ _RAW_ERROR = re.compile(
     r"|(^|:\s*)(could not|couldn't|cannot|can't|failed to|unable to) (resolve|fetch|find|connect|open|load|read|"
     r"write|bind|create|start|mount|locate|allocate|access)\b"
     r"|(报错|错误|异常)\s*[:：]\s*\S|(拒绝访问|权限不足|找不到(文件|模块)|连接被拒绝|连接超时)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 # --- conversions, machine-local coordinates, identifiers -------------------------------------------
 
@@ -202,7 +217,8 @@ _CALCULATION = re.compile(
     r"|\b\w+\((['\"]?[\w.]+['\"]?)\)\s*(rounds?|returns?|gives|yields|evaluates|equals|is)\b"
     r"|^\s*[-+−]?\d[\d.,]*\s*(°\s?[cfk]|[a-z]{1,12})?\s+(of\s+)?[\w\s]{0,30}(=|≈)\s*[-+−]?\d"
     r"|^\s*[-+−]?\d[\d.,]*\s*\S{0,6}\s*(约|大约|等于|换算成|≈|=)\s*(约|大约)?\s*[-+−]?\d[\d.,]*\s*\S{0,6}\s*[。.]?\s*$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 _LOCAL = re.compile(
     r"\blocalhost\b|\b127\.\d+\.\d+\.\d+\b|\b0\.0\.0\.0\b|\[::1\]"
@@ -219,11 +235,14 @@ _LOCAL = re.compile(
     r"instance|box|machine|container|cluster|checkout)\s+(has|had|holds|contains|shows|is at|at|runs at|"
     r"running (at|on)|listens|listening|is (up|down|running))\b"
     r"|\b(checkout|clone|working copy|repo(sitory)?|code)\s+(lives|is|sits)\s+(at|in|under)\s+[~/]",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 # names of standards that look like ticket ids (ISO-8601, RFC-7231): never ephemeral
-_STANDARDS = re.compile(r"\b(ISO|RFC|PEP|DIN|IEC|IEEE|EN|UTF|SHA|AES|RSA|ECMA|ANSI|BS|GB|JIS|COVID|GPT|CVE|USB|HDMI|"
-                        r"DDR|PCIE|LPDDR|WIFI|IPV|MP|H|X|A|B|C|Q|FY)-\w")
+_STANDARDS = re.compile(
+    r"\b(ISO|RFC|PEP|DIN|IEC|IEEE|EN|UTF|SHA|AES|RSA|ECMA|ANSI|BS|GB|JIS|COVID|GPT|CVE|USB|HDMI|"
+    r"DDR|PCIE|LPDDR|WIFI|IPV|MP|H|X|A|B|C|Q|FY)-\w"
+)
 _EPHEMERAL_ID = [
     re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,}\b"),  # commit, task, container ids
     re.compile(r"\b(?=[0-9A-F]*\d[0-9A-F]*[A-F])[0-9A-F]{8,}\b"),  # the same in capitals (not DE2987...)
@@ -231,19 +250,30 @@ _EPHEMERAL_ID = [
     re.compile(r"(^|[\s(（])#\d{3,}\b"),  # ticket #48213
     re.compile(r"\b[A-Z]{2,5}-\d{3,}(-\d+)*\b"),  # TDC-55819, INV-2024-0891
     re.compile(r"\b[A-Z]{2,10}-(?=[A-Z0-9]*\d[A-Z])[A-Z0-9]{3,}\b"),  # MOBILE-4F2 (not RAID-Z2)
-    re.compile(r"(?<!user's )(?<!my )\b(student|customer|candidate|application|applicant|patient|case|reference|"
-               r"ref|meeting|zoom|"
-               r"room|validation|verification|request|trace|correlation|transaction|upload|tracking|parcel|shipment)"
-               r"\s+(number|no\.?|id|#|code)\s*(is|:|=|#)?\s*[\w-]*\d[\w -]*", re.IGNORECASE),
+    re.compile(
+        r"(?<!user's )(?<!my )\b(student|customer|candidate|application|applicant|patient|case|reference|"
+        r"ref|meeting|zoom|"
+        r"room|validation|verification|request|trace|correlation|transaction|upload|tracking|parcel|shipment)"
+        r"\s+(number|no\.?|id|#|code)\s*(is|:|=|#)?\s*[\w-]*\d[\w -]*",
+        re.IGNORECASE,
+    ),
     re.compile(r"(会议号|会议\\s?ID|房间号|快递单号|运单号)\s*[:：是]?\s*\d[\d ]*"),
     re.compile(r"\b[a-z][\w-]*-(?=[a-z0-9]*\d)[a-z0-9]{5,10}-[a-z0-9]{5}\b"),  # pod names: web-7d9f8c5b-x2k4q
     re.compile(r"\b(?=\w*[a-z])(?=\w*[A-Z])(?=\w*\d)[A-Za-z0-9]{4,}-[A-Za-z0-9]{3,}\b"),  # Zk81-QQ7e
-    re.compile(r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|transaction|tracking|"
-               r"session)\s+(number|no\.?|id|#|reference|ref\.?|code)?\s*[:#]?\s*[A-Z0-9][\w-]*\d", re.IGNORECASE),
-    re.compile(r"\b(pnr|booking ref(erence)?|record locator|confirmation code|seat)\s*[:#]?\s*[A-Z0-9]*\d[A-Z0-9]*\b",
-               re.IGNORECASE),
-    re.compile(r"\b(referral|invite|invitation|verification|promo|discount|pickup|redeem|access|one-time)\s+code\s*[:#]?"
-               r"\s*[A-Za-z0-9-]*\d[A-Za-z0-9-]*|\botp\s*[:#]?\s*\d{4,}", re.IGNORECASE),
+    re.compile(
+        r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|transaction|tracking|"
+        r"session)\s+(number|no\.?|id|#|reference|ref\.?|code)?\s*[:#]?\s*[A-Z0-9][\w-]*\d",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"\b(pnr|booking ref(erence)?|record locator|confirmation code|seat)\s*[:#]?\s*[A-Z0-9]*\d[A-Z0-9]*\b",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"\b(referral|invite|invitation|verification|promo|discount|pickup|redeem|access|one-time)\s+code\s*[:#]?"
+        r"\s*[A-Za-z0-9-]*\d[A-Za-z0-9-]*|\botp\s*[:#]?\s*\d{4,}",
+        re.IGNORECASE,
+    ),
     re.compile(r"https?://\S*[?&](token|sig|signature|key|code|session|sid|auth)=\S+", re.IGNORECASE),
     re.compile(r"https?://\S+/(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{6,12}\b"),
     re.compile(r"(内推码|邀请码|验证码|取件码|兑换码|取餐码)\s*[:：]?\s*[A-Za-z0-9]+"),
@@ -279,7 +309,8 @@ _RUN_DETAIL = re.compile(
     r"|\b(did|device id|serial( number)?|s/n|imei|mac)\s*[:=#]?\s*[0-9a-f:]{6,}\b|设备\s*(号|id|ID)\s*[:：]?\s*\d{6,}"
     rf"|(进程号?|PID)\s*[:：#]?\s*\d+|偏移(量)?\s*[:：]?\s*(0x)?[0-9a-fA-F]+|第\s*\d+\s*(字节|次构建|次运行)"
     rf"|(构建|流水线|运行|任务)\s*(号|编号)?\s*[:：#]\s*\d+|{_DATA_FILE}.{{0,20}}?\d[\d,]*\s*(行|条)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 # --- time: relative with no anchor, passing states, deadlines, offers, one-off events --------------
 
@@ -301,7 +332,8 @@ _RELATIVE = re.compile(
     rf"这个月|刚才|刚刚|待会|等一下|稍后|过几天|这两天|这几天|目前暂时|暂时|快到了|快要到|就要到|即将|马上就要|昨晚的|尽快|赶紧|抓紧|"
     rf"(上午|下午|晚上|中午)(刚|刚刚|要去|要和|有个|有场)|"
     rf"要在.{{0,6}}(天|周|小时)(内|之内)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _relative_time(text: str) -> str | None:
@@ -368,19 +400,26 @@ _PASSING = re.compile(
     r"|还在(下载|上传|安装|编译|同步|处理|加载|更新|排队|审核)|已经\s*\d+(\.\d+)?\s*%"
     r"|已经\S{0,3}了?\s*(一个半|半|\d+|[一二三四五六七八九十两]+)\s*个?(小时|分钟|秒)"
     r"|(快|要)(疯|崩溃|气死|累死|烦死)了|搞得.{0,6}(疯|崩溃|头疼|头大)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
-_COUNT_NOW = re.compile(r"\b(word count|page count|row count|line count|file size|size|total)\s+"
-                        r"(is|was|:|=|after|now)\b.{0,30}\d", re.IGNORECASE)
-_TARGET = re.compile(r"\b(target|limit|max|maximum|minimum|at most|at least|under|below|above|goal)\b|目标|上限|不超过",
-                     re.IGNORECASE)
+_COUNT_NOW = re.compile(
+    r"\b(word count|page count|row count|line count|file size|size|total)\s+"
+    r"(is|was|:|=|after|now)\b.{0,30}\d",
+    re.IGNORECASE,
+)
+_TARGET = re.compile(
+    r"\b(target|limit|max|maximum|minimum|at most|at least|under|below|above|goal)\b|目标|上限|不超过", re.IGNORECASE
+)
 
 
 # a popularity count read off a page at one moment; with a date it is a milestone ("reached 100,000 in 2025")
 _POPULARITY = re.compile(
     r"\b(has|have|had|got|reached|hit|passed|crossed)\s+(about |over |nearly |almost )?\d[\d,.]*\s*k?\s+"
     r"(stars|downloads|followers|subscribers|views|forks|likes|endorsements|installs|visits|clicks|upvotes)\b"
-    r"|\d+\s*(次|个)?(下载|播放|浏览|点赞|收藏|关注|粉丝)(量)?", re.IGNORECASE)
+    r"|\d+\s*(次|个)?(下载|播放|浏览|点赞|收藏|关注|粉丝)(量)?",
+    re.IGNORECASE,
+)
 
 
 def _passing(text: str) -> str | None:
@@ -397,7 +436,8 @@ _DEADLINE = re.compile(
     r"|\bthe deadline\b|\bdeadline (is|was|for)\b|\b(has|have|needs?) to be (done|finished|submitted|sent|in|ready|"
     r"marked|returned) (by|before)\b"
     r"|截止(日期|时间)?(是|在|为)?|(必须|需要|要)在.{0,8}(之前|前)(完成|提交|交)|到期|(本|这个?)?月底(前|之前)|(周|星期|礼拜)[一二三四五六日天](前|之前)|(周末|月底|年底|下班|放假)之?前",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _deadline(text: str) -> str | None:
@@ -410,11 +450,14 @@ def _deadline(text: str) -> str | None:
 _OFFER = re.compile(
     r"\b(on offer|on sale|discount(ed)?|promo( code)?|coupon|voucher|limited[- ]time|special offer)\b"
     r"|(打折|促销|优惠券|特价|限时)",
-    re.IGNORECASE)
-_EXPIRY = re.compile(r"\b(valid (until|till|through|for \d+ (minutes|hours|days))|expir(es|ing|ed|y)"
-                     r"|until \d{1,2}(:\d{2}|\s?(am|pm)))\b"
-                     r"|有效期至|过期|有效期\s*(只有|为|是)?\s*\d+\s*(小时|天|分钟)|(明天|今天|马上)就?失效",
-                     re.IGNORECASE)
+    re.IGNORECASE,
+)
+_EXPIRY = re.compile(
+    r"\b(valid (until|till|through|for \d+ (minutes|hours|days))|expir(es|ing|ed|y)"
+    r"|until \d{1,2}(:\d{2}|\s?(am|pm)))\b"
+    r"|有效期至|过期|有效期\s*(只有|为|是)?\s*\d+\s*(小时|天|分钟)|(明天|今天|马上)就?失效",
+    re.IGNORECASE,
+)
 
 
 def _expiring(text: str) -> str | None:
@@ -427,15 +470,18 @@ def _expiring(text: str) -> str | None:
     return found.group(0).strip() if found and not _ABSOLUTE_DATE.search(text) else None
 
 
-_ONE_OFF_NOUN = (r"flight|train|bus|ferry|appointment|meeting|call|booking|reservation|check-?in|pick-?up|"
-                 r"delivery|interview|dinner|lunch|party|viewing|visit|haircut|concert|show")
+_ONE_OFF_NOUN = (
+    r"flight|train|bus|ferry|appointment|meeting|call|booking|reservation|check-?in|pick-?up|"
+    r"delivery|interview|dinner|lunch|party|viewing|visit|haircut|concert|show"
+)
 _ONE_OFF_EVENT = re.compile(
     rf"\b(on|this|next|last|coming|by|until|before|after|for)\s+({_WEEKDAYS})\b(?!s)"
     rf"|\b({_WEEKDAYS})\s+(at\s+)?\d{{1,2}}([:h.]\d{{2}}|\s?(am|pm))\b"
     rf"|\b(arrives?|ships?|lands?|starts?|ends?|opens?|closes?|is due|due|leaves?|returns?)\s+({_WEEKDAYS})\b(?!s)"
     rf"|\b({_ONE_OFF_NOUN})\b.{{0,40}}(\b\d{{1,2}}[:h]\d{{2}}\b|\b\d{{1,2}}\s?(am|pm)\b)"
     rf"|(这|下|上)(个)?(周|星期|礼拜){_ZH_DAY}|(航班|火车|高铁|预约|会议|面试|聚餐).{{0,12}}\d{{1,2}}[:：点]\d{{0,2}}",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _one_off_event(text: str) -> str | None:
@@ -446,8 +492,10 @@ def _one_off_event(text: str) -> str | None:
 
 
 # a tally of one period or one run: three or more amounts with decimals ("income 14,250.00, net 10,337.60")
-_AMOUNT = re.compile(r"(?<![\w.,])[-+−]?\d{1,3}(,\d{3})+(\.\d{1,2})?(?![\d.])|[£$€¥]\s?\d[\d,.]*"
-                     r"|\b\d[\d,]*\.\d{2}\s?(eur|usd|gbp|chf|cny|rmb|jpy|元|欧元|美元|英镑)")
+_AMOUNT = re.compile(
+    r"(?<![\w.,])[-+−]?\d{1,3}(,\d{3})+(\.\d{1,2})?(?![\d.])|[£$€¥]\s?\d[\d,.]*"
+    r"|\b\d[\d,]*\.\d{2}\s?(eur|usd|gbp|chf|cny|rmb|jpy|元|欧元|美元|英镑)"
+)
 
 
 def _figures(text: str) -> str | None:
@@ -469,7 +517,8 @@ _REQUEST = re.compile(
     r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫)(助手|你|AI)"
     r"|(用户|他|她)?想(知道|了解|问)|^\s*(用户|他|她)(问|询问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)"
     r"|(想|要)?(让|叫|要)助手",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _TODO = re.compile(
     r"\b(needs|has|have|need|must|should|got) to (email|call|phone|text|send|reply|book|buy|pay|renew|submit|finish|"
     r"fix|chase|ask|print|upload|sign|return|cancel|order|contact|write|prepare|pick up|drop off|schedule|follow up|"
@@ -477,7 +526,8 @@ _TODO = re.compile(
     r"|\b(wants?|needs?|would like) (a|an|some) [\w-]+( [\w-]+)? (for|about|on) (the|this|her|his|their|my|tomorrow|"
     r"next|tonight)\b"
     r"|(要|得|需要)(给|跟|和).{1,8}(发|打|回|写)|记得(要)?(给|去|把|买|交|回)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _todo(text: str) -> str | None:
@@ -487,9 +537,12 @@ def _todo(text: str) -> str | None:
     return found.group(0).strip()
 
 
-_DURABLE_WISH = re.compile(r"\b(always|every|everything|all|any|never|by default|default|from now on|"
-                           r"going forward|in general|whenever|each)\b"
-                           r"|始终|总是|一直|每次|所有|以后都|从现在起|今后|默认|永远|都用|都要", re.IGNORECASE)
+_DURABLE_WISH = re.compile(
+    r"\b(always|every|everything|all|any|never|by default|default|from now on|"
+    r"going forward|in general|whenever|each)\b"
+    r"|始终|总是|一直|每次|所有|以后都|从现在起|今后|默认|永远|都用|都要",
+    re.IGNORECASE,
+)
 
 
 def _request(text: str) -> str | None:
@@ -513,12 +566,13 @@ _MAYBE = re.compile(
     r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
     r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
     r"|(几天|一阵子?|一段时间|一下)再|休息(几天|一下|一阵)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _maybe(text: str) -> str | None:
     found = _MAYBE.search(text)
-    if not found or _anchored(text[:found.start()] + " " + text[found.end():]):
+    if not found or _anchored(text[: found.start()] + " " + text[found.end() :]):
         return None  # "will defend the thesis on 12 June 2027" is a dated plan, a fact
     return found.group(0).strip()
 
@@ -527,12 +581,15 @@ _SESSION_TOPIC = re.compile(
     r"\b(conversation|question|chat|session|discussion|request|topic|this thread)\s+(was|is|were)\s+(about|on|"
     r"regarding)\b|\b(user|they|he|she) asked (about|how|what|why|whether|if)\b"
     r"|(对话|会话|这次聊天|问题)(是)?(关于|围绕)|用户(询问|问)了?(关于|如何|怎么|为什么)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 # --- English grammar: past events and labels (never applied to CJK text) ---------------------------
 
-_IRREGULAR_PAST = ("ran|got|wrote|fell|rose|went|saw|took|began|ate|flew|grew|knew|drove|drew|broke|chose|gave|spent|"
-                   "came|became|spoke|stole|threw|woke|wore|sank|sang|swam|shook|forgot|froze|hid|bit|tore")
+_IRREGULAR_PAST = (
+    "ran|got|wrote|fell|rose|went|saw|took|began|ate|flew|grew|knew|drove|drew|broke|chose|gave|spent|"
+    "came|became|spoke|stole|threw|woke|wore|sank|sang|swam|shook|forgot|froze|hid|bit|tore"
+)
 _PAST_EVENT = re.compile(
     rf"\b({_IRREGULAR_PAST})\b"
     r"|\b(was|were)\s+(\w+ly\s+)?(\w+ed|sent|built|made|run|done|set|put|cut|hit|shut|split|rebuilt|"
@@ -544,21 +601,27 @@ _PAST_EVENT = re.compile(
     r"|(?-i:\b[a-z]\w*ed)\s+\d+\s+(?!(years|months|weeks|days|hours|has|was|is)\b)[a-z]+s\b"
     r"|(^|\s)[\w:./-]*\d[\w:./-]*\s+(started|stopped|finished|completed|deployed|failed|crashed|exited|"
     r"restarted|created|deleted|succeeded|timed out)\b",
-    re.IGNORECASE)
-_HISTORY = re.compile(r"\b\d+ (years|decades|centuries|generations)\b"
-                      r"|\b(years|decades|centuries) (ago|before|earlier)\b"
-                      r"|\b(as a child|in (his|her|their) youth|when (he|she|they) was)\b", re.IGNORECASE)
+    re.IGNORECASE,
+)
+_HISTORY = re.compile(
+    r"\b\d+ (years|decades|centuries|generations)\b"
+    r"|\b(years|decades|centuries) (ago|before|earlier)\b"
+    r"|\b(as a child|in (his|her|their) youth|when (he|she|they) was)\b",
+    re.IGNORECASE,
+)
 # a change of state told once is the new state ("took over the compost; Dana no longer does it")
 _STATE_CHANGE = re.compile(r"\b(no longer|not any ?more|any ?more|took over|instead of)\b", re.IGNORECASE)
 _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(\w+ly\s+)?\w+ed\b", re.IGNORECASE)
 
 
 # Chinese: a change that happened once, told with a completed-action ending ("出差取消了")
-_ZH_PAST = re.compile(r"(被)?(取消|推迟|延期|改期|结束|完成|失败|崩溃|中断|挂掉?|宕机|重启|发出|寄出|送达|退款|超时)了"
-                      r"\s*[。.！!]?\s*$"
-                      r"|(刚刚|刚才|已经)\S{0,8}(取消|推迟|失败|崩溃|中断|挂|宕机|重启|发出|寄出|送达)了"
-                      r"|[了过]一次|刚(刚)?(买|到|装|换|收到|提交|发|下单|把)|刚(刚|才)?[^\s，。,]{1,4}(了|完)"
-                      r"|被(筛|拒|挂|刷|取消|退回|驳回|拒绝|淘汰|删|限流|封)\S{0,2}了|被问(到|了)|忘(了|记了)")
+_ZH_PAST = re.compile(
+    r"(被)?(取消|推迟|延期|改期|结束|完成|失败|崩溃|中断|挂掉?|宕机|重启|发出|寄出|送达|退款|超时)了"
+    r"\s*[。.！!]?\s*$"
+    r"|(刚刚|刚才|已经)\S{0,8}(取消|推迟|失败|崩溃|中断|挂|宕机|重启|发出|寄出|送达)了"
+    r"|[了过]一次|刚(刚)?(买|到|装|换|收到|提交|发|下单|把)|刚(刚|才)?[^\s，。,]{1,4}(了|完)"
+    r"|被(筛|拒|挂|刷|取消|退回|驳回|拒绝|淘汰|删|限流|封)\S{0,2}了|被问(到|了)|忘(了|记了)"
+)
 
 
 def _past_event(text: str) -> str | None:
@@ -574,7 +637,8 @@ def _past_event(text: str) -> str | None:
     return word
 
 
-_VERBS = set("""
+_VERBS = set(
+    """
 is are am was were be been being has have had do does did can could must should shall will would may might
 prefer prefers preferred like likes love loves hate hates dislike dislikes want wants need needs use uses used
 live lives work works run runs deploy deploys host hosts own owns lead leads manage manages speak speaks
@@ -587,13 +651,18 @@ starts finish finishes handle handles track tracks send sends receive receives t
 pin pins lock locks limit limits block blocks cap caps forbid forbids ban bans mandate mandates insist insists
 care cares value values favour favours favor favors choose chooses pick picks tend tends commute commutes
 report reports reply replies respond responds answer answers review reviews approve approves test tests
-""".split())
-_SUBJECTS = set("""user he she it they we team company family partner wife husband son daughter client customer
-boss manager school app service""".split())
-_AFTER_VERB = set("""
+""".split()
+)
+_SUBJECTS = set(
+    """user he she it they we team company family partner wife husband son daughter client customer
+boss manager school app service""".split()
+)
+_AFTER_VERB = set(
+    """
 in on at to for with from by into onto via over under about as the a an all every each its their his her our my
 your only always never no some any more less up out off down back it them him us
-""".split())
+""".split()
+)
 
 
 _VERBS.update(_IRREGULAR_PAST.split("|"))
@@ -611,12 +680,19 @@ def _has_verb(words: list[str]) -> bool:
         if before in _SUBJECTS and word.isalpha() and len(word) > 3 and word.endswith(("s", "ed")):
             return True
     for i, word in enumerate(lowered[1:], start=1):
-        if not word.isalpha() or len(word) <= 3 or not (word.endswith("ed") or
-                                                        (word.endswith("s") and not word.endswith("ss"))):
+        if (
+            not word.isalpha()
+            or len(word) <= 3
+            or not (word.endswith("ed") or (word.endswith("s") and not word.endswith("ss")))
+        ):
             continue
         after = lowered[i + 1] if i + 1 < len(lowered) else ""
-        if after in _AFTER_VERB or after[:1].isdigit() or (after.endswith("s") and len(after) > 3) or \
-                (not after and word.endswith("ed")):
+        if (
+            after in _AFTER_VERB
+            or after[:1].isdigit()
+            or (after.endswith("s") and len(after) > 3)
+            or (not after and word.endswith("ed"))
+        ):
             return True
     return False
 
@@ -624,14 +700,18 @@ def _has_verb(words: list[str]) -> bool:
 def _bare_topic(text: str) -> str | None:
     """A label with no statement ("Quarterly revenue figures table"); a list of named things is a fact."""
     # any CJK: its verb may be Chinese (对比, 使用), which an English verb list cannot see
-    if CJK_RUN.search(text) or _ABSOLUTE_DATE.search(text) or \
-            re.search(r"[,:;=()&+/，：；、（）]|\band\b|\bor\b|->", text):
+    if (
+        CJK_RUN.search(text)
+        or _ABSOLUTE_DATE.search(text)
+        or re.search(r"[,:;=()&+/，：；、（）]|\band\b|\bor\b|->", text)
+    ):
         return None
     words = words_of(text)
     return None if _has_verb(words) else "no verb"
 
 
 # --- size ---------------------------------------------------------------------------------------------
+
 
 def words_of(text: str) -> list[str]:
     return _WORD.findall(text)
@@ -665,7 +745,8 @@ _FIX = re.compile(
     r"remove|delete|enable|disable|configure|pin|increase|raise|lower|pass|change|switch|wrap|mount|export|"
     r"restart|rebuild|clear|reset|allow|create|rename|point|update|bump|apply)\b"
     r"|解决|改用|改成|换成|设置|添加|加上|安装|升级|降级|配置|删除|清除|重启|原因|因为|导致|需要先|应该",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _solution_too_short(text: str) -> str | None:
@@ -679,11 +760,13 @@ def _solution_too_long(text: str) -> str | None:
 
 def _no_fix(check: Callable[[str], str | None]) -> Callable[[str], str | None]:
     """Output that carries no remedy: a solution may quote an error or a status line, but only with its fix."""
+
     def gated(text: str) -> str | None:
         found = check(text)
         if found is None or _FIX.search(_TOOL_STATUS.sub(" ", text)):
             return None
         return found
+
     return gated
 
 
@@ -712,20 +795,32 @@ RULES: list[Rule] = [
     Rule("greeting", BOTH, _any(_GREETING), "greeting or small talk"),
     Rule("date_only", FRAGMENT, _any(_DATE_ONLY), "only says what day or date it is"),
     Rule("agent_action", BOTH, _agent_action, "what the agent did in this session"),
-    Rule("tool_status", BOTH, _no_fix(_any(_TOOL_STATUS)),
-         "a tool's status line echoed back (`$ cmd`, `[exit code 1]`, `Container x Started`), with no fix"),
+    Rule(
+        "tool_status",
+        BOTH,
+        _no_fix(_any(_TOOL_STATUS)),
+        "a tool's status line echoed back (`$ cmd`, `[exit code 1]`, `Container x Started`), with no fix",
+    ),
     Rule("command_output", FRAGMENT, _any(_COMMAND_OUTPUT), "command or test output, logs, timings"),
     Rule("command_output", SOLUTION, _no_fix(_any(_COMMAND_OUTPUT)), "command or test output with no fix"),
     Rule("raw_error", FRAGMENT, _any(_RAW_ERROR), "a raw error string"),
     Rule("raw_error", SOLUTION, _no_fix(_any(_RAW_ERROR)), "a raw error string with no fix"),
     Rule("figures", FRAGMENT, _figures, "a tally of one period or run: several amounts"),
     Rule("calculation", FRAGMENT, _any(_CALCULATION), "a conversion or computed value, not about the user"),
-    Rule("local_coordinate", FRAGMENT, _any(_LOCAL),
-         "machine-local: localhost, ports, private IPs, home/temp/container paths, file lines"),
+    Rule(
+        "local_coordinate",
+        FRAGMENT,
+        _any(_LOCAL),
+        "machine-local: localhost, ports, private IPs, home/temp/container paths, file lines",
+    ),
     Rule("local_coordinate", SOLUTION, _any(_HOME), "a path in one person's home or temp folder"),
     Rule("ephemeral_id", FRAGMENT, _ephemeral_id, "a generated id (reminder, ticket, booking, commit, task)"),
-    Rule("run_detail", FRAGMENT, _any(_RUN_DETAIL),
-         "one run of one tool: a process id, byte offset, run or build number, crash host, rows of one file"),
+    Rule(
+        "run_detail",
+        FRAGMENT,
+        _any(_RUN_DETAIL),
+        "one run of one tool: a process id, byte offset, run or build number, crash host, rows of one file",
+    ),
     Rule("relative_time", FRAGMENT, _relative_time, "relative time with no date: today, tonight, next week"),
     Rule("passing_state", FRAGMENT, _passing, "a passing state: tired, on vacation, currently down"),
     Rule("deadline", FRAGMENT, _deadline, "a deadline with no date and no recurrence"),

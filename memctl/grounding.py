@@ -23,18 +23,22 @@ CJK_CHARS = "\u2e80-\u2fff\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\u
 CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 _LATIN_WORD = re.compile(f"[^\\W_{CJK_CHARS}]+")
 
-_STOP = set("""
+_STOP = set(
+    """
 a an the and or but nor of to in on at by for with from into onto over under as than then that this these those
 it its it's is are am was were be been being has have had do does did can could must should shall will would may
 might not no never ever all any every each some such very just only also so too there here their them they he she
 his her our ours we you your i me my mine about after before via per if when while which who whom whose what where
 why how
-""".split())
+""".split()
+)
 # Words that frame a memory without carrying its content ("User prefers ...").
-_FRAME = set("""
+_FRAME = set(
+    """
 user user's users assistant agent prefer prefers preferred preference want wants like likes use uses using used
 always never should must need needs please keep thing things way lot always also really
-""".split())
+""".split()
+)
 # The same frame in Chinese: bigrams of 用户 (user), 助手 (assistant), 喜欢/偏好 (prefers) ... carry no content.
 _FRAME_GRAMS = frozenset("用户 助手 喜欢 偏好 希望 需要 使用 总是 一直 我们 他们 这个 那个 什么 可以 应该 请用".split())
 
@@ -63,7 +67,7 @@ def cjk_grams(text: str) -> list[str]:
     """Character bigrams of every CJK run (a one-character run counts as itself)."""
     grams: list[str] = []
     for run in CJK_RUN.findall(text):
-        grams += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+        grams += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
     return grams
 
 
@@ -92,11 +96,14 @@ def key_entities(text: str) -> list[str]:
 
 
 # Language and nationality words: a conversation held in a language rarely names it.
-_IMPLIED = frozenset("""english british american german french spanish chinese mandarin cantonese japanese korean
+_IMPLIED = frozenset(
+    """english british american german french spanish chinese mandarin cantonese japanese korean
 italian portuguese brazilian dutch russian arabic hindi polish swedish norwegian danish finnish turkish greek czech
-ukrainian hebrew vietnamese thai indonesian""".split())
-_NUMBER_WORDS = {str(i): w for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+ukrainian hebrew vietnamese thai indonesian""".split()
+)
+_NUMBER_WORDS = {
+    str(i): w for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
 _CJK_DIGITS = "零一二三四五六七八九十"
 
 # An embedder function: texts -> normalised vectors (rows).
@@ -155,8 +162,7 @@ class Grounding:
     def support(self, text: str) -> tuple[float, list[str]]:
         """(share of content units found in the evidence, key entities missing from it)."""
         units = content_stems(text)
-        found = [u for u in units if u in self._units or
-                 (len(u) >= 5 and any(e.startswith(u) for e in self._units))]
+        found = [u for u in units if u in self._units or (len(u) >= 5 and any(e.startswith(u) for e in self._units))]
         coverage = len(found) / len(units) if units else 1.0
         missing = [e for e in key_entities(text) if not self._mentions(e)]
         return coverage, missing
@@ -261,6 +267,7 @@ def _chunks(texts: Sequence[str], size: int = 400, limit: int = 400) -> list[str
 
 # --- recalled blocks ----------------------------------------------------------------------------------
 
+
 def recall_headings() -> list[str]:
     """The headings `memctl recall` renders (from prompts/recall_*.md), so echoes can be spotted."""
     from memctl.llm import load_template
@@ -327,5 +334,8 @@ def parse_recalled(raw: str) -> list[str]:
     _, quoted = split_recalled(text)
     if quoted:
         return quoted
-    return [line.strip().lstrip("-* ").strip() for line in text.splitlines() if line.strip() and
-            not line.strip().startswith("#")]
+    return [
+        line.strip().lstrip("-* ").strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]

@@ -36,25 +36,37 @@ KEEP_EN = re.compile(
     r"please remember|don'?t forget|keep in mind|every time|whenever|by default|"
     r"i (really )?(prefer|like|love|hate|dislike|want you to|need you to)|i'?d rather|"
     r"do not ever|don'?t ever|never ever|stop (using|doing|sending|calling)|no more|"
-    r"make sure (to|you)|must|mustn'?t|rules?|polic(y|ies)|allerg(y|ies|ic))\b", re.IGNORECASE)
-KEEP_ZH = re.compile(r"以后.{0,8}都|以后一律|以后请|从现在起|从现在开始|从今以后|今后|记住|记得|别忘了|"
-                     r"我喜欢|我更喜欢|我偏好|我习惯|我讨厌|我不喜欢|不要再|别再|千万别|千万不要|一律|"
-                     r"永远|总是|始终|每次|务必|必须|默认|过敏")
+    r"make sure (to|you)|must|mustn'?t|rules?|polic(y|ies)|allerg(y|ies|ic))\b",
+    re.IGNORECASE,
+)
+KEEP_ZH = re.compile(
+    r"以后.{0,8}都|以后一律|以后请|从现在起|从现在开始|从今以后|今后|记住|记得|别忘了|"
+    r"我喜欢|我更喜欢|我偏好|我习惯|我讨厌|我不喜欢|不要再|别再|千万别|千万不要|一律|"
+    r"永远|总是|始终|每次|务必|必须|默认|过敏"
+)
 # The ones that speak about remembering itself: the only ones that count for a solution, whose symptom
 # is often told with "never" or "every time" ("the login page never appears").
-KEEP_EXPLICIT = re.compile(r"\b(from now on|going forward|remember (that|this)|please remember|don'?t forget|"
-                           r"keep in mind)\b|以后都|以后一律|从现在起|从现在开始|从今以后|记住|记得|别忘了",
-                           re.IGNORECASE)
+KEEP_EXPLICIT = re.compile(
+    r"\b(from now on|going forward|remember (that|this)|please remember|don'?t forget|"
+    r"keep in mind)\b|以后都|以后一律|从现在起|从现在开始|从今以后|记住|记得|别忘了",
+    re.IGNORECASE,
+)
 # The same idea as written by the extraction prompt ("User prefers ...", "... must ...").
-KEEP_TEXT = re.compile(r"\b(prefers?|likes|dislikes|hates|wants (answers|replies|responses|the assistant)|"
-                       r"always|never|must|should always|should never|rules?|polic(y|ies)|allerg(y|ies|ic))\b",
-                       re.IGNORECASE)
-KEEP_TEXT_ZH = re.compile(r"喜欢|偏好|习惯|讨厌|不喜欢|不要|不用|别用|不吃|总是|永远|始终|一律|每次|"
-                          r"必须|务必|默认|过敏|规则")
+KEEP_TEXT = re.compile(
+    r"\b(prefers?|likes|dislikes|hates|wants (answers|replies|responses|the assistant)|"
+    r"always|never|must|should always|should never|rules?|polic(y|ies)|allerg(y|ies|ic))\b",
+    re.IGNORECASE,
+)
+KEEP_TEXT_ZH = re.compile(
+    r"喜欢|偏好|习惯|讨厌|不喜欢|不要|不用|别用|不吃|总是|永远|始终|一律|每次|"
+    r"必须|务必|默认|过敏|规则"
+)
 # One-off: tied to this moment, so less worth keeping even if it passed the quality gate.
-ONE_OFF_EN = re.compile(r"\b(today|tonight|this (time|morning|afternoon|evening|week)|tomorrow|right now|"
-                        r"for now|just (this )?once|one-off|one off|temporarily|at the moment|for the moment)\b",
-                        re.IGNORECASE)
+ONE_OFF_EN = re.compile(
+    r"\b(today|tonight|this (time|morning|afternoon|evening|week)|tomorrow|right now|"
+    r"for now|just (this )?once|one-off|one off|temporarily|at the moment|for the moment)\b",
+    re.IGNORECASE,
+)
 ONE_OFF_ZH = re.compile(r"今天|今晚|明天|这次|这一次|本次|暂时|临时|这周|本周|现在先|先这样")
 
 CLAUSE = re.compile(r"[,;:](?=\s)|[，；：、]")
@@ -62,9 +74,11 @@ LEAD_IN_WORDS = 3  # a clause this short that carries a keep-signal ("From now o
 SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n")  # not inside "3.9" or "v1.2"
 LATIN = re.compile(r"[a-z0-9][a-z0-9_+#.\-]*[a-z0-9+#]|[a-z0-9]", re.IGNORECASE)
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
-STOP = frozenset("""a an and are as at be but by for from has have he her his i if in into is it its me my no not
+STOP = frozenset(
+    """a an and are as at be but by for from has have he her his i if in into is it its me my no not
 of on or our she so than that the their them then there these they this to too us was we were what when which who
-will with you your user users uses use please thanks also just now""".split())
+will with you your user users uses use please thanks also just now""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -79,9 +93,12 @@ class Weights:
 
     @classmethod
     def from_config(cls, config: Any) -> Weights:
-        return cls(base=float(config["importance_base"]), keep=float(config["importance_keep_boost"]),
-                   keep_text=float(config["importance_keep_boost"]) * 2 / 3,
-                   one_off=float(config["importance_one_off_penalty"]))
+        return cls(
+            base=float(config["importance_base"]),
+            keep=float(config["importance_keep_boost"]),
+            keep_text=float(config["importance_keep_boost"]) * 2 / 3,
+            one_off=float(config["importance_one_off_penalty"]),
+        )
 
 
 @dataclass
@@ -92,10 +109,16 @@ class Rating:
 
 def check(value: Any, what: str = "importance") -> float:
     """A finite number in [0, 1] (bools and strings refused), or a UsageError naming `what`."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-            or not 0.0 <= value <= 1.0:
-        raise UsageError(f"{what} must be a number in [0, 1], got {value!r}",
-                         hint="e.g. 0.9 for a standing rule, 0.2 for a passing detail")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0.0 <= value <= 1.0
+    ):
+        raise UsageError(
+            f"{what} must be a number in [0, 1], got {value!r}",
+            hint="e.g. 0.9 for a standing rule, 0.2 for a passing detail",
+        )
     return float(value)
 
 
@@ -108,8 +131,12 @@ def check_metadata(metadata: Mapping[str, Any]) -> None:
 def of(metadata: Mapping[str, Any], default: float) -> float:
     """The stored importance, `default` when missing or not a number in [0, 1]."""
     value = metadata.get(KEY)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-            or not 0.0 <= value <= 1.0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0.0 <= value <= 1.0
+    ):
         return default
     return float(value)
 
@@ -118,7 +145,7 @@ def tokens(text: str) -> set[str]:
     """Content words: Latin words (no stop words) and the character pairs of CJK runs."""
     found = {_stem(w.lower()) for w in LATIN.findall(text) if w.lower() not in STOP}
     for run in CJK.findall(CJK_STOP.sub(" ", text)):
-        found.update([run] if len(run) == 1 else (run[i:i + 2] for i in range(len(run) - 1)))
+        found.update([run] if len(run) == 1 else (run[i : i + 2] for i in range(len(run) - 1)))
     return found
 
 
@@ -168,8 +195,9 @@ def clauses(user_texts: Sequence[str]) -> list[Clause]:
             words = frozenset(tokens(part))
             keep = None if question else keep_signal(part)
             signal = keep or lead or heading
-            found.append(Clause(part, words, signal, one_off_signal(part),
-                                bool(signal and KEEP_EXPLICIT.search(signal))))
+            found.append(
+                Clause(part, words, signal, one_off_signal(part), bool(signal and KEEP_EXPLICIT.search(signal)))
+            )
             lead = keep if keep and len(words) <= LEAD_IN_WORDS else None
             if keep and _before_colon(sentence, part):
                 heading = keep
@@ -178,7 +206,7 @@ def clauses(user_texts: Sequence[str]) -> list[Clause]:
 
 def _before_colon(sentence: str, part: str) -> bool:
     end = sentence.find(part) + len(part)
-    return sentence[end:end + 1] in (":", "：")
+    return sentence[end : end + 1] in (":", "：")
 
 
 class Rater:
@@ -194,8 +222,9 @@ class Rater:
         words = tokens(text)
         if not words:
             return []
-        return [c for c in self.sources
-                if len(words & c.words) / min(len(words), len(c.words)) >= self.weights.min_overlap]
+        return [
+            c for c in self.sources if len(words & c.words) / min(len(words), len(c.words)) >= self.weights.min_overlap
+        ]
 
     def rate(self, text: str, area: str = "fragments", model_value: float | None = None) -> Rating:
         """The candidate's importance. For solutions only the user's own words count: "must", "never"
@@ -248,12 +277,15 @@ def effective(importance: float, last_used: str | None, now: datetime, half_life
     return None if days is None else importance * halving(days, half_life)
 
 
-def decayed_below(threshold: float, default: float, half_life: float,
-                  now: datetime) -> Callable[[Any, str | None], bool]:
+def decayed_below(
+    threshold: float, default: float, half_life: float, now: datetime
+) -> Callable[[Any, str | None], bool]:
     """Predicate for prune: (memory, accessed_at) -> its effective importance is below `threshold`.
 
     The clock starts at the last access, else at creation; an unreadable time is never selected."""
+
     def test(memory: Any, accessed_at: str | None) -> bool:
         value = effective(of(memory.metadata, default), accessed_at or memory.created_at, now, half_life)
         return value is not None and value < threshold
+
     return test

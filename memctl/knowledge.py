@@ -79,8 +79,10 @@ class Chunking:
         if size < 50:
             raise ConfigError(f"knowledge_chunk_size must be at least 50 characters, not {size}")
         if not 0 <= overlap <= size // 2:
-            raise ConfigError(f"knowledge_chunk_overlap must be between 0 and half of knowledge_chunk_size "
-                              f"({size // 2}), not {overlap}")
+            raise ConfigError(
+                f"knowledge_chunk_overlap must be between 0 and half of knowledge_chunk_size "
+                f"({size // 2}), not {overlap}"
+            )
         return cls(size, overlap)
 
 
@@ -107,8 +109,10 @@ def resolve_folders(config: Config, dirs: Sequence[str | os.PathLike[str]] | Non
     names = [f.name for f in folders.values()]
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:
-        raise UsageError(f"two knowledge folders are both named {clash[0]!r}",
-                         hint="a folder is known by its name in the store; rename one of them")
+        raise UsageError(
+            f"two knowledge folders are both named {clash[0]!r}",
+            hint="a folder is known by its name in the store; rename one of them",
+        )
     return list(folders.values())
 
 
@@ -224,17 +228,26 @@ def load_state(store: StoreBase, chunking: Chunking) -> tuple[State, dict[str, s
         saved_entry = ((saved_folders.get(folder) or {}).get("files") or {}).get(rel) or {}
         same = saved_entry.get("checksum") == checksum
         state.setdefault(folder, {})[rel] = Entry(
-            checksum=checksum, area=members[0][2], file_type=members[0][4], ids=[m[1] for m in members],
+            checksum=checksum,
+            area=members[0][2],
+            file_type=members[0][4],
+            ids=[m[1] for m in members],
             chunking=str(saved_entry.get("chunking")) if same else chunking.signature,
-            imported_at=str(saved_entry.get("imported_at") or "") if same else "")
+            imported_at=str(saved_entry.get("imported_at") or "") if same else "",
+        )
     for folder, data in saved_folders.items():  # files that produced no chunks exist only in the saved state
         if not isinstance(data, dict):
             continue
         for rel, saved_entry in (data.get("files") or {}).items():
             if not saved_entry.get("ids") and rel not in state.get(folder, {}):
                 state.setdefault(folder, {})[rel] = Entry(
-                    saved_entry.get("checksum"), saved_entry.get("area", "main"), saved_entry.get("file_type", ""),
-                    [], str(saved_entry.get("chunking")), str(saved_entry.get("imported_at") or ""))
+                    saved_entry.get("checksum"),
+                    saved_entry.get("area", "main"),
+                    saved_entry.get("file_type", ""),
+                    [],
+                    str(saved_entry.get("chunking")),
+                    str(saved_entry.get("imported_at") or ""),
+                )
     paths = {name: str(data.get("path", "")) for name, data in saved_folders.items() if isinstance(data, dict)}
     return state, paths
 
@@ -243,7 +256,8 @@ def state_document(state: State, paths: dict[str, str]) -> dict[str, Any]:
     """What the store saves: folder name -> {"path", "files": source_path -> entry}."""
     return {
         name: {"path": paths.get(name, ""), "files": {rel: asdict(entry) for rel, entry in sorted(files.items())}}
-        for name, files in sorted(state.items()) if files
+        for name, files in sorted(state.items())
+        if files
     }
 
 
@@ -320,8 +334,9 @@ class _Work:
     result: FileResult
 
 
-def import_knowledge(store: StoreBase, folders: Sequence[Folder], *, dry_run: bool = False,
-                     progress: Progress | None = None) -> KnowledgeReport:
+def import_knowledge(
+    store: StoreBase, folders: Sequence[Folder], *, dry_run: bool = False, progress: Progress | None = None
+) -> KnowledgeReport:
     """Bring the store's chunks of `folders` in step with their files. Never raises for one bad file:
     unreadable files are reported (status "failed") and keep their previous chunks."""
     chunking = Chunking.from_config(store.config)
@@ -371,8 +386,15 @@ def _plan(folders: Sequence[Folder], state: State, chunking: Chunking, report: K
         known = state.get(folder.name, {})
         for source in files:
             old = known.get(source.source_path)
-            result = FileResult(folder.name, source.source_path, str(source.path), source.area, source.file_type,
-                                "new" if old is None else "changed", 0)
+            result = FileResult(
+                folder.name,
+                source.source_path,
+                str(source.path),
+                source.area,
+                source.file_type,
+                "new" if old is None else "changed",
+                0,
+            )
             report.files.append(result)
             try:
                 checksum = file_sha256(source.path)
@@ -388,16 +410,18 @@ def _plan(folders: Sequence[Folder], state: State, chunking: Chunking, report: K
         present = {f.source_path for f in files}
         for rel, entry in known.items():
             if rel not in present:
-                result = FileResult(folder.name, rel, str(folder.path / rel), entry.area, entry.file_type,
-                                    "removed", len(entry.ids))
+                result = FileResult(
+                    folder.name, rel, str(folder.path / rel), entry.area, entry.file_type, "removed", len(entry.ids)
+                )
                 plan.removed.append(_Removed(folder.name, rel, entry, result))
     _match_renames(plan, new, chunking, {f.name: f for f in folders})
     report.files += [r.result for r in plan.removed]
     return plan
 
 
-def _match_renames(plan: _Plan, new: list[tuple[SourceFile, str, FileResult]], chunking: Chunking,
-                   folders: dict[str, Folder]) -> None:
+def _match_renames(
+    plan: _Plan, new: list[tuple[SourceFile, str, FileResult]], chunking: Chunking, folders: dict[str, Folder]
+) -> None:
     """A new file with the content of a file gone in this run takes over its chunks (nothing is embedded)."""
     gone: dict[tuple[str, str], list[_Removed]] = {}
     for removed in plan.removed:
@@ -438,8 +462,11 @@ def _apply_renames(store: StoreBase, renames: list[tuple[SourceFile, _Removed]],
         return
     with store.transaction():
         for source, removed in renames:
-            meta = {"knowledge_folder": source.folder.name, "source_path": source.source_path,
-                    "source_file": PurePosixPath(source.source_path).name}
+            meta = {
+                "knowledge_folder": source.folder.name,
+                "source_path": source.source_path,
+                "source_file": PurePosixPath(source.source_path).name,
+            }
             for mid in removed.entry.ids:
                 store.update(mid, metadata=meta, area=source.area, actor=ACTOR)
     for source, removed in renames:
@@ -456,9 +483,15 @@ def _apply_removals(store: StoreBase, removed: list[_Removed], state: State, rep
         state[r.folder].pop(r.source_path, None)
 
 
-def _apply_new_and_changed(store: StoreBase, todo: list[tuple[SourceFile, Entry | None, FileResult]],
-                           state: State, chunking: Chunking, report: KnowledgeReport, writer: _StateWriter,
-                           progress: Progress | None) -> None:
+def _apply_new_and_changed(
+    store: StoreBase,
+    todo: list[tuple[SourceFile, Entry | None, FileResult]],
+    state: State,
+    chunking: Chunking,
+    report: KnowledgeReport,
+    writer: _StateWriter,
+    progress: Progress | None,
+) -> None:
     group: list[_Work] = []
     pending = 0  # chunks read but not yet committed
     for done, (source, old, result) in enumerate(todo, start=1):
@@ -474,11 +507,13 @@ def _apply_new_and_changed(store: StoreBase, todo: list[tuple[SourceFile, Entry 
                 progress(done, len(todo))
 
 
-def _commit(store: StoreBase, group: list[_Work], state: State, chunking: Chunking,
-            report: KnowledgeReport) -> None:
+def _commit(store: StoreBase, group: list[_Work], state: State, chunking: Chunking, report: KnowledgeReport) -> None:
     """Embed the group's chunks first, then swap every file's old chunks for new ones in one transaction."""
-    records: list[dict[str, Any]] = [{"text": chunk.text, "area": w.source.area, "metadata": _metadata(w, i, chunk)}
-                                     for w in group for i, chunk in enumerate(w.chunks)]
+    records: list[dict[str, Any]] = [
+        {"text": chunk.text, "area": w.source.area, "metadata": _metadata(w, i, chunk)}
+        for w in group
+        for i, chunk in enumerate(w.chunks)
+    ]
     for record in records:  # a file's own front-matter `importance` wins over the configured default
         record["metadata"].setdefault("importance", float(store.config["knowledge_importance"]))
     vectors = _vectors(store, [r["text"] for r in records], report) if records else None
@@ -496,13 +531,21 @@ def _commit(store: StoreBase, group: list[_Work], state: State, chunking: Chunki
         mine = ids[start : start + len(w.chunks)]
         start += len(w.chunks)
         state.setdefault(w.source.folder.name, {})[w.source.source_path] = Entry(
-            w.checksum, w.source.area, w.source.file_type, mine, chunking.signature, stamp)
+            w.checksum, w.source.area, w.source.file_type, mine, chunking.signature, stamp
+        )
 
 
 def _metadata(work: _Work, index: int, chunk: Chunk) -> dict[str, Any]:
-    return {"knowledge_source": True, "knowledge_folder": work.source.folder.name,
-            "source_file": PurePosixPath(work.source.source_path).name, "source_path": work.source.source_path,
-            "file_type": work.source.file_type, "source_checksum": work.checksum, "chunk": index, **chunk.meta}
+    return {
+        "knowledge_source": True,
+        "knowledge_folder": work.source.folder.name,
+        "source_file": PurePosixPath(work.source.source_path).name,
+        "source_path": work.source.source_path,
+        "file_type": work.source.file_type,
+        "source_checksum": work.checksum,
+        "chunk": index,
+        **chunk.meta,
+    }
 
 
 def _vectors(store: StoreBase, texts: list[str], report: KnowledgeReport) -> np.ndarray:

@@ -45,8 +45,15 @@ def export_lines(store: StoreBase, *, with_vectors: bool = False, area: str | No
     with store.snapshot():
         info = store.model_info()
         count = int(store.stats()["areas"].get(area, {}).get("count", 0)) if area else len(store)
-        header = {HEADER_KEY: EXPORT_FORMAT, "subdir": store.name, "exported_at": now_iso(), "area": area,
-                  "count": count, "vectors": with_vectors, "embedding": info if with_vectors else None}
+        header = {
+            HEADER_KEY: EXPORT_FORMAT,
+            "subdir": store.name,
+            "exported_at": now_iso(),
+            "area": area,
+            "count": count,
+            "vectors": with_vectors,
+            "embedding": info if with_vectors else None,
+        }
         yield _json_line(header)
         for memory, blob in store.iter_all(area=area, with_vectors=with_vectors):
             record = memory.to_dict()
@@ -55,8 +62,14 @@ def export_lines(store: StoreBase, *, with_vectors: bool = False, area: str | No
             yield _json_line(record)
 
 
-def export_jsonl(store: StoreBase, out: IO[str] | IO[bytes], *, with_vectors: bool = False, area: str | None = None,
-                 progress: Callable[[int], None] | None = None) -> int:
+def export_jsonl(
+    store: StoreBase,
+    out: IO[str] | IO[bytes],
+    *,
+    with_vectors: bool = False,
+    area: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Write the export to `out` (text or binary: UTF-8) line by line; returns the memories written."""
     count = -1
     binary = not isinstance(out, io.TextIOBase) and "b" in getattr(out, "mode", "b")
@@ -70,8 +83,14 @@ def export_jsonl(store: StoreBase, out: IO[str] | IO[bytes], *, with_vectors: bo
     return max(count, 0)
 
 
-def export_to_stdout(store: StoreBase, stdout: IO[bytes], *, with_vectors: bool = False, area: str | None = None,
-                     progress: Callable[[int], None] | None = None) -> int:
+def export_to_stdout(
+    store: StoreBase,
+    stdout: IO[bytes],
+    *,
+    with_vectors: bool = False,
+    area: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """The export, spooled to a temporary file first: a failure half-way writes nothing to stdout."""
     with tempfile.TemporaryFile() as spool:
         count = export_jsonl(store, spool, with_vectors=with_vectors, area=area, progress=progress)
@@ -81,8 +100,14 @@ def export_to_stdout(store: StoreBase, stdout: IO[bytes], *, with_vectors: bool 
     return count
 
 
-def export_to_file(store: StoreBase, path: Path, *, with_vectors: bool = False, area: str | None = None,
-                   progress: Callable[[int], None] | None = None) -> int:
+def export_to_file(
+    store: StoreBase,
+    path: Path,
+    *,
+    with_vectors: bool = False,
+    area: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """The export written atomically to `path` (through a symbolic link: to its target), streamed."""
     from memctl.files import atomic_writer
 
@@ -136,8 +161,9 @@ def _decode(raw: bytes, where: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputFormatError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})",
-                               hint="memctl export writes UTF-8") from exc
+        raise InputFormatError(
+            f"{where}: not UTF-8 ({exc.reason} at byte {exc.start})", hint="memctl export writes UTF-8"
+        ) from exc
 
 
 def _parse_line(raw: bytes, where: str) -> dict[str, Any] | None:
@@ -149,8 +175,9 @@ def _parse_line(raw: bytes, where: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError) as exc:
         # ValueError: bad JSON, NaN/Infinity, or an integer of over 4,300 digits (no .msg then)
         reason = getattr(exc, "msg", None) or ("nested too deeply" if isinstance(exc, RecursionError) else exc)
-        raise InputFormatError(f"{where}: not valid JSON ({reason})",
-                               hint="expected one JSON object per line, as `memctl export` writes") from exc
+        raise InputFormatError(
+            f"{where}: not valid JSON ({reason})", hint="expected one JSON object per line, as `memctl export` writes"
+        ) from exc
     if not isinstance(obj, dict):
         raise InputFormatError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -159,8 +186,10 @@ def _parse_line(raw: bytes, where: str) -> dict[str, Any] | None:
 def _check_header(obj: dict[str, Any], where: str) -> dict[str, Any]:
     version = obj.get(HEADER_KEY)
     if version != EXPORT_FORMAT:
-        raise InputFormatError(f"{where}: export format {version!r} is not one this memctl reads ({EXPORT_FORMAT})",
-                               hint="export it again with this memctl, or upgrade memctl")
+        raise InputFormatError(
+            f"{where}: export format {version!r} is not one this memctl reads ({EXPORT_FORMAT})",
+            hint="export it again with this memctl, or upgrade memctl",
+        )
     count = obj.get("count")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
         raise InputFormatError(f"{where}: the header's count {count!r} is not a number of records")
@@ -240,8 +269,9 @@ def check_timestamp(value: str, what: str) -> str:
     try:
         stamp = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise InputFormatError(f"{what} {value!r} is not an ISO 8601 timestamp",
-                               hint="e.g. 2025-03-01T12:00:00+00:00") from exc
+        raise InputFormatError(
+            f"{what} {value!r} is not an ISO 8601 timestamp", hint="e.g. 2025-03-01T12:00:00+00:00"
+        ) from exc
     return value if stamp.tzinfo else stamp.replace(tzinfo=UTC).isoformat()
 
 
@@ -284,9 +314,16 @@ def _drop_duplicates(store: StoreBase, batch: list[dict[str, Any]], seen: set[st
     return kept
 
 
-def import_jsonl(store: StoreBase, path: Path | None, source: IO[bytes] | list[str], *, batch_size: int = 500,
-                 on_conflict: str = "skip", allow_duplicates: bool = False,
-                 progress: Callable[[int, int], None] | None = None) -> ImportReport:
+def import_jsonl(
+    store: StoreBase,
+    path: Path | None,
+    source: IO[bytes] | list[str],
+    *,
+    batch_size: int = 500,
+    on_conflict: str = "skip",
+    allow_duplicates: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportReport:
     """Import an export (a seekable binary file, or lines) in batches, one transaction each.
 
     Every line is validated first. Re-running an import (after a kill or Ctrl-C, or twice) adds
@@ -300,7 +337,8 @@ def import_jsonl(store: StoreBase, path: Path | None, source: IO[bytes] | list[s
     scan = scan_jsonl(source, name, max_text=max_text)
     report = ImportReport(records=scan.records, expected=(scan.header or {}).get("count"))
     report.truncated = scan.truncated_line is not None or (
-        report.expected is not None and report.expected != scan.records)
+        report.expected is not None and report.expected != scan.records
+    )
     info = store.embedder.info
     store.check_model(info)
     dimension = _vectors_usable(scan.header, info)
@@ -314,8 +352,7 @@ def import_jsonl(store: StoreBase, path: Path | None, source: IO[bytes] | list[s
             for batch, vectors, embedded in _with_vectors(store, batches, dimension):
                 if embedded:
                     report.reembedded += len(batch)
-                ids = store.insert_records(batch, vectors, info, actor="import", op="import",
-                                           on_conflict=on_conflict)
+                ids = store.insert_records(batch, vectors, info, actor="import", op="import", on_conflict=on_conflict)
                 report.imported += len(ids)
                 report.skipped += len(batch) - len(ids)
                 report.batches += 1
@@ -323,13 +360,16 @@ def import_jsonl(store: StoreBase, path: Path | None, source: IO[bytes] | list[s
                 if progress:
                     progress(report.imported + report.skipped + report.duplicates, scan.records)
     except KeyboardInterrupt:
-        raise ImportInterrupted(f"interrupted: {report.imported} memories of {name} were imported and are kept",
-                                hint="run the same import again: what is stored already is skipped") from None
+        raise ImportInterrupted(
+            f"interrupted: {report.imported} memories of {name} were imported and are kept",
+            hint="run the same import again: what is stored already is skipped",
+        ) from None
     return report
 
 
-def _deduplicated(store: StoreBase, batches: Iterator[list[dict[str, Any]]], seen: set[str],
-                  report: ImportReport) -> Iterator[list[dict[str, Any]]]:
+def _deduplicated(
+    store: StoreBase, batches: Iterator[list[dict[str, Any]]], seen: set[str], report: ImportReport
+) -> Iterator[list[dict[str, Any]]]:
     for batch in batches:
         kept = _drop_duplicates(store, batch, seen)
         report.duplicates += len(batch) - len(kept)
@@ -349,8 +389,9 @@ def _stored_vectors(batch: list[dict[str, Any]], dimension: int) -> Any:
     return vectors
 
 
-def _with_vectors(store: Any, batches: Iterator[list[dict[str, Any]]],
-                  dimension: int | None) -> Iterator[tuple[list[dict[str, Any]], Any, bool]]:
+def _with_vectors(
+    store: Any, batches: Iterator[list[dict[str, Any]]], dimension: int | None
+) -> Iterator[tuple[list[dict[str, Any]], Any, bool]]:
     """(batch, vectors, re-embedded); a batch whose records all carry a vector of the configured
     model uses them. The next batch is embedded while the caller writes this one (the model and
     SQLite both release the GIL), so an import costs about the embedding time alone."""
@@ -424,9 +465,11 @@ class PruneCriteria:
 
     def check(self) -> None:
         if all(v is None for v in asdict(self).values()):
-            raise UsageError("prune needs at least one criterion",
-                             hint="--older-than, --not-accessed-for, --area, --min-importance, --decayed-below, "
-                                  "--source or --filter")
+            raise UsageError(
+                "prune needs at least one criterion",
+                hint="--older-than, --not-accessed-for, --area, --min-importance, --decayed-below, "
+                "--source or --filter",
+            )
         if self.decayed_below is not None:
             from memctl.importance import check
 
@@ -457,8 +500,12 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
     if criteria.decayed_below is not None:
         from memctl.importance import decayed_below
 
-        decayed = decayed_below(criteria.decayed_below, float(store.config["prune_default_importance"]),
-                                float(store.config["importance_half_life"]), now)
+        decayed = decayed_below(
+            criteria.decayed_below,
+            float(store.config["prune_default_importance"]),
+            float(store.config["importance_half_life"]),
+            now,
+        )
     default_importance = float(store.config["prune_default_importance"])
     flt = store.compile(criteria.filter)
     # The database selects what the filter matches, as a filtered search does (memctl/store/filter_sql.py).
@@ -473,8 +520,10 @@ def select_for_prune(store: StoreBase, criteria: PruneCriteria, now: datetime | 
             continue
         if decayed is not None and not decayed(memory, accessed_at):
             continue
-        if criteria.min_importance is not None and not importance(memory.metadata, default_importance) < \
-                criteria.min_importance:
+        if (
+            criteria.min_importance is not None
+            and not importance(memory.metadata, default_importance) < criteria.min_importance
+        ):
             continue
         if allowed is not None and memory.id not in allowed:
             continue
@@ -503,12 +552,25 @@ class PruneReport:
     compacted: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "purged": self.purged, "criteria": self.criteria.to_dict(),
-                "count": len(self.pruned), "compacted": self.compacted, "pruned": [m.to_dict() for m in self.pruned]}
+        return {
+            "dry_run": self.dry_run,
+            "purged": self.purged,
+            "criteria": self.criteria.to_dict(),
+            "count": len(self.pruned),
+            "compacted": self.compacted,
+            "pruned": [m.to_dict() for m in self.pruned],
+        }
 
 
-def prune(store: StoreBase, criteria: PruneCriteria, *, dry_run: bool = False, purge: bool = False,
-          now: datetime | None = None, selected: list[Memory] | None = None) -> PruneReport:
+def prune(
+    store: StoreBase,
+    criteria: PruneCriteria,
+    *,
+    dry_run: bool = False,
+    purge: bool = False,
+    now: datetime | None = None,
+    selected: list[Memory] | None = None,
+) -> PruneReport:
     """Remove what `select_for_prune` selects (or the `selected` list it returned earlier).
 
     Pruned memories are archived and restorable; with `purge` they are not archived, their
@@ -547,16 +609,23 @@ def restorable(store: StoreBase, memory_id: str) -> Version | None:
     """The archived row of a removed memory, else its last removal in history (text, area, metadata)."""
     archived = store.archived(memory_id)
     if archived is not None:
-        return Version(archived.memory, "archive", vector=archived.vector, model=archived.model,
-                       accessed_at=archived.accessed_at)
+        return Version(
+            archived.memory, "archive", vector=archived.vector, model=archived.model, accessed_at=archived.accessed_at
+        )
     entries = store.history(memory_id)
     if not entries or entries[0].old_text is None or entries[0].new_text is not None:
         return None  # never existed, purged, or its last change was not a removal
     last = entries[0]
     first = entries[-1]
     changed = next((e.at for e in entries[1:] if e.new_text is not None), first.at)
-    memory = Memory(id=memory_id, text=last.old_text or "", area=last.area or "main", created_at=first.at,
-                    updated_at=changed, metadata=dict(last.old_metadata or {}))
+    memory = Memory(
+        id=memory_id,
+        text=last.old_text or "",
+        area=last.area or "main",
+        created_at=first.at,
+        updated_at=changed,
+        metadata=dict(last.old_metadata or {}),
+    )
     return Version(memory, "history")
 
 
@@ -567,8 +636,11 @@ class RestoreReport:
     reembedded: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"restored": [m.to_dict() for m in self.restored], "sources": self.sources,
-                "reembedded": self.reembedded}
+        return {
+            "restored": [m.to_dict() for m in self.restored],
+            "sources": self.sources,
+            "reembedded": self.reembedded,
+        }
 
 
 def restore(store: StoreBase, ids: list[str], *, actor: str | None = None) -> RestoreReport:
@@ -587,8 +659,10 @@ def restore(store: StoreBase, ids: list[str], *, actor: str | None = None) -> Re
     for memory_id in ids:
         version = restorable(store, memory_id)
         if version is None:
-            raise NotFoundError(f"no restorable version of {memory_id!r} in store {store.name!r}",
-                                hint="`memctl history ID` shows what is known; purge removes versions for good")
+            raise NotFoundError(
+                f"no restorable version of {memory_id!r} in store {store.name!r}",
+                hint="`memctl history ID` shows what is known; purge removes versions for good",
+            )
         versions[memory_id] = version
     info = store.embedder.info
     dim = store.dimension()
@@ -605,8 +679,9 @@ def restore(store: StoreBase, ids: list[str], *, actor: str | None = None) -> Re
     stamp = now_iso()
     with store.transaction():
         _refuse_existing(store, ids)  # nobody took an id while we embedded
-        store.insert_records(records, np.stack([vectors[i] for i in ids]), info, actor=actor, op="restore",
-                             on_conflict="error")
+        store.insert_records(
+            records, np.stack([vectors[i] for i in ids]), info, actor=actor, op="restore", on_conflict="error"
+        )
         store.unarchive(ids)
         # A restore is a use: the memory is not pruned again tonight for not being accessed.
         for chunk in iter_chunks(ids, 900):
@@ -617,8 +692,10 @@ def restore(store: StoreBase, ids: list[str], *, actor: str | None = None) -> Re
 def _refuse_existing(store: StoreBase, ids: list[str]) -> None:
     present = [m.id for m in store.get(ids)]
     if present:
-        raise UsageError(f"memory {present[0]!r} exists in store {store.name!r}; nothing was restored",
-                         hint="restore brings back deleted, replaced or pruned memories; `memctl show ID` shows it")
+        raise UsageError(
+            f"memory {present[0]!r} exists in store {store.name!r}; nothing was restored",
+            hint="restore brings back deleted, replaced or pruned memories; `memctl show ID` shows it",
+        )
 
 
 # -- purge -------------------------------------------------------------------------------
@@ -637,8 +714,14 @@ class PurgeReport:
         return asdict(self)
 
 
-def purge(store: StoreBase, *, older_than: str | None = None, everything: bool = False,
-          dry_run: bool = False, now: datetime | None = None) -> PurgeReport:
+def purge(
+    store: StoreBase,
+    *,
+    older_than: str | None = None,
+    everything: bool = False,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> PurgeReport:
     """Remove history entries and archived memories older than `older_than` (or all) for good.
 
     Then the text must be gone from every file: FTS indexes rebuilt, VACUUM, WAL truncated, and the
@@ -718,8 +801,7 @@ def scrub_cache(cache_dir: Path | None, hashes: set[str]) -> int:
             continue
         try:
             for chunk in iter_chunks(keys, 500):
-                removed += db.execute(f"DELETE FROM cache WHERE hash IN ({','.join('?' * len(chunk))})",
-                                      chunk).rowcount
+                removed += db.execute(f"DELETE FROM cache WHERE hash IN ({','.join('?' * len(chunk))})", chunk).rowcount
             db.execute("VACUUM")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error:
@@ -739,9 +821,15 @@ def store_stats(store: StoreBase, subdir: str) -> dict[str, Any]:
 
 
 # -- every subdir at once ----------------------------------------------------------------
-def export_all(root: Path | None, out_dir: Path, opener: Callable[[str], StoreBase], *, with_vectors: bool = False,
-               area: str | None = None, subdirs: Sequence[str] | None = None
-               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def export_all(
+    root: Path | None,
+    out_dir: Path,
+    opener: Callable[[str], StoreBase],
+    *,
+    with_vectors: bool = False,
+    area: str | None = None,
+    subdirs: Sequence[str] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One JSONL file per subdir under out_dir (`projects/x` -> out_dir/projects/x.jsonl), each written atomically.
 
     The subdirs are `subdirs` (e.g. those of a PostgreSQL database), else the stores under `root`.

@@ -91,8 +91,10 @@ def fold_system(setting: Any, model: str | None) -> bool:
     """Whether the system prompt goes into the first user turn (utility_fold_system)."""
     value = str(setting).strip().lower()
     if value not in FOLD_CHOICES:
-        raise ConfigError(f"utility_fold_system must be one of {', '.join(FOLD_CHOICES)}, not {setting!r}",
-                          hint="memctl config set utility_fold_system auto")
+        raise ConfigError(
+            f"utility_fold_system must be one of {', '.join(FOLD_CHOICES)}, not {setting!r}",
+            hint="memctl config set utility_fold_system auto",
+        )
     if value == "auto":
         return bool(model and _NO_SYSTEM_ROLE.search(model))
     return value == "always"
@@ -105,8 +107,10 @@ def client_for(setting: Any, model: str | None, api_base: str | None) -> str:
     memorize overhead), and memorize makes two calls per candidate."""
     value = str(setting).strip().lower()
     if value not in CLIENT_CHOICES:
-        raise ConfigError(f"utility_client must be one of {', '.join(CLIENT_CHOICES)}, not {setting!r}",
-                          hint="memctl config set utility_client auto")
+        raise ConfigError(
+            f"utility_client must be one of {', '.join(CLIENT_CHOICES)}, not {setting!r}",
+            hint="memctl config set utility_client auto",
+        )
     if value == "auto":
         return "openai" if model and model.startswith("openai/") and api_base else "litellm"
     return value
@@ -141,8 +145,10 @@ class WaitingLine:
         started = time.monotonic()
         while not self.done.wait(_WAIT_LINE_AFTER if not self.shown else 1.0):
             self.shown = True
-            self.stream.write(f"\rmemctl: waiting for the utility model {self.model} "
-                              f"({time.monotonic() - started:.0f} s{self.label})\x1b[K")
+            self.stream.write(
+                f"\rmemctl: waiting for the utility model {self.model} "
+                f"({time.monotonic() - started:.0f} s{self.label})\x1b[K"
+            )
             self.stream.flush()
 
     def __exit__(self, *exc: object) -> None:
@@ -225,15 +231,17 @@ class UtilityModel:
     @property
     def client(self) -> str:
         """`openai` (the OpenAI SDK, straight to an OpenAI-compatible server) or `litellm` (utility_client)."""
-        return client_for(self.config.get("utility_client", "auto"), self.config["utility_model"],
-                          self.config["utility_api_base"])
+        return client_for(
+            self.config.get("utility_client", "auto"), self.config["utility_model"], self.config["utility_api_base"]
+        )
 
     def _api_key(self) -> str | None:
         key_env = self.config["utility_api_key_env"]
         api_key = os.environ.get(key_env) if key_env else None
         if key_env and not api_key:
-            raise LLMError(f"environment variable {key_env} (utility_api_key_env) is not set",
-                           hint=f"export {key_env}=<your key>")
+            raise LLMError(
+                f"environment variable {key_env} (utility_api_key_env) is not set", hint=f"export {key_env}=<your key>"
+            )
         return api_key
 
     def _litellm(self, messages: list[dict[str, str]]) -> str:
@@ -249,8 +257,9 @@ class UtilityModel:
             except Exception as exc:  # noqa: BLE001 - litellm raises many provider-specific types
                 if attempt == attempts or _not_worth_retrying(exc):
                     tries = f" (after {attempt} tries)" if attempt > 1 else ""
-                    raise LLMError(f"utility model {self.name!r} failed{tries}: {type(exc).__name__}: "
-                                   f"{_first_line(exc)}") from exc
+                    raise LLMError(
+                        f"utility model {self.name!r} failed{tries}: {type(exc).__name__}: {_first_line(exc)}"
+                    ) from exc
         content = response.choices[0].message.content if response.choices else None
         if not content:
             raise LLMError(f"utility model {self.name!r} returned an empty reply")
@@ -263,10 +272,13 @@ class UtilityModel:
         litellm.telemetry = False
         litellm.suppress_debug_info = True
         return lambda messages: litellm.completion(
-            model=self.config["utility_model"], messages=messages,
-            api_base=self.config["utility_api_base"], api_key=api_key,
+            model=self.config["utility_model"],
+            messages=messages,
+            api_base=self.config["utility_api_base"],
+            api_key=api_key,
             timeout=float(self.config["utility_timeout"]),
-            num_retries=0, max_retries=0,  # ours only: theirs multiplied the wait
+            num_retries=0,
+            max_retries=0,  # ours only: theirs multiplied the wait
             temperature=float(self.config["utility_temperature"]),
             max_tokens=int(self.config["utility_max_tokens"]),
         )
@@ -280,17 +292,25 @@ class UtilityModel:
             # A local OpenAI-compatible server usually wants no key, but the SDK insists on one.
             key = api_key or os.environ.get("OPENAI_API_KEY") or ("unused" if base else None)
             try:
-                self._openai = openai.OpenAI(base_url=base, api_key=key, max_retries=0,  # ours only
-                                             timeout=float(self.config["utility_timeout"]))
+                self._openai = openai.OpenAI(
+                    base_url=base,
+                    api_key=key,
+                    max_retries=0,  # ours only
+                    timeout=float(self.config["utility_timeout"]),
+                )
             except openai.OpenAIError as exc:
-                raise LLMError(f"utility model {self.name!r}: {_first_line(exc)}",
-                               hint="set utility_api_key_env, or utility_client: litellm") from exc
+                raise LLMError(
+                    f"utility model {self.name!r}: {_first_line(exc)}",
+                    hint="set utility_api_key_env, or utility_client: litellm",
+                ) from exc
         client = self._openai
         model = str(self.config["utility_model"]).removeprefix("openai/")
         return lambda messages: client.chat.completions.create(
-            model=model, messages=messages,  # type: ignore[arg-type]
+            model=model,
+            messages=messages,  # type: ignore[arg-type]
             temperature=float(self.config["utility_temperature"]),
-            max_tokens=int(self.config["utility_max_tokens"]))
+            max_tokens=int(self.config["utility_max_tokens"]),
+        )
 
     def ask(self, prompt: str, **values: Any) -> str:
         """Render prompt files `prompt` with values and return the reply text."""
@@ -308,8 +328,14 @@ class UtilityModel:
 
 def _not_worth_retrying(exc: Exception) -> bool:
     """Errors a second try cannot fix: a wrong key, model name or request."""
-    return type(exc).__name__ in ("AuthenticationError", "NotFoundError", "BadRequestError",
-                                  "PermissionDeniedError", "UnsupportedParamsError", "ContextWindowExceededError")
+    return type(exc).__name__ in (
+        "AuthenticationError",
+        "NotFoundError",
+        "BadRequestError",
+        "PermissionDeniedError",
+        "UnsupportedParamsError",
+        "ContextWindowExceededError",
+    )
 
 
 def _first_line(exc: Exception) -> str:

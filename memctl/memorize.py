@@ -58,10 +58,17 @@ class TranscriptReport:
         return {fate: found.get(fate, 0) for fate in FATES}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "messages": self.messages, "chars": self.chars, "trimmed": self.trimmed,
-                "error": self.error, "extraction_failed": self.extraction_failed, "notes": self.notes,
-                "counts": self.counts(),
-                "candidates": [c.to_dict() for c in self.candidates]}
+        return {
+            "source": self.source,
+            "messages": self.messages,
+            "chars": self.chars,
+            "trimmed": self.trimmed,
+            "error": self.error,
+            "extraction_failed": self.extraction_failed,
+            "notes": self.notes,
+            "counts": self.counts(),
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
 
 
 @dataclass
@@ -78,25 +85,35 @@ class MemorizeReport:
         for report in self.transcripts:
             total.update(report.counts())
         return {fate: total.get(fate, 0) for fate in FATES} | {
-            "transcripts": len(self.transcripts), "failed": len(self.failed),
-            "extractions_failed": sum(len(t.extraction_failed) for t in self.transcripts)}
+            "transcripts": len(self.transcripts),
+            "failed": len(self.failed),
+            "extractions_failed": sum(len(t.extraction_failed) for t in self.transcripts),
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "summary": self.summary(),
-                "transcripts": [t.to_dict() for t in self.transcripts]}
+        return {
+            "dry_run": self.dry_run,
+            "summary": self.summary(),
+            "transcripts": [t.to_dict() for t in self.transcripts],
+        }
 
 
 def resolve_batch(spec: str) -> list[Path]:
     """A folder (its transcript files) or a glob, in name order."""
     path = Path(spec).expanduser()
     if path.is_dir():
-        files = [p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TRANSCRIPT_SUFFIXES
-                 and not p.name.startswith(".")]
+        files = [
+            p
+            for p in path.iterdir()
+            if p.is_file() and p.suffix.lower() in TRANSCRIPT_SUFFIXES and not p.name.startswith(".")
+        ]
     else:
         files = [Path(p) for p in glob.glob(str(path)) if Path(p).is_file()]
     if not files:
-        raise UsageError(f"--batch {spec!r} matches no transcript file",
-                         hint=f"give a folder of {', '.join(TRANSCRIPT_SUFFIXES)} files or a glob like 'logs/*.json'")
+        raise UsageError(
+            f"--batch {spec!r} matches no transcript file",
+            hint=f"give a folder of {', '.join(TRANSCRIPT_SUFFIXES)} files or a glob like 'logs/*.json'",
+        )
     return sorted(files, key=lambda p: (p.name, str(p)))
 
 
@@ -132,10 +149,19 @@ def extract(llm: UtilityModel, prompt: str, transcript: str, notes: list[str], l
     return texts[:MAX_CANDIDATES]
 
 
-def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: UtilityModel, *,
-                      source: str = "<messages>", area: str = "fragments", solutions: bool = True,
-                      dry_run: bool = False, recalled: Sequence[str] = (), actor: str = "memorize",
-                      report: TranscriptReport | None = None) -> TranscriptReport:
+def memorize_messages(
+    store: StoreBase,
+    messages: Sequence[Message],
+    llm: UtilityModel,
+    *,
+    source: str = "<messages>",
+    area: str = "fragments",
+    solutions: bool = True,
+    dry_run: bool = False,
+    recalled: Sequence[str] = (),
+    actor: str = "memorize",
+    report: TranscriptReport | None = None,
+) -> TranscriptReport:
     """Extract, gate and consolidate one conversation into `store`."""
     if area not in AREAS:
         raise UsageError(f"unknown area {area!r}", hint=f"use one of: {', '.join(AREAS)}")
@@ -146,15 +172,22 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
         report = TranscriptReport(source, len(kept), chars, chars < sum(len(m.content) for m in messages))
         messages = kept
     if report.trimmed:
-        report.notes.append(f"history longer than memorize_max_history_chars "
-                            f"({config['memorize_max_history_chars']}): the oldest part was cut")
+        report.notes.append(
+            f"history longer than memorize_max_history_chars "
+            f"({config['memorize_max_history_chars']}): the oldest part was cut"
+        )
     transcript = as_text(list(messages))
-    kinds = [(area, "memorize_fragments", "fact")] + ([("solutions", "memorize_solutions", "solution")]
-                                                     if solutions else [])
+    kinds = [(area, "memorize_fragments", "fact")] + (
+        [("solutions", "memorize_solutions", "solution")] if solutions else []
+    )
     grounding = Grounding.from_messages(
-        messages, recalled, embed=store.embed, min_overlap=float(config["memorize_grounding_overlap"]),
+        messages,
+        recalled,
+        embed=store.embed,
+        min_overlap=float(config["memorize_grounding_overlap"]),
         similarity=float(config["memorize_grounding_similarity"]),
-        echo_similarity=float(config["memorize_echo_similarity"]))
+        echo_similarity=float(config["memorize_echo_similarity"]),
+    )
     gate_embed = _gate_embed(store, report.notes)
     consolidator = Consolidator(store, llm, actor=actor, dry_run=dry_run)
     metadata = {"source": "memorize", "transcript": Path(source).name}
@@ -171,11 +204,23 @@ def memorize_messages(store: StoreBase, messages: Sequence[Message], llm: Utilit
                 report.candidates.append(Outcome(text, target_area, "skipped", "duplicate candidate"))
                 continue
             seen.add(key)
-            verdict = check(text, "solutions" if target_area == "solutions" else "fragments", grounding, gate_embed,
-                            rules_too=store.config["memorize_gate"] == "both")
+            verdict = check(
+                text,
+                "solutions" if target_area == "solutions" else "fragments",
+                grounding,
+                gate_embed,
+                rules_too=store.config["memorize_gate"] == "both",
+            )
             if not verdict.ok:
-                report.candidates.append(Outcome(text, target_area, "gated", verdict.reason or "",
-                                                 notes=[verdict.detail] if verdict.detail else []))
+                report.candidates.append(
+                    Outcome(
+                        text,
+                        target_area,
+                        "gated",
+                        verdict.reason or "",
+                        notes=[verdict.detail] if verdict.detail else [],
+                    )
+                )
                 continue
             rating = rater.rate(text, target_area)  # metadata `importance` (memctl.importance)
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
@@ -209,10 +254,19 @@ def _gate_embed(store: StoreBase, notes: list[str]) -> EmbedFn | None:
     return embed
 
 
-def memorize_files(store: StoreBase, paths: Sequence[Path], llm: UtilityModel, *, area: str = "fragments",
-                   solutions: bool = True, dry_run: bool = False, recalled: Sequence[str] = (),
-                   keep_going: bool = False, progress: Callable[[int, int], None] | None = None,
-                   actor: str = "memorize") -> MemorizeReport:
+def memorize_files(
+    store: StoreBase,
+    paths: Sequence[Path],
+    llm: UtilityModel,
+    *,
+    area: str = "fragments",
+    solutions: bool = True,
+    dry_run: bool = False,
+    recalled: Sequence[str] = (),
+    keep_going: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    actor: str = "memorize",
+) -> MemorizeReport:
     """Memorize each transcript in order into one store.
 
     keep_going (batch mode): a transcript that cannot be read is reported and skipped; otherwise
@@ -234,8 +288,18 @@ def memorize_files(store: StoreBase, paths: Sequence[Path], llm: UtilityModel, *
         else:
             messages, chars, trimmed = item
             report = TranscriptReport(str(path), len(messages), chars, trimmed)
-            memorize_messages(store, messages, llm, source=str(path), area=area, solutions=solutions,
-                              dry_run=dry_run, recalled=recalled, actor=actor, report=report)
+            memorize_messages(
+                store,
+                messages,
+                llm,
+                source=str(path),
+                area=area,
+                solutions=solutions,
+                dry_run=dry_run,
+                recalled=recalled,
+                actor=actor,
+                report=report,
+            )
             result.transcripts.append(report)
         if progress:
             progress(done, len(loaded))

@@ -43,8 +43,14 @@ def destination(to: str, root: str | None) -> tuple[str, str | None]:
     return "embedded", to
 
 
-def describe(store: str | None, root: str | None, subdir: str, overrides: dict[str, Any] | None = None,
-             *, must_exist: bool = False) -> str:
+def describe(
+    store: str | None,
+    root: str | None,
+    subdir: str,
+    overrides: dict[str, Any] | None = None,
+    *,
+    must_exist: bool = False,
+) -> str:
     """Where a store is, for messages and the JSON document (a URL without its password, or the folder)."""
     from memctl.paths import resolve_root, store_dir
     from memctl.store import resolve_store_url
@@ -65,13 +71,17 @@ def migrate_store(source: Any, dest: Any, *, progress: Callable[[int, int], None
 
     held = len(dest)
     if held:
-        raise UsageError(f"the destination store {dest.name!r} already holds {held} memories; nothing was copied",
-                         hint="migrate into a new subdir (--to-subdir NAME), or empty the destination first")
+        raise UsageError(
+            f"the destination store {dest.name!r} already holds {held} memories; nothing was copied",
+            hint="migrate into a new subdir (--to-subdir NAME), or empty the destination first",
+        )
     stored = source.model_info()
     total = len(source)
     if total and not stored:
-        raise StoreError(f"store {source.name!r} has memories but no recorded embedding model",
-                         hint="run `memctl reindex` on it first")
+        raise StoreError(
+            f"store {source.name!r} has memories but no recorded embedding model",
+            hint="run `memctl reindex` on it first",
+        )
     info = ModelInfo(stored["provider"], stored["model"]) if stored else None
     dimension = int(stored["dimension"]) if stored else 0
     report = MigrateReport(model=stored)
@@ -83,10 +93,19 @@ def migrate_store(source: Any, dest: Any, *, progress: Callable[[int, int], None
         for batch in iter_chunks(source.iter_all(with_vectors=True), BATCH):
             vectors = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in batch])
             if vectors.shape[1] != dimension:
-                raise StoreError(f"a stored vector of {batch[0][0].id!r} has {vectors.shape[1]} dimensions, "
-                                 f"the store says {dimension}", hint="run `memctl reindex` on the source first")
-            dest.insert_records([memory.to_dict() for memory, _ in batch], vectors, info, actor="migrate",
-                                op="migrate", on_conflict="error")
+                raise StoreError(
+                    f"a stored vector of {batch[0][0].id!r} has {vectors.shape[1]} dimensions, "
+                    f"the store says {dimension}",
+                    hint="run `memctl reindex` on the source first",
+                )
+            dest.insert_records(
+                [memory.to_dict() for memory, _ in batch],
+                vectors,
+                info,
+                actor="migrate",
+                op="migrate",
+                on_conflict="error",
+            )
             report.count += len(batch)
             if progress:
                 progress(report.count, total)

@@ -19,8 +19,11 @@ from memctl.importance import KEEP_TEXT, KEEP_TEXT_ZH
 GROUPS = ("rules", "facts", "solutions")
 SOURCES = ("knowledge", "consolidation", "conversation", "saved")
 # Wording of a standing preference or rule, beyond the keep-signals importance looks for.
-RULE_WORDS = re.compile(r"\b(do not|don't|doesn't want|wants|should|needs? to|avoid|only use|"
-                        r"prefers?|likes|dislikes)\b", re.IGNORECASE)
+RULE_WORDS = re.compile(
+    r"\b(do not|don't|doesn't want|wants|should|needs? to|avoid|only use|"
+    r"prefers?|likes|dislikes)\b",
+    re.IGNORECASE,
+)
 # The suffix the item template appends ("- text [2026-11-30, conversation t03.json]").
 SUFFIX = re.compile(r"\s+\[\d{4}-\d{2}-\d{2}(, [^\]\n]*)?\]\s*$")
 

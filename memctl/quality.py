@@ -37,9 +37,24 @@ from memctl.grounding import (
 )
 
 __all__ = [
-    "MAX_FRAGMENT_CHARS", "MAX_SOLUTION_CHARS", "REASONS", "EmbedFn", "Grounding", "Verdict", "check",
-    "cjk_share", "content_stems", "enabled_rules", "gate", "key_entities", "parse_recalled", "recall_headings",
-    "learned_gate_embed", "rule_reason", "split_recalled", "stem",
+    "MAX_FRAGMENT_CHARS",
+    "MAX_SOLUTION_CHARS",
+    "REASONS",
+    "EmbedFn",
+    "Grounding",
+    "Verdict",
+    "check",
+    "cjk_share",
+    "content_stems",
+    "enabled_rules",
+    "gate",
+    "key_entities",
+    "parse_recalled",
+    "recall_headings",
+    "learned_gate_embed",
+    "rule_reason",
+    "split_recalled",
+    "stem",
 ]
 
 GATE_DATA = Path(__file__).with_name("data") / "gate.json"
@@ -116,8 +131,13 @@ def _learned_reason(text: str, embed: EmbedFn) -> tuple[str, str] | None:
     return (named[0], f"{named[1]}; {found[1]}") if named else found
 
 
-def check(text: str, area: str = "fragments", grounding: Grounding | None = None,
-          embed: EmbedFn | None = None, rules_too: bool = False) -> Verdict:
+def check(
+    text: str,
+    area: str = "fragments",
+    grounding: Grounding | None = None,
+    embed: EmbedFn | None = None,
+    rules_too: bool = False,
+) -> Verdict:
     """The verdict on one candidate: form rules first, then grounding and echo (with a transcript).
     With `embed` (see `learned_gate_embed`), the learned gate decides fragment candidates instead of
     the rules (the rules are among its inputs), or beside them with `rules_too` (either one drops);
@@ -131,6 +151,7 @@ def check(text: str, area: str = "fragments", grounding: Grounding | None = None
     return Verdict(text, area, *(found or (None, "")))
 
 
-def gate(texts: Sequence[str], area: str = "fragments", grounding: Grounding | None = None,
-         embed: EmbedFn | None = None) -> list[Verdict]:
+def gate(
+    texts: Sequence[str], area: str = "fragments", grounding: Grounding | None = None, embed: EmbedFn | None = None
+) -> list[Verdict]:
     return [check(t, area, grounding, embed) for t in texts]

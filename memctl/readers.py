@@ -111,8 +111,9 @@ def decode_utf8(data: bytes) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UnreadableFile(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-                             hint="convert the file to UTF-8") from exc
+        raise UnreadableFile(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", hint="convert the file to UTF-8"
+        ) from exc
     if "\x00" in text:
         raise UnreadableFile("looks like a binary file (it contains NUL bytes)")
     return text
@@ -147,8 +148,13 @@ def markdown_sections(text: str) -> list[tuple[str | None, str]]:
             after_blank = i == 0 or not lines[i - 1].strip()
             if atx:
                 sections.append((atx.group(2), [], 1))
-            elif (after_blank and line.strip() and i + 1 < len(lines) and _SETEXT.match(lines[i + 1])
-                  and not _SETEXT.match(line)):
+            elif (
+                after_blank
+                and line.strip()
+                and i + 1 < len(lines)
+                and _SETEXT.match(lines[i + 1])
+                and not _SETEXT.match(line)
+            ):
                 sections.append((line.strip(), [], 2))
         sections[-1][1].append(line)
     merged: list[tuple[str | None, str]] = []
@@ -237,9 +243,44 @@ def read_csv(data: bytes, size: int, overlap: int) -> list[Chunk]:
 
 class _TextOfHtml(HTMLParser):
     SKIP = frozenset({"script", "style", "noscript", "template"})
-    BLOCK = frozenset({"p", "div", "br", "li", "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "section",
-                       "article", "header", "footer", "pre", "table", "ul", "ol", "dl", "dt", "dd", "blockquote",
-                       "hr", "title", "main", "nav", "aside", "figure", "figcaption", "caption", "form"})
+    BLOCK = frozenset(
+        {
+            "p",
+            "div",
+            "br",
+            "li",
+            "tr",
+            "td",
+            "th",
+            "h1",
+            "h2",
+            "h3",
+            "h4",
+            "h5",
+            "h6",
+            "section",
+            "article",
+            "header",
+            "footer",
+            "pre",
+            "table",
+            "ul",
+            "ol",
+            "dl",
+            "dt",
+            "dd",
+            "blockquote",
+            "hr",
+            "title",
+            "main",
+            "nav",
+            "aside",
+            "figure",
+            "figcaption",
+            "caption",
+            "form",
+        }
+    )
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

@@ -34,37 +34,59 @@ class RecallResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Each hit with its provenance: date, source, source_name, group (memctl.provenance)."""
-        return {"message": self.message, "query": self.query,
-                "memories": [h.to_dict() | describe(h) for h in self.memories],
-                "solutions": [h.to_dict() | describe(h) for h in self.solutions], "notes": self.notes}
+        return {
+            "message": self.message,
+            "query": self.query,
+            "memories": [h.to_dict() | describe(h) for h in self.memories],
+            "solutions": [h.to_dict() | describe(h) for h in self.solutions],
+            "notes": self.notes,
+        }
 
     @property
     def empty(self) -> bool:
         return not self.memories and not self.solutions
 
 
-def recall(store: StoreBase, message: str, history: list[Message] | None = None, *,
-           llm: UtilityModel | None = None, query_prep: bool = False, post_filter: bool = False,
-           threshold: float | None = None) -> RecallResult:
+def recall(
+    store: StoreBase,
+    message: str,
+    history: list[Message] | None = None,
+    *,
+    llm: UtilityModel | None = None,
+    query_prep: bool = False,
+    post_filter: bool = False,
+    threshold: float | None = None,
+) -> RecallResult:
     config = store.config
     notes: list[str] = []
     query = prepare_query(llm, message, history or [], notes) if query_prep and llm else message
     threshold = config["search_threshold"] if threshold is None else threshold
-    memories = store.search(query, limit=int(config["recall_memories_max_search"]), threshold=threshold,
-                            filter="area in ['main', 'fragments']")
-    solutions = store.search(query, limit=int(config["recall_solutions_max_search"]), threshold=threshold,
-                             area="solutions")
+    memories = store.search(
+        query,
+        limit=int(config["recall_memories_max_search"]),
+        threshold=threshold,
+        filter="area in ['main', 'fragments']",
+    )
+    solutions = store.search(
+        query, limit=int(config["recall_solutions_max_search"]), threshold=threshold, area="solutions"
+    )
     memories, solutions = rerank(memories, config), rerank(solutions, config)  # off unless rank_importance_weight
     if post_filter and llm and (memories or solutions):
-        memories, solutions = filter_relevant(llm, message, memories, solutions,
-                                              bool(config["recall_post_filter_fail_closed"]), notes)
-    return RecallResult(message, query, memories[: int(config["recall_memories_max_result"])],
-                        solutions[: int(config["recall_solutions_max_result"])], notes)
+        memories, solutions = filter_relevant(
+            llm, message, memories, solutions, bool(config["recall_post_filter_fail_closed"]), notes
+        )
+    return RecallResult(
+        message,
+        query,
+        memories[: int(config["recall_memories_max_result"])],
+        solutions[: int(config["recall_solutions_max_result"])],
+        notes,
+    )
 
 
 def prepare_query(llm: UtilityModel, message: str, history: list[Message], notes: list[str]) -> str:
     """The utility model turns message + recent history into a search query; the raw message on failure."""
-    recent = as_text(history[-int(llm.config["recall_history_messages"]):]) if history else "(none)"
+    recent = as_text(history[-int(llm.config["recall_history_messages"]) :]) if history else "(none)"
     try:
         reply = llm.ask("recall_query", message=message, history=recent)
     except LLMError as exc:
@@ -78,13 +100,15 @@ def prepare_query(llm: UtilityModel, message: str, history: list[Message], notes
     return query
 
 
-def filter_relevant(llm: UtilityModel, message: str, memories: list[Hit], solutions: list[Hit],
-                    fail_closed: bool, notes: list[str]) -> tuple[list[Hit], list[Hit]]:
+def filter_relevant(
+    llm: UtilityModel, message: str, memories: list[Hit], solutions: list[Hit], fail_closed: bool, notes: list[str]
+) -> tuple[list[Hit], list[Hit]]:
     """Keep the candidates whose indices the model returns; ignore indices that are not valid."""
     candidates = memories + solutions
     try:
-        reply = llm.ask_json("recall_filter", message=message, items=numbered([h.text for h in candidates]),
-                             last=len(candidates) - 1)
+        reply = llm.ask_json(
+            "recall_filter", message=message, items=numbered([h.text for h in candidates]), last=len(candidates) - 1
+        )
     except LLMError as exc:
         action = "dropped all results (fail-closed)" if fail_closed else "kept all results"
         notes.append(f"post filter failed, {action}: {exc.message}")
@@ -100,8 +124,10 @@ def filter_relevant(llm: UtilityModel, message: str, memories: list[Hit], soluti
     if ignored:
         notes.append(f"post filter: ignored {ignored} invalid index(es)")
     keep = [i in chosen for i in range(len(candidates))]
-    return ([h for h, k in zip(memories, keep, strict=False) if k],
-            [h for h, k in zip(solutions, keep[len(memories):], strict=False) if k])
+    return (
+        [h for h, k in zip(memories, keep, strict=False) if k],
+        [h for h, k in zip(solutions, keep[len(memories) :], strict=False) if k],
+    )
 
 
 # Block sections in the order an agent reads them: (group, template).
@@ -116,11 +142,23 @@ def render_prompt(result: RecallResult) -> str:
     grouped: dict[str, list[str]] = {group: [] for group, _ in SECTIONS}
     for hit in [*result.memories, *result.solutions]:
         fields = describe(hit)
-        grouped[fields["group"]].append(render(item, text=" ".join(hit.text.split()), area=hit.area, id=hit.id,
-                                               score=f"{hit.score:.2f}", created_at=hit.created_at,
-                                               date=fields["date"], source=label(fields)).rstrip("\n"))
-    parts = [render(load_template(name), items="\n".join(grouped[group])).strip()
-             for group, name in SECTIONS if grouped[group]]
+        grouped[fields["group"]].append(
+            render(
+                item,
+                text=" ".join(hit.text.split()),
+                area=hit.area,
+                id=hit.id,
+                score=f"{hit.score:.2f}",
+                created_at=hit.created_at,
+                date=fields["date"],
+                source=label(fields),
+            ).rstrip("\n")
+        )
+    parts = [
+        render(load_template(name), items="\n".join(grouped[group])).strip()
+        for group, name in SECTIONS
+        if grouped[group]
+    ]
     if parts:
         parts.append(load_template("recall_note").strip())
     return "\n\n".join(parts) + ("\n" if parts else "")

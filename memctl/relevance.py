@@ -75,24 +75,38 @@ def overlap(query_units: set[str], memory_text: str) -> float:
 
 # What a question asks for, and how a memory that holds such an answer looks.
 _ASKS = {
-    "time": re.compile(r"\b(when|what time|which day|what day|what date|how often|how soon)\b"
-                       r"|几点|什么时候|哪天|哪一天|何时|多久一次|星期几|周几", re.IGNORECASE),
-    "amount": re.compile(r"\b(how (much|many|long|big|large|old|far|fast)|what (percentage|percent|share|rate|size"
-                         r"|version|number))\b|多少|多大|多长|几个|几台|几年|百分之", re.IGNORECASE),
+    "time": re.compile(
+        r"\b(when|what time|which day|what day|what date|how often|how soon)\b"
+        r"|几点|什么时候|哪天|哪一天|何时|多久一次|星期几|周几",
+        re.IGNORECASE,
+    ),
+    "amount": re.compile(
+        r"\b(how (much|many|long|big|large|old|far|fast)|what (percentage|percent|share|rate|size"
+        r"|version|number))\b|多少|多大|多长|几个|几台|几年|百分之",
+        re.IGNORECASE,
+    ),
     "person": re.compile(r"\b(who|whom|whose)\b|谁", re.IGNORECASE),
 }
 _HOLDS = {
-    "time": re.compile(r"\d{1,2}[:.]\d{2}|\b\d{1,2}\s?(am|pm)\b|\b(monday|tuesday|wednesday|thursday|friday|saturday"
-                       r"|sunday|weekday|weekend|daily|weekly|monthly|nightly|every|january|february|march|april|may"
-                       r"|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept"
-                       r"|oct|nov|dec|morning|evening|noon|midnight|deadline|until|before|after)\b|\d{4}-\d{2}"
-                       r"|[点号日月]|星期|周[一二三四五六日末]|每[天周月年晚]", re.IGNORECASE),
-    "amount": re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|hundred|thousand"
-                         r"|million|half|double|twice)\b|[一二三四五六七八九十百千万两半]", re.IGNORECASE),
+    "time": re.compile(
+        r"\d{1,2}[:.]\d{2}|\b\d{1,2}\s?(am|pm)\b|\b(monday|tuesday|wednesday|thursday|friday|saturday"
+        r"|sunday|weekday|weekend|daily|weekly|monthly|nightly|every|january|february|march|april|may"
+        r"|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept"
+        r"|oct|nov|dec|morning|evening|noon|midnight|deadline|until|before|after)\b|\d{4}-\d{2}"
+        r"|[点号日月]|星期|周[一二三四五六日末]|每[天周月年晚]",
+        re.IGNORECASE,
+    ),
+    "amount": re.compile(
+        r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|hundred|thousand"
+        r"|million|half|double|twice)\b|[一二三四五六七八九十百千万两半]",
+        re.IGNORECASE,
+    ),
     # a capitalised word inside a sentence (a name; not "User"), or a word for a person
-    "person": re.compile(r"(?<![.!?]\s)(?<!^)\b(?!User\b)[A-Z][a-z]+|(?i:\b(professor|prof|dr|supervisor|advisor"
-                         r"|manager|accountant|colleague|partner|wife|husband|sister|brother|mother|father|lead)\b)"
-                         r"|老师|教授|导师|同事|经理|会计"),
+    "person": re.compile(
+        r"(?<![.!?]\s)(?<!^)\b(?!User\b)[A-Z][a-z]+|(?i:\b(professor|prof|dr|supervisor|advisor"
+        r"|manager|accountant|colleague|partner|wife|husband|sister|brother|mother|father|lead)\b)"
+        r"|老师|教授|导师|同事|经理|会计"
+    ),
 }
 
 
@@ -129,8 +143,15 @@ class Calibration:
         return 1.0 / (1.0 + math.exp(-z)) if z > -50 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "features": list(FEATURES), "mean": list(self.mean), "scale": list(self.scale),
-                "weights": list(self.weights), "bias": self.bias, "default_threshold": self.default_threshold}
+        return {
+            "model": self.model,
+            "features": list(FEATURES),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "weights": list(self.weights),
+            "bias": self.bias,
+            "default_threshold": self.default_threshold,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "calibration") -> Calibration:
@@ -143,8 +164,14 @@ class Calibration:
             if any(s <= 0 for s in values[1]) or any(w < 0 for w in values[2]):
                 raise ValueError("scales must be > 0 and weights >= 0")
             threshold = data.get("default_threshold")
-            return cls(str(data["model"]), values[0], values[1], values[2], float(data["bias"]),
-                       None if threshold is None else float(threshold))
+            return cls(
+                str(data["model"]),
+                values[0],
+                values[1],
+                values[2],
+                float(data["bias"]),
+                None if threshold is None else float(threshold),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where} is not a valid relevance calibration: {exc}") from exc
 
@@ -164,8 +191,15 @@ def shipped(model: str) -> Calibration | None:
     return Calibration.from_dict(data, where=f"memctl/data/relevance/{file_name(model)}")
 
 
-def fit(rows: list[list[float]], labels: list[int], model: str, *, l2: float = 1e-2, steps: int = 4000,
-        sample_weight: list[float] | None = None) -> Calibration:
+def fit(
+    rows: list[list[float]],
+    labels: list[int],
+    model: str,
+    *,
+    l2: float = 1e-2,
+    steps: int = 4000,
+    sample_weight: list[float] | None = None,
+) -> Calibration:
     """Logistic regression with weights kept >= 0 (projected gradient descent), numpy only."""
     import numpy as np
 
@@ -187,5 +221,6 @@ def fit(rows: list[list[float]], labels: list[int], model: str, *, l2: float = 1
         err = (p - y) * sw
         w = np.maximum(w - rate * (xs.T @ err / len(y) + l2 * w), 0.0)
         b -= rate * float(err.mean())
-    return Calibration(model, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
-                       tuple(float(v) for v in w), float(b))
+    return Calibration(
+        model, tuple(float(v) for v in mean), tuple(float(v) for v in scale), tuple(float(v) for v in w), float(b)
+    )

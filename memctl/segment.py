@@ -45,13 +45,15 @@ _WORD = re.compile(r"\w+")
 @cache
 def _pattern(name: str) -> re.Pattern[str]:
     """The compiled CJK patterns, on first use."""
-    return re.compile({
-        "char": f"[{CJK_CLASS}]",
-        # A query piece: a run of CJK characters, or of other word characters ("用Python写" is three).
-        "piece": f"[{CJK_CLASS}]+|[^\\W{CJK_CLASS}]+",
-        "script": f"(?P<han>[{HAN}]+)|(?P<hira>[{HIRAGANA}]+)|(?P<kata>[{KATAKANA}]+)|(?P<hangul>[{HANGUL}]+)",
-        "kana": f"[{HIRAGANA}{KATAKANA}]",
-    }[name])
+    return re.compile(
+        {
+            "char": f"[{CJK_CLASS}]",
+            # A query piece: a run of CJK characters, or of other word characters ("用Python写" is three).
+            "piece": f"[{CJK_CLASS}]+|[^\\W{CJK_CLASS}]+",
+            "script": f"(?P<han>[{HAN}]+)|(?P<hira>[{HIRAGANA}]+)|(?P<kata>[{KATAKANA}]+)|(?P<hangul>[{HANGUL}]+)",
+            "kana": f"[{HIRAGANA}{KATAKANA}]",
+        }[name]
+    )
 
 
 def piece_pattern() -> re.Pattern[str]:
@@ -60,7 +62,8 @@ def piece_pattern() -> re.Pattern[str]:
 
 
 # Function words that carry no meaning in a keyword query (the English list is in store/keyword.py).
-CJK_STOPWORDS = frozenset("""
+CJK_STOPWORDS = frozenset(
+    """
 的 了 是 在 我 你 他 她 它 们 我们 你们 他们 她们 咱们 这 那 这个 那个 这些 那些 什么
 怎么 怎样 如何 吗 呢 吧 啊 呀 哦 嗯
 和 与 及 或 或者 也 都 就 还 又 把 被 给 让 对 从 到 向 用 有 没有 没 不 很 会 能 要
@@ -72,13 +75,18 @@ CJK_STOPWORDS = frozenset("""
 どこ なに なん いつ だれ どう どの この その あの ある いる ない
 은 는 이 가 을 를 의 에 에서 와 과 도 만 로 으로 저 제 나 내 그 이것 그것 무엇 뭐 어디
 언제 어떻게 왜 누구
-""".split())
+""".split()
+)
 
 # Korean particles (josa) that attach to the end of a word, longest first.
-_HANGUL_PARTICLES = sorted("""
+_HANGUL_PARTICLES = sorted(
+    """
 에서는 에게서 으로는 으로서 으로써 까지는 부터는 에서 에게 한테 으로 로서 로써 까지 부터 처럼 보다 마다 이랑 하고 께서
 은 는 이 가 을 를 의 에 와 과 도 만 로 랑 께
-""".split(), key=len, reverse=True)
+""".split(),
+    key=len,
+    reverse=True,
+)
 
 
 def has_cjk(text: str) -> bool:

@@ -15,10 +15,20 @@ from typing import Any
 
 from memctl.errors import InputFormatError
 
-ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "agent": "assistant",
-         "tool": "tool", "function": "tool", "system": "system"}
-EXPECTED = ('a JSON list of {"role", "content"}, {"messages": [...]}, JSONL with one message per line, '
-            "or text with 'User:' / 'Assistant:' / 'Tool:' prefixes")
+ROLES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "agent": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "system": "system",
+}
+EXPECTED = (
+    'a JSON list of {"role", "content"}, {"messages": [...]}, JSONL with one message per line, '
+    "or text with 'User:' / 'Assistant:' / 'Tool:' prefixes"
+)
 _PREFIX = re.compile(r"^\s*(user|human|assistant|ai|agent|tool|function|system)\s*:\s?(.*)$", re.IGNORECASE)
 
 
@@ -93,8 +103,9 @@ def _message(item: Any, where: str) -> Message:
     if isinstance(content, list):  # OpenAI-style content parts
         content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     if role is None or not isinstance(content, str):
-        raise InputFormatError(f"{where} needs a role (user/assistant/tool/system) and text content",
-                               hint=f"expected {EXPECTED}")
+        raise InputFormatError(
+            f"{where} needs a role (user/assistant/tool/system) and text content", hint=f"expected {EXPECTED}"
+        )
     return Message(role, content)
 
 

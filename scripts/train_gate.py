@@ -41,8 +41,10 @@ MIN_PRECISION = 0.97
 def enabled(measured: dict[str, dict[str, dict]]) -> dict[str, list[str]]:
     """Rules measured precise enough, plus the rules that never fired on the tune half (listed apart
     as `unmeasured`: they dropped no fact there either, and the shared transcripts need them)."""
-    return {area: [name for name, m in rules.items() if not m["drops"] or m["precision"] >= MIN_PRECISION]
-            for area, rules in measured.items()}
+    return {
+        area: [name for name, m in rules.items() if not m["drops"] or m["precision"] >= MIN_PRECISION]
+        for area, rules in measured.items()
+    }
 
 
 def unmeasured(measured: dict[str, dict[str, dict]]) -> dict[str, list[str]]:
@@ -86,10 +88,16 @@ def train(items: list[Item]) -> dict:
         held_out[test] = predict(x[test], weights, bias)
     threshold, precision, recall = pick_threshold(held_out, y)
     weights, bias = fit(x, y)
-    return {"about": "logistic regression over the MiniLM embedding + shape features (memctl/gate_classifier.py)",
-            "embedding_model": "sentence-transformers/all-MiniLM-L6-v2", "features": feature_names(),
-            "threshold": round(threshold, 4), "cv_precision": round(precision, 4), "cv_recall": round(recall, 4),
-            "bias": round(float(bias), 6), "weights": [round(float(w), 6) for w in weights]}
+    return {
+        "about": "logistic regression over the MiniLM embedding + shape features (memctl/gate_classifier.py)",
+        "embedding_model": "sentence-transformers/all-MiniLM-L6-v2",
+        "features": feature_names(),
+        "threshold": round(threshold, 4),
+        "cv_precision": round(precision, 4),
+        "cv_recall": round(recall, 4),
+        "bias": round(float(bias), 6),
+        "weights": [round(float(w), 6) for w in weights],
+    }
 
 
 def main() -> int:
@@ -110,9 +118,13 @@ def main() -> int:
     measured = measure_rules(items)
     doc: dict = {
         "about": "written by scripts/train_gate.py from the tune half; rules in `enabled` may drop candidates",
-        "corpus": {"transcripts": len(cases), "domains": sorted({i.domain for i in items}),
-                   "facts": sum(i.label == "fact" for i in items), "noise": sum(i.label == "noise" for i in items),
-                   "solutions": sum(i.label == "solution" for i in items)},
+        "corpus": {
+            "transcripts": len(cases),
+            "domains": sorted({i.domain for i in items}),
+            "facts": sum(i.label == "fact" for i in items),
+            "noise": sum(i.label == "noise" for i in items),
+            "solutions": sum(i.label == "solution" for i in items),
+        },
         "min_precision": MIN_PRECISION,
         "enabled": enabled(measured),
         "unmeasured": unmeasured(measured),
@@ -120,16 +132,20 @@ def main() -> int:
     }
     if not args.no_classifier:
         doc["classifier"] = train(items)
-        print(f"classifier: threshold {doc['classifier']['threshold']:.3f}, out-of-domain precision "
-              f"{doc['classifier']['cv_precision']}, noise caught {doc['classifier']['cv_recall']}")
+        print(
+            f"classifier: threshold {doc['classifier']['threshold']:.3f}, out-of-domain precision "
+            f"{doc['classifier']['cv_precision']}, noise caught {doc['classifier']['cv_recall']}"
+        )
     for area in AREAS:
         print(f"{area}:")
         for name, m in measured[area].items():
             flag = "ON " if name in doc["enabled"][area] else "off"
             flag = "ON?" if name in doc["unmeasured"][area] else flag
             precision = "-" if m["precision"] is None else f"{m['precision']:.3f}"
-            print(f"  {flag} {name:18} precision {precision:>6}  drops {m['drops']:3}  false {m['false_drops']:3}  "
-                  + "; ".join(m["wrongly_dropped"][:2])[:160])
+            print(
+                f"  {flag} {name:18} precision {precision:>6}  drops {m['drops']:3}  false {m['false_drops']:3}  "
+                + "; ".join(m["wrongly_dropped"][:2])[:160]
+            )
     if not args.dry_run:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

@@ -38,8 +38,11 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MEMCTL_EMBEDDING_PROVIDER", "fake")
     for name in list(os.environ):
         # MEMCTL_TEST_* are test switches (fresh-install run, CI's PostgreSQL URL), not configuration.
-        if name.startswith("MEMCTL_") and not name.startswith("MEMCTL_TEST_") and name not in {
-                "MEMCTL_HOME", "MEMCTL_CONFIG", "MEMCTL_EMBEDDING_PROVIDER"}:
+        if (
+            name.startswith("MEMCTL_")
+            and not name.startswith("MEMCTL_TEST_")
+            and name not in {"MEMCTL_HOME", "MEMCTL_CONFIG", "MEMCTL_EMBEDDING_PROVIDER"}
+        ):
             monkeypatch.delenv(name)
     return home
 
@@ -79,11 +82,17 @@ def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     return run
 
 
-def run_memctl(*args: str, env: dict[str, str] | None = None, input: str | None = None,
-               timeout: float = 300) -> Result:
+def run_memctl(*args: str, env: dict[str, str] | None = None, input: str | None = None, timeout: float = 300) -> Result:
     """Run memctl as a separate process (what cron and CI do)."""
-    proc = subprocess.run([sys.executable, "-m", "memctl", *args], capture_output=True, text=True,
-                          input=input, env={**os.environ, **(env or {})}, timeout=timeout, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memctl", *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        cwd=REPO,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -36,7 +36,7 @@ class Router:
         content = messages[0]["content"]
         for system, name in self.systems.items():
             if content.startswith(system):
-                return name, content[len(system):].lstrip("\n"), True
+                return name, content[len(system) :].lstrip("\n"), True
         raise AssertionError(f"unexpected prompt: {content[:80]!r}")
 
     def kind(self, messages: list[dict[str, str]]) -> str:
@@ -82,14 +82,22 @@ def new_memory(message: str) -> str:
 
 def decide_from_updates(updates: list[dict[str, str]]) -> Callable[[str], str]:
     """Consolidation replies for a replay: `update` the stored old value when the new memory is its `new`."""
+
     def reply(message: str) -> str:
         candidate = new_memory(message)
         shown = existing_memories(message)
         for change in updates:
             if candidate in change["new"] and change["old"] in shown:
-                return json.dumps({"action": "update", "targets": [shown.index(change["old"])], "text": candidate,
-                                   "reason": "the value changed"})
+                return json.dumps(
+                    {
+                        "action": "update",
+                        "targets": [shown.index(change["old"])],
+                        "text": candidate,
+                        "reason": "the value changed",
+                    }
+                )
         if candidate in shown:
             return json.dumps({"action": "skip", "targets": [shown.index(candidate)], "reason": "already stored"})
         return json.dumps({"action": "keep_separate", "targets": [], "reason": "a different fact"})
+
     return reply

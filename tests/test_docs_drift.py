@@ -81,14 +81,21 @@ def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 
 
 def test_generated_files_are_up_to_date(rendered: dict[str, str]) -> None:
-    stale = [rel for rel, content in rendered.items()
-             if not (REPO / rel).is_file() or (REPO / rel).read_text(encoding="utf-8") != content]
+    stale = [
+        rel
+        for rel, content in rendered.items()
+        if not (REPO / rel).is_file() or (REPO / rel).read_text(encoding="utf-8") != content
+    ]
     assert not stale, f"out of date: {', '.join(stale)}; {REGENERATE}"
 
 
 def test_generator_knows_every_file() -> None:
-    assert set(gen_docs.render_all()) == {"completions/memctl.bash", "completions/_memctl",
-                                          "completions/memctl.fish", "man/memctl.1"}
+    assert set(gen_docs.render_all()) == {
+        "completions/memctl.bash",
+        "completions/_memctl",
+        "completions/memctl.fish",
+        "man/memctl.1",
+    }
 
 
 def test_output_is_deterministic(rendered: dict[str, str]) -> None:
@@ -98,8 +105,7 @@ def test_output_is_deterministic(rendered: dict[str, str]) -> None:
     assert result.returncode == 0, f"--check under another terminal width/env:\n{result.stdout}{result.stderr}"
 
 
-def test_check_reports_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    rendered: dict[str, str]) -> None:
+def test_check_reports_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rendered: dict[str, str]) -> None:
     monkeypatch.setattr(gen_docs, "REPO", tmp_path)
     for rel, content in rendered.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -121,40 +127,60 @@ def test_the_app_has_commands() -> None:
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
 def test_command_is_in_bash_completion(path: tuple[str, ...]) -> None:
     text = _read(BASH_FILE)
-    assert re.search(rf"^\s*'?{re.escape(' '.join(('memctl', *path)))}'?\)", text, re.M), \
+    assert re.search(rf"^\s*'?{re.escape(' '.join(('memctl', *path)))}'?\)", text, re.M), (
         f"`memctl {' '.join(path)}` is not in completions/memctl.bash: {REGENERATE}"
+    )
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
 def test_command_is_in_zsh_completion(path: tuple[str, ...]) -> None:
     text = _read(ZSH_FILE)
-    assert re.search(rf"^\s*'{re.escape(path[-1])}:", text, re.M), \
+    assert re.search(rf"^\s*'{re.escape(path[-1])}:", text, re.M), (
         f"`memctl {' '.join(path)}` is not in completions/_memctl: {REGENERATE}"
+    )
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
 def test_command_is_in_fish_completion(path: tuple[str, ...]) -> None:
     text = _read(FISH_FILE)
     parent = " ".join(("memctl", *path[:-1]))
-    assert re.search(rf"-n '__memctl_at {re.escape(parent)}' -a '?{re.escape(path[-1])}'? ", text), \
+    assert re.search(rf"-n '__memctl_at {re.escape(parent)}' -a '?{re.escape(path[-1])}'? ", text), (
         f"`memctl {' '.join(path)}` is not in completions/memctl.fish: {REGENERATE}"
+    )
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
 def test_command_is_in_man_page(path: tuple[str, ...]) -> None:
     text = _read(MAN_FILE).replace("\\-", "-")
-    assert re.search(rf'^\.SS "?{re.escape(" ".join(path))}"?$', text, re.M), \
+    assert re.search(rf'^\.SS "?{re.escape(" ".join(path))}"?$', text, re.M), (
         f"`memctl {' '.join(path)}` has no section in man/memctl.1: {REGENERATE}"
+    )
 
 
 def test_man_page_sections() -> None:
     text = _read(MAN_FILE)
     assert re.search(r"^\.TH MEMCTL 1 ", text, re.M)
-    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "GLOBAL OPTIONS", "COMMANDS", "EXIT STATUS",
-                    "ENVIRONMENT", "FILES"):
+    for section in (
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "GLOBAL OPTIONS",
+        "COMMANDS",
+        "EXIT STATUS",
+        "ENVIRONMENT",
+        "FILES",
+    ):
         assert re.search(rf'^\.SH "?{section}"?$', text, re.M), section
-    for word in ("MEMCTL_HOME", "MEMCTL_SUBDIR", "MEMCTL_CONFIG", "NO_COLOR", "memories.sqlite", "index.faiss",
-                 "embedding.json", "default_config.yaml"):
+    for word in (
+        "MEMCTL_HOME",
+        "MEMCTL_SUBDIR",
+        "MEMCTL_CONFIG",
+        "NO_COLOR",
+        "memories.sqlite",
+        "index.faiss",
+        "embedding.json",
+        "default_config.yaml",
+    ):
         assert word in text, word
 
 
@@ -252,8 +278,12 @@ def test_bash_completes_paths_for_path_options() -> None:
 
 def _fish_complete(tmp_path: Path, line: str) -> list[str]:
     fish = _require("fish")
-    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "XDG_DATA_HOME": str(tmp_path / "data")}
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+    }
     result = _run([fish, "-c", 'source $argv[1]; complete -C"$argv[2]"', str(FISH_FILE), line], env=env)
     assert result.returncode == 0, result.stderr
     return [row.split("\t")[0] for row in result.stdout.splitlines() if row]
@@ -284,8 +314,11 @@ def test_generator_handles_nested_groups_choices_and_paths(tmp_path: Path) -> No
         """Demo."""
 
     @sub.command("get")
-    def get(key: str, color: Annotated[Color, typer.Option("--color", "-c", help="Colour.")] = Color.red,
-            out: Annotated[Path | None, typer.Option("--out", help="File.")] = None) -> None:
+    def get(
+        key: str,
+        color: Annotated[Color, typer.Option("--color", "-c", help="Colour.")] = Color.red,
+        out: Annotated[Path | None, typer.Option("--out", help="File.")] = None,
+    ) -> None:
         """Get a key."""
 
     @demo.command("top")

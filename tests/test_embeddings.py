@@ -42,8 +42,12 @@ class _EmbeddingServer(BaseHTTPRequestHandler):
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         vectors = FakeEmbedder(8).embed([str(i) for i in inputs]).tolist()
-        payload = {"object": "list", "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                   "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]}
+        payload = {
+            "object": "list",
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+        }
         data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -68,8 +72,9 @@ def embedding_server():
 
 def test_litellm_embedder_over_http(embedding_server, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TEST_EMBED_KEY", "sk-test-123")
-    embedder = LiteLLMEmbedder("openai/test-embed", api_base=embedding_server, api_key_env="TEST_EMBED_KEY",
-                               batch_size=2)
+    embedder = LiteLLMEmbedder(
+        "openai/test-embed", api_base=embedding_server, api_key_env="TEST_EMBED_KEY", batch_size=2
+    )
     vectors = embedder.embed(["a", "b", "c"])
     assert vectors.shape == (3, 8)
     assert np.allclose(vectors, FakeEmbedder(8).embed(["a", "b", "c"]), atol=1e-6)
@@ -92,18 +97,33 @@ def test_cli_with_litellm_provider(cli, embedding_server, monkeypatch: pytest.Mo
     doc = cli("load", "remote embedded memory", "--json").json
     assert doc["results"][0]["score"] == pytest.approx(1.0, abs=1e-5)
     assert cli("reindex", "--index-only", "--json").json["model"] == {
-        "provider": "litellm", "model": "openai/test-embed", "dimension": 8}
+        "provider": "litellm",
+        "model": "openai/test-embed",
+        "dimension": 8,
+    }
 
 
 def test_a_new_onnx_export_removes_older_exports_of_the_same_weights(tmp_path):
     from memctl.embed_onnx import _remove_older_exports
 
-    names = ["all-MiniLM-L6-v2-abc.onnx", "all-MiniLM-L6-v2-abc.json", "all-MiniLM-L6-v2-abc-v2.onnx",
-             "all-MiniLM-L6-v2-abc-v2.onnx.lock", "all-MiniLM-L6-v2-abc-v3.onnx", "all-MiniLM-L6-v2-abc-v3.onnx.data",
-             "all-MiniLM-L6-v2-abc-v3.json", "all-MiniLM-L6-v2-abc-v3.onnx.lock", "all-MiniLM-L6-v2-other-v2.onnx"]
+    names = [
+        "all-MiniLM-L6-v2-abc.onnx",
+        "all-MiniLM-L6-v2-abc.json",
+        "all-MiniLM-L6-v2-abc-v2.onnx",
+        "all-MiniLM-L6-v2-abc-v2.onnx.lock",
+        "all-MiniLM-L6-v2-abc-v3.onnx",
+        "all-MiniLM-L6-v2-abc-v3.onnx.data",
+        "all-MiniLM-L6-v2-abc-v3.json",
+        "all-MiniLM-L6-v2-abc-v3.onnx.lock",
+        "all-MiniLM-L6-v2-other-v2.onnx",
+    ]
     for name in names:
         (tmp_path / name).write_text("x")
     _remove_older_exports(tmp_path / "all-MiniLM-L6-v2-abc-v3.onnx")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name in names) == [
-        "all-MiniLM-L6-v2-abc-v3.json", "all-MiniLM-L6-v2-abc-v3.onnx", "all-MiniLM-L6-v2-abc-v3.onnx.data",
-        "all-MiniLM-L6-v2-abc-v3.onnx.lock", "all-MiniLM-L6-v2-other-v2.onnx"]
+        "all-MiniLM-L6-v2-abc-v3.json",
+        "all-MiniLM-L6-v2-abc-v3.onnx",
+        "all-MiniLM-L6-v2-abc-v3.onnx.data",
+        "all-MiniLM-L6-v2-abc-v3.onnx.lock",
+        "all-MiniLM-L6-v2-other-v2.onnx",
+    ]

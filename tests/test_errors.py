@@ -20,8 +20,11 @@ def _save(cli, text: str = "User prefers dark mode in every editor", *extra: str
 
 def _fingerprint(folder: Path) -> dict[str, str]:
     """Every file under `folder` and its hash (the WAL and shm are SQLite's own and may move)."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    }
 
 
 def _refused(cli, args: list[str], code: int, words: str, *, input: str | None = None) -> None:
@@ -53,8 +56,9 @@ def test_a2_root_that_is_not_a_folder(cli, tmp_path: Path):
     assert not (Path.cwd() / "default").exists()
 
 
-@pytest.mark.skipif(sys.platform == "win32" or __import__("os").geteuid() == 0,
-                    reason="root ignores folder permissions")
+@pytest.mark.skipif(
+    sys.platform == "win32" or __import__("os").geteuid() == 0, reason="root ignores folder permissions"
+)
 def test_a3_root_not_writable(cli, tmp_path: Path):
     root = tmp_path / "ro"
     root.mkdir(mode=0o500)
@@ -102,8 +106,9 @@ def test_a10_a11_unwritable_destinations(cli, home: Path, tmp_path: Path):
     _refused(cli, ["export-agent-zero", str(a_file / "a0")], 1, "where a folder is needed")
     for args in (["list", "--json"], ["list"], ["export"]):
         with open("/dev/full", "w") as full:
-            done = subprocess.run([sys.executable, "-m", "memctl", *args], stdout=full, stderr=subprocess.PIPE,
-                                  text=True, check=False)
+            done = subprocess.run(
+                [sys.executable, "-m", "memctl", *args], stdout=full, stderr=subprocess.PIPE, text=True, check=False
+            )
         assert done.returncode == 1 and "disk is full" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -133,10 +138,13 @@ def test_b3_database_path_that_is_a_folder(cli, home: Path):
 
 
 def test_b5_config_ranges_and_choices(cli, home: Path, monkeypatch, tmp_path: Path):
-    for key, value, words in [("search_threshold", "2", "must be in [0, 1]"), ("search_threshold", ".nan", "finite"),
-                              ("search_limit", "0", "must be in"),
-                              ("search_mode", "bogus", "must be one of"),
-                              ("hybrid_keyword_share", "5", "must be in")]:
+    for key, value, words in [
+        ("search_threshold", "2", "must be in [0, 1]"),
+        ("search_threshold", ".nan", "finite"),
+        ("search_limit", "0", "must be in"),
+        ("search_mode", "bogus", "must be one of"),
+        ("hybrid_keyword_share", "5", "must be in"),
+    ]:
         _refused(cli, ["config", "set", key, "--", value], 2, words)
     _save(cli)
     monkeypatch.setenv("MEMCTL_SEARCH_LIMIT", "-5")

@@ -36,8 +36,31 @@ ALPHABET = "abxé数+e"
 
 
 def _scalar(rng: random.Random, exotic: bool) -> Any:
-    choices: list[Any] = [None, True, False, 0, 1, 2, -1, 3, 0.5, 1.0, -1.5, 2.0, "", "a", "b", "ab", "x",
-                          "é", "数据", "ba", "1", "e+1", "\\u0000"]
+    choices: list[Any] = [
+        None,
+        True,
+        False,
+        0,
+        1,
+        2,
+        -1,
+        3,
+        0.5,
+        1.0,
+        -1.5,
+        2.0,
+        "",
+        "a",
+        "b",
+        "ab",
+        "x",
+        "é",
+        "数据",
+        "ba",
+        "1",
+        "e+1",
+        "\\u0000",
+    ]
     if exotic:
         choices += [2**63, 10**20, 1e20, 12345678901234567890, 1e16]
     return rng.choice(choices)
@@ -80,15 +103,20 @@ def corpus(request: pytest.FixtureRequest) -> Iterator[tuple[Any, list[tuple[str
             url = stack.enter_context(pg_schema())
         root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         embedder = FakeEmbedder(8)
-        store = stack.enter_context(memctl.open_store(root, "gen", embedder=embedder, store=url or "embedded",
-                                                      overrides={"embedding_cache": False}))
+        store = stack.enter_context(
+            memctl.open_store(
+                root, "gen", embedder=embedder, store=url or "embedded", overrides={"embedding_cache": False}
+            )
+        )
         # PostgreSQL's json type refuses NaN and Infinity (and \u0000): only the embedded store holds them.
         metas = make_metadata(7, nan=request.param == "embedded")
         areas = ["main", "fragments", "solutions"]
         # memctl refuses NaN and Infinity in new metadata; stores written before that may hold them, so
         # those rows are written under the store's feet after a finite insert.
-        records = [{"id": f"g{i}", "text": f"memory {i}", "area": areas[i % 3], "metadata": _finite(m)}
-                   for i, m in enumerate(metas)]
+        records = [
+            {"id": f"g{i}", "text": f"memory {i}", "area": areas[i % 3], "metadata": _finite(m)}
+            for i, m in enumerate(metas)
+        ]
         store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
         legacy = [(json.dumps(m), f"g{i}") for i, m in enumerate(metas) if m != _finite(m)]
         if legacy:
@@ -100,8 +128,13 @@ def corpus(request: pytest.FixtureRequest) -> Iterator[tuple[Any, list[tuple[str
 
 
 def _scalars() -> st.SearchStrategy[Any]:
-    return st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, 1.0, -1.5, 2.0, 1e20]),
-                     st.text(alphabet=ALPHABET, max_size=3))
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 3),
+        st.sampled_from([0.5, 1.0, -1.5, 2.0, 1e20]),
+        st.text(alphabet=ALPHABET, max_size=3),
+    )
 
 
 def _literal() -> st.SearchStrategy[Any]:
@@ -121,14 +154,19 @@ OPS = ["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
 name = st.sampled_from(NAMES)
 operand = st.one_of(name, _literal().map(_render))
 compare = st.builds(lambda a, op, b: f"{a} {op} {b}", operand, st.sampled_from(OPS), operand)
-chain = st.builds(lambda a, o1, b, o2, c: f"{a} {o1} {b} {o2} {c}", operand, st.sampled_from(OPS), name,
-                  st.sampled_from(OPS), operand)
+chain = st.builds(
+    lambda a, o1, b, o2, c: f"{a} {o1} {b} {o2} {c}", operand, st.sampled_from(OPS), name, st.sampled_from(OPS), operand
+)
 atom = st.one_of(compare, compare, chain, name, _literal().map(_render))
-filters = st.recursive(atom, lambda inner: st.one_of(
-    inner.map(lambda x: f"not ({x})"),
-    st.lists(inner, min_size=2, max_size=3).map(lambda xs: " and ".join(f"({x})" for x in xs)),
-    st.lists(inner, min_size=2, max_size=3).map(lambda xs: " or ".join(f"({x})" for x in xs)),
-), max_leaves=6)
+filters = st.recursive(
+    atom,
+    lambda inner: st.one_of(
+        inner.map(lambda x: f"not ({x})"),
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: " and ".join(f"({x})" for x in xs)),
+        st.lists(inner, min_size=2, max_size=3).map(lambda xs: " or ".join(f"({x})" for x in xs)),
+    ),
+    max_leaves=6,
+)
 
 # Conjunctions led by what the prefilter turns into index terms, so its superset is exercised too.
 _field = st.sampled_from([*KEYS, "missing", "area", "id"])
@@ -151,9 +189,13 @@ indexed_filters = st.one_of(
 COMPILED: dict[str, int] = {}
 
 
-@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
 @given(source=filters)
 def test_sql_filters_match_the_python_evaluator(corpus, source: str) -> None:
     store, rows = corpus
@@ -168,8 +210,13 @@ def test_sql_filters_match_the_python_evaluator(corpus, source: str) -> None:
         assert store.matching_ids(flt, area=area) == in_area, source
 
 
-@settings(max_examples=INDEXED_EXAMPLES, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=INDEXED_EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(source=indexed_filters)
 def test_index_prefiltered_filters_match_the_python_evaluator(corpus, source: str) -> None:
     store, rows = corpus
@@ -195,8 +242,9 @@ def test_most_generated_filters_ran_in_sql() -> None:
         assert count >= INDEXED_EXAMPLES * 0.4, (dialect, count)
 
 
-@pytest.mark.parametrize("source", ["a == b", "[1] in tags", "tags < [1, 2]", "n == 1180591620717411303424",
-                                    "n < 1e300"])
+@pytest.mark.parametrize(
+    "source", ["a == b", "[1] in tags", "tags < [1, 2]", "n == 1180591620717411303424", "n < 1e300"]
+)
 def test_constructs_without_an_exact_sql_form_fall_back_to_python(source: str) -> None:
     assert compile_filter_sql(compile_filter(source), "sqlite") is None
 
@@ -204,9 +252,13 @@ def test_constructs_without_an_exact_sql_form_fall_back_to_python(source: str) -
 def test_prefilter_terms_of_indexable_shapes() -> None:
     compiled = compile_filter_sql(compile_filter("project == 'p7' and 'db' in tags and score > 2"), "postgres")
     assert compiled is not None
-    assert compiled.prefilter == ("and", [("and", [("or", [("eq", "project", "p7")])]),
-                                          ("and", [("or", [("elem", "tags", "db"), ("type", "tags", "string"),
-                                                           ("type", "tags", "object")])])])
+    assert compiled.prefilter == (
+        "and",
+        [
+            ("and", [("or", [("eq", "project", "p7")])]),
+            ("and", [("or", [("elem", "tags", "db"), ("type", "tags", "string"), ("type", "tags", "object")])]),
+        ],
+    )
     ranged = compile_filter_sql(compile_filter("score > 2 and 1 <= n"), "sqlite")
     assert ranged is not None
     assert ranged.prefilter == ("and", [("and", [("range", "score", (">", 2))]), ("and", [("range", "n", (">=", 1))])])
@@ -217,15 +269,23 @@ def test_list_prune_and_search_select_through_the_database(backend, home: Path) 
     """`list --filter`, `prune --filter` and filtered searches share the SQL path, suspect rows included."""
     from memctl.lifecycle import PruneCriteria, select_for_prune
 
-    metas = [{"tags": ["db"], "n": 1}, {"tags": "db,sql", "n": 2}, {"tags": ["x"], "n": True}, {"n": 10**20},
-             {"tags": ["db"], "n": 1e17}, {}]
+    metas = [
+        {"tags": ["db"], "n": 1},
+        {"tags": "db,sql", "n": 2},
+        {"tags": ["x"], "n": True},
+        {"n": 10**20},
+        {"tags": ["db"], "n": 1e17},
+        {},
+    ]
     with memctl.open_store(home, "paths") as store:
         ids = store.add([f"memory {i}" for i in range(len(metas))], metadata=metas)
         if backend == "embedded":  # a NaN written by an older memctl (new metadata refuses it)
             ids += store.add(["memory nan"], metadata=[{"tags": ["db"]}])
             with store.transaction() as held:
-                held.db.execute("UPDATE memories SET metadata = ? WHERE id = ?",
-                                (json.dumps({"tags": ["db"], "n": math.nan}), ids[-1]))
+                held.db.execute(
+                    "UPDATE memories SET metadata = ? WHERE id = ?",
+                    (json.dumps({"tags": ["db"], "n": math.nan}), ids[-1]),
+                )
         for source in ["'db' in tags", "n == 1", "n > 5", "not n"]:
             flt = compile_filter(source)
             want = [m.id for m, _ in store.iter_all() if flt.matches(m.filter_names())]

@@ -16,38 +16,83 @@ from hypothesis import strategies as st
 
 EXAMPLES = 100
 DOCUMENTED_CODES = {0, 1, 2, 3, 4}
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 # Any code point, lone surrogates included (what Python hands over for bytes that are not UTF-8).
 any_text = st.text(st.characters(blacklist_categories=()), max_size=60)
-numbers = st.one_of(st.integers(min_value=-10**30, max_value=10**30).map(str),
-                    st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                    st.sampled_from(["nan", "inf", "-inf", "1e309", "0", "-0", "", " ", "1_000", "0x10"]))
-durations = st.one_of(st.builds(lambda n, u: f"{n}{u}", st.integers(min_value=-10**25, max_value=10**25),
-                                st.sampled_from(["h", "d", "w", "m", "s", "", "x"])), any_text)
-filter_atoms = st.sampled_from(["area", "tags", "'db'", "1", "x.y", "__class__", "(", ")", " and ", " or ",
-                                " not ", " == ", " in ", "[", "]", "'", "\\", "lambda: 1", "import os", "**",
-                                "9" * 400, "None", "True", "len(x)", "{}", ","])
+numbers = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["nan", "inf", "-inf", "1e309", "0", "-0", "", " ", "1_000", "0x10"]),
+)
+durations = st.one_of(
+    st.builds(
+        lambda n, u: f"{n}{u}",
+        st.integers(min_value=-(10**25), max_value=10**25),
+        st.sampled_from(["h", "d", "w", "m", "s", "", "x"]),
+    ),
+    any_text,
+)
+filter_atoms = st.sampled_from(
+    [
+        "area",
+        "tags",
+        "'db'",
+        "1",
+        "x.y",
+        "__class__",
+        "(",
+        ")",
+        " and ",
+        " or ",
+        " not ",
+        " == ",
+        " in ",
+        "[",
+        "]",
+        "'",
+        "\\",
+        "lambda: 1",
+        "import os",
+        "**",
+        "9" * 400,
+        "None",
+        "True",
+        "len(x)",
+        "{}",
+        ",",
+    ]
+)
 filters = st.one_of(st.lists(filter_atoms, max_size=8).map("".join), any_text)
-json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10)),
-                           lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                   st.dictionaries(st.text(max_size=5), inner, max_size=3)),
-                           max_leaves=8)
-meta_pairs = st.one_of(st.builds(lambda k, v: f"{k}={v}", st.text(max_size=8), any_text),
-                       st.builds(lambda k, v: f"{k}={json.dumps(v)}", st.text(max_size=8), json_values),
-                       any_text)
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=8,
+)
+meta_pairs = st.one_of(
+    st.builds(lambda k, v: f"{k}={v}", st.text(max_size=8), any_text),
+    st.builds(lambda k, v: f"{k}={json.dumps(v)}", st.text(max_size=8), json_values),
+    any_text,
+)
 
 
 def _fingerprint(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.endswith(("-wal", "-shm")) and ".cache" not in p.parts}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith(("-wal", "-shm")) and ".cache" not in p.parts
+    }
 
 
 @pytest.fixture
 def run(cli, home: Path):
-    assert cli("save", "User prefers dark mode in every editor", "--meta", "tags=[\"ui\"]").code == 0
+    assert cli("save", "User prefers dark mode in every editor", "--meta", 'tags=["ui"]').code == 0
 
     def check(*args: str, input: str | None = None, read_only: bool = False) -> None:
         before = _fingerprint(home)
@@ -104,8 +149,16 @@ def test_prune_and_purge_durations(run, older, accessed, importance):
 
 @FUZZ
 @seed(16)
-@given(lines=st.lists(st.one_of(json_values.map(lambda v: json.dumps(v)),
-                                st.builds(lambda t, m: json.dumps({"text": t, "metadata": m}), any_text, json_values),
-                                any_text), min_size=1, max_size=4))
+@given(
+    lines=st.lists(
+        st.one_of(
+            json_values.map(lambda v: json.dumps(v)),
+            st.builds(lambda t, m: json.dumps({"text": t, "metadata": m}), any_text, json_values),
+            any_text,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_import_jsonl_lines(run, lines):
     run("import", "-", input="\n".join(lines))

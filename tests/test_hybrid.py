@@ -14,8 +14,10 @@ from memctl.errors import UsageError
 def _tickets(n: int = 60, seed: int = 4) -> list[str]:
     rng = random.Random(seed)
     reasons = ["the disk filled up", "a schema changed upstream", "the API token expired", "the source was late"]
-    return [f"Ticket INC-{rng.randint(10000, 99999)}: the nightly ETL job failed because {rng.choice(reasons)}"
-            for _ in range(n)]
+    return [
+        f"Ticket INC-{rng.randint(10000, 99999)}: the nightly ETL job failed because {rng.choice(reasons)}"
+        for _ in range(n)
+    ]
 
 
 def test_modes_and_bad_mode(store):
@@ -61,8 +63,10 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
         assert target not in [h.text for h in dense[:1]], "the scenario needs dense to miss"
         hybrid = store.search(query, limit=3, threshold=0.7, mode="hybrid")
         assert hybrid[0].text == target
-        assert hybrid[0].score == pytest.approx(next(h.score for h in store.search(
-            query, limit=100, threshold=0.0, mode="dense") if h.text == target), abs=1e-6)
+        assert hybrid[0].score == pytest.approx(
+            next(h.score for h in store.search(query, limit=100, threshold=0.0, mode="dense") if h.text == target),
+            abs=1e-6,
+        )
         surname = store.search("who is Kowalczyk", limit=1, threshold=0.7)
         assert surname[0].text.startswith("Mr. Kowalczyk")
         store.config.values["search_calibration"] = True  # the calibrated score: the rare token still wins
@@ -73,15 +77,26 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
 
 def _chat_store(store, extra: list[tuple[str, str, str]]) -> None:
     """120 chat turns, half of them naming Caroline (as chat partners do), plus `extra` (text, speaker, date)."""
-    filler = [(f"Thanks Caroline, talk soon {i}" if i % 2 else f"Busy week at work again {i}", "Melanie",
-               f"{i // 10 + 1} May 2023") for i in range(120)]
+    filler = [
+        (
+            f"Thanks Caroline, talk soon {i}" if i % 2 else f"Busy week at work again {i}",
+            "Melanie",
+            f"{i // 10 + 1} May 2023",
+        )
+        for i in range(120)
+    ]
     rows = filler + extra
     store.add([t for t, _, _ in rows], metadata=[{"speaker": s, "date": d} for _, s, d in rows])
 
 
 def test_common_name_left_out_of_the_vector_query_but_not_out_of_the_score(store):
-    _chat_store(store, [("We went camping at Zion with the kids", "Caroline", "20 May 2023"),
-                        ("Caroline Caroline, camping is not for me", "Melanie", "21 May 2023")])
+    _chat_store(
+        store,
+        [
+            ("We went camping at Zion with the kids", "Caroline", "20 May 2023"),
+            ("Caroline Caroline, camping is not for me", "Melanie", "21 May 2023"),
+        ],
+    )
     query = "When did Caroline go camping at Zion?"
     assert store.search(query, limit=1, threshold=0.0, mode="dense")[0].text.startswith("Caroline Caroline")
     store.embedder.calls.clear()
@@ -110,8 +125,10 @@ def test_metadata_boost_prefers_the_named_speaker(home: Path):
         with memctl.open_store(home, f"meta-{boost}", embedder=FakeEmbedder()) as store:
             store.config.values.update(hybrid_metadata_boost=boost, hybrid_keyword_share=0.0)  # BM25 sees names too
             store.add([f"Weather note number {i}" for i in range(20)])
-            store.add(["I adopted a beagle from the shelter today", "I adopted a beagle from the shelter"],
-                      metadata=[{"speaker": "Ann"}, {"speaker": "Bob"}])
+            store.add(
+                ["I adopted a beagle from the shelter today", "I adopted a beagle from the shelter"],
+                metadata=[{"speaker": "Ann"}, {"speaker": "Bob"}],
+            )
             return store.search("Which beagle did Bob adopt today?", limit=1, threshold=0.0)[0].metadata["speaker"]
 
     assert top(0.0) == "Ann"  # closer by words
@@ -136,8 +153,9 @@ def test_neighbours_need_the_same_session_and_area(store):
     store.add(["We called him Max!"], metadata=[{"date": "3 May"}])
     hits = store.search("beagle puppy from the shelter Max", limit=4, threshold=0.0)
     store.config.values["hybrid_neighbour_boost"] = 0.0
-    assert [h.id for h in store.search("beagle puppy from the shelter Max", limit=4, threshold=0.0)] == \
-        [h.id for h in hits]
+    assert [h.id for h in store.search("beagle puppy from the shelter Max", limit=4, threshold=0.0)] == [
+        h.id for h in hits
+    ]
 
 
 def test_fusion_setting(store):
@@ -176,17 +194,41 @@ def test_words_common_in_texts_leave_the_keyword_query(home: Path):
 
 # -- the calibrated relevance (memctl/relevance.py) ------------------------------------------------
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-EVIDENCE = {"cosine": 0.3, "cosine_gap": -0.05, "cosine_lift": 0.1, "overlap": 0.25, "keyword": 0.0, "metadata": 0.0,
-            "fused": 0.8, "answer_type": 0.0, "known_words": 0.5}
-STEPS = {"cosine": 0.2, "cosine_gap": 0.05, "cosine_lift": 0.1, "overlap": 0.25, "keyword": 0.5, "metadata": 1.0,
-         "fused": 0.2, "answer_type": 1.0, "known_words": 0.25}
+EVIDENCE = {
+    "cosine": 0.3,
+    "cosine_gap": -0.05,
+    "cosine_lift": 0.1,
+    "overlap": 0.25,
+    "keyword": 0.0,
+    "metadata": 0.0,
+    "fused": 0.8,
+    "answer_type": 0.0,
+    "known_words": 0.5,
+}
+STEPS = {
+    "cosine": 0.2,
+    "cosine_gap": 0.05,
+    "cosine_lift": 0.1,
+    "overlap": 0.25,
+    "keyword": 0.5,
+    "metadata": 1.0,
+    "fused": 0.2,
+    "answer_type": 1.0,
+    "known_words": 0.25,
+}
 
 
 def _calibration(**weights: float):
     from memctl.relevance import FEATURES, Calibration
 
-    return Calibration("fake", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES),
-                       tuple(weights.get(name, 0.0) for name in FEATURES), -1.0, 0.7)
+    return Calibration(
+        "fake",
+        (0.0,) * len(FEATURES),
+        (1.0,) * len(FEATURES),
+        tuple(weights.get(name, 0.0) for name in FEATURES),
+        -1.0,
+        0.7,
+    )
 
 
 def test_shipped_calibration_is_monotone_in_every_kind_of_evidence():

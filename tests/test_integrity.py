@@ -80,15 +80,27 @@ with memctl.open_store(sys.argv[2], "default", actor="import") as store:
 def test_kill_9_during_bulk_import_keeps_every_committed_batch(home: Path, tmp_path: Path):
     n, batch = 10_000, 250
     source = tmp_path / "memories.jsonl"
-    records = [{"id": f"m{i:05d}", "text": f"imported memory {i} on subject {i % 97}", "area": "main",
-                "created_at": f"2026-01-01T00:00:{i % 60:02d}+00:00", "metadata": {"n": i}} for i in range(n)]
+    records = [
+        {
+            "id": f"m{i:05d}",
+            "text": f"imported memory {i} on subject {i % 97}",
+            "area": "main",
+            "created_at": f"2026-01-01T00:00:{i % 60:02d}+00:00",
+            "metadata": {"n": i},
+        }
+        for i in range(n)
+    ]
     source.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(7)
     kills = 0
     for _attempt in range(6):
-        proc = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(source), str(home), str(batch)],
-                                stdout=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILL_WRITER, str(source), str(home), str(batch)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         time.sleep(rng.uniform(0.8, 2.5))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -107,8 +119,9 @@ def test_kill_9_during_bulk_import_keeps_every_committed_batch(home: Path, tmp_p
         if count == n:
             break
     assert kills >= 1
-    result = subprocess.run([sys.executable, "-c", KILL_WRITER, str(source), str(home), str(batch)],
-                            capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", KILL_WRITER, str(source), str(home), str(batch)], capture_output=True, text=True, env=env
+    )
     assert result.returncode == 0, result.stderr
     with memctl.open_store(home, embedder=FakeEmbedder()) as store:
         assert len(store) == n
@@ -127,8 +140,15 @@ with memctl.open_store(sys.argv[1], "default") as store:
 @pytest.mark.slow
 def test_two_processes_saving_500_each(home: Path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "MEMCTL_EMBEDDING_PROVIDER": "fake"}
-    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT_WRITER, str(home), name, "500"], env=env,
-                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT_WRITER, str(home), name, "500"],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err

@@ -27,8 +27,10 @@ from tests.pg import query
 LONG_P1 = "The release train leaves every second Tuesday. " * 8  # ~390 characters
 LONG_P2 = "Hotfixes skip the train and go out after two reviews. " * 7
 LONG_P3 = "Rollbacks are automatic when the error budget burns too fast. " * 6
-GUIDE = (f"# Guide\n\nIntro paragraph about the guide.\n\n## Install\n\nRun the installer with care.\n\n"
-         f"## Long section\n\n{LONG_P1}\n\n{LONG_P2}\n\n{LONG_P3}\n")
+GUIDE = (
+    f"# Guide\n\nIntro paragraph about the guide.\n\n## Install\n\nRun the installer with care.\n\n"
+    f"## Long section\n\n{LONG_P1}\n\n{LONG_P2}\n\n{LONG_P3}\n"
+)
 
 
 def make_pdf(pages: list[str]) -> bytes:
@@ -40,8 +42,10 @@ def make_pdf(pages: list[str]) -> bytes:
         escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)").encode("latin-1")
         content = b"BT /F1 12 Tf 72 720 Td (" + escaped + b") Tj ET"
         objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
-        objects.append(b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 1 0 R >> >>"
-                       b" /Contents %d 0 R >>" % (pages_id, len(objects)))
+        objects.append(
+            b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 1 0 R >> >>"
+            b" /Contents %d 0 R >>" % (pages_id, len(objects))
+        )
         kids.append(len(objects))
     objects.append(b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids) + b"] /Count %d >>" % len(kids))
     objects.append(b"<< /Type /Catalog /Pages %d 0 R >>" % pages_id)
@@ -70,23 +74,34 @@ EXPECTED = {
     "fragments/f.md": ("fragments", "md", 1),
     "solutions/howto/fix.txt": ("solutions", "txt", 1),
 }
-SKIPPED = {".hidden.txt": "hidden", "image.png": "no reader for .png", "main/.cache": "hidden",
-           "main/.secret.md": "hidden", "other": "not an area folder (main, fragments, solutions)",
-           "solutions/LICENSE": "no reader for files without an extension"}
+SKIPPED = {
+    ".hidden.txt": "hidden",
+    "image.png": "no reader for .png",
+    "main/.cache": "hidden",
+    "main/.secret.md": "hidden",
+    "other": "not an area folder (main, fragments, solutions)",
+    "solutions/LICENSE": "no reader for files without an extension",
+}
 
 
 def build_tree(kb: Path) -> Path:
     files = {
         "readme.txt": "memctl knowledge readme: the deploy target is Kubernetes.\n",
         "guide.md": GUIDE,
-        "faq.json": json.dumps([{"q": "Where are backups?", "a": "In the vault bucket"},
-                                {"q": "Who is on call?", "a": "The platform team", "tags": ["ops"]},
-                                "Plain string entry about coffee"]),
+        "faq.json": json.dumps(
+            [
+                {"q": "Where are backups?", "a": "In the vault bucket"},
+                {"q": "Who is on call?", "a": "The platform team", "tags": ["ops"]},
+                "Plain string entry about coffee",
+            ]
+        ),
         "events.jsonl": '{"event": "deploy", "when": "monday"}\n\n{"event": "freeze", "when": "december"}\n',
         "table.csv": "city,team\nBerlin,platform\nLisbon,data\nOsaka,mobile\n",
-        "page.html": ("<html><head><title>Runbook  page</title><style>body {color: red}</style>"
-                      "<script>var secret = 'do not index';</script></head>"
-                      "<body><h1>Runbook</h1><p>Restart the <b>queue</b> worker first.</p></body></html>"),
+        "page.html": (
+            "<html><head><title>Runbook  page</title><style>body {color: red}</style>"
+            "<script>var secret = 'do not index';</script></head>"
+            "<body><h1>Runbook</h1><p>Restart the <b>queue</b> worker first.</p></body></html>"
+        ),
         "main/deep/nested.txt": "Nested file in the main area folder.\n",
         "fragments/f.md": "The staging database runs PostgreSQL 16.\n",
         "solutions/howto/fix.txt": "Problem: builds hang. Solution: clear the gradle cache.\n",
@@ -100,8 +115,9 @@ def build_tree(kb: Path) -> Path:
         (kb / rel).parent.mkdir(parents=True, exist_ok=True)
         (kb / rel).write_text(text, encoding="utf-8")
     (kb / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    (kb / "manual.pdf").write_bytes(make_pdf(["Page one explains the deploy pipeline",
-                                              "Page two covers rollbacks (automatic)"]))
+    (kb / "manual.pdf").write_bytes(
+        make_pdf(["Page one explains the deploy pipeline", "Page two covers rollbacks (automatic)"])
+    )
     return kb
 
 
@@ -110,10 +126,10 @@ def kb(tmp_path: Path) -> Path:
     return build_tree(tmp_path / "kb")
 
 
-def run_import(home: Path, kb: Path, embedder: FakeEmbedder | None = None, *, dry_run: bool = False,
-               **overrides):
-    with memctl.open_store(home, "default", embedder=embedder or FakeEmbedder(), actor="knowledge",
-                           overrides=overrides or None) as store:
+def run_import(home: Path, kb: Path, embedder: FakeEmbedder | None = None, *, dry_run: bool = False, **overrides):
+    with memctl.open_store(
+        home, "default", embedder=embedder or FakeEmbedder(), actor="knowledge", overrides=overrides or None
+    ) as store:
         folders = knowledge.resolve_folders(store.config, [kb])
         return knowledge.import_knowledge(store, folders, dry_run=dry_run)
 
@@ -164,8 +180,9 @@ def test_split_text_respects_size_and_overlaps():
 
 
 def test_markdown_splits_at_headings_not_inside_code():
-    sections = markdown_sections("# Title\n\n## Install\n\nRun it.\n\n```sh\n# not a heading\n```\n\n"
-                                 "Usage\n=====\n\nUse it.\n")
+    sections = markdown_sections(
+        "# Title\n\n## Install\n\nRun it.\n\n```sh\n# not a heading\n```\n\nUsage\n=====\n\nUse it.\n"
+    )
     assert [h for h, _ in sections] == ["Install", "Usage"]
     assert sections[0][1].startswith("# Title\n\n## Install")  # an empty title travels with the next section
     assert "# not a heading" in sections[0][1]
@@ -184,7 +201,9 @@ def test_every_reader(kb: Path):
     assert page.meta["title"] == "Runbook page" and "Restart the queue worker first." in page.text
     assert "secret" not in page.text and "color" not in page.text
     assert [(c.meta["page"], c.text) for c in chunks("manual.pdf")] == [
-        (1, "Page one explains the deploy pipeline"), (2, "Page two covers rollbacks (automatic)")]
+        (1, "Page one explains the deploy pipeline"),
+        (2, "Page two covers rollbacks (automatic)"),
+    ]
 
 
 # -- import ------------------------------------------------------------------------------
@@ -192,8 +211,15 @@ def test_import_applies_area_rules_and_metadata(backend, cli, home: Path, kb: Pa
     result = cli("import-knowledge", kb, "--json")
     assert result.code == 0, result.err
     doc = result.json
-    assert doc["summary"] == {"new": 10, "changed": 0, "unchanged": 0, "renamed": 0, "removed": 0, "failed": 0,
-                              "skipped": 6}
+    assert doc["summary"] == {
+        "new": 10,
+        "changed": 0,
+        "unchanged": 0,
+        "renamed": 0,
+        "removed": 0,
+        "failed": 0,
+        "skipped": 6,
+    }
     assert {f["source_path"]: (f["area"], f["file_type"], f["chunks"]) for f in doc["files"]} == EXPECTED
     assert {str(Path(s["path"]).relative_to(kb)): s["reason"] for s in doc["skipped"]} == SKIPPED
     total = sum(n for _, _, n in EXPECTED.values())
@@ -224,9 +250,13 @@ def test_edit_delete_and_rename(backend, home: Path, kb: Path):
     report = run_import(home, kb, counting)
     assert counting.calls == [["## Install\n\nRun the new installer twice."]]  # only the edited chunk
     status = {f.source_path: f.status for f in report.files}
-    assert status == {**{rel: "unchanged" for rel in EXPECTED if rel not in ("readme.txt", "fragments/f.md")},
-                      "guide.md": "changed", "table.csv": "removed",
-                      "main/readme-moved.txt": "renamed", "solutions/f.md": "renamed"}  # a rename is one row
+    assert status == {
+        **{rel: "unchanged" for rel in EXPECTED if rel not in ("readme.txt", "fragments/f.md")},
+        "guide.md": "changed",
+        "table.csv": "removed",
+        "main/readme-moved.txt": "renamed",
+        "solutions/f.md": "renamed",
+    }  # a rename is one row
     assert report.added == 4 and report.deleted == 4 + 3 and report.embedded == 1 and report.reused == 3
 
     after = chunks_by_file(home)
@@ -237,8 +267,14 @@ def test_edit_delete_and_rename(backend, home: Path, kb: Path):
     assert moved.area == "solutions" and moved.metadata["source_file"] == "f.md"
     assert len(ids_after["guide.md"]) == 4 and not set(ids_after["guide.md"]) & set(ids_before["guide.md"])
     assert "table.csv" not in ids_after
-    for rel in ("faq.json", "events.jsonl", "page.html", "manual.pdf", "main/deep/nested.txt",
-                "solutions/howto/fix.txt"):
+    for rel in (
+        "faq.json",
+        "events.jsonl",
+        "page.html",
+        "manual.pdf",
+        "main/deep/nested.txt",
+        "solutions/howto/fix.txt",
+    ):
         assert ids_after[rel] == ids_before[rel]
     expected_total = sum(n for _, _, n in EXPECTED.values()) - 3
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
@@ -308,7 +344,9 @@ def test_dry_run_changes_nothing(backend, cli, home: Path, kb: Path):
     report = run_import(home, kb, counting, dry_run=True)
     assert counting.calls == []
     assert {f.source_path: (f.status, f.chunks) for f in report.files if f.status != "unchanged"} == {
-        "guide.md": ("changed", 1), "table.csv": ("removed", 3)}
+        "guide.md": ("changed", 1),
+        "table.csv": ("removed", 3),
+    }
     assert report.added == 1 and report.deleted == 4 + 3 and report.embedded == 1
     plan = cli("import-knowledge", kb, "--dry-run")
     assert plan.code == 0 and "would change" in plan.out and "table.csv" in plan.out
@@ -389,8 +427,13 @@ def test_kill_9_during_import_then_rerun_gives_each_chunk_once(backend, home: Pa
     kb.mkdir()
     for i in range(60):
         (kb / f"note{i:02}.txt").write_text(f"note number {i} about service {i % 7}")
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_IMPORT, str(home), str(kb)], stdout=subprocess.PIPE,
-                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_IMPORT, str(home), str(kb)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout is not None
     for _ in range(3):
         assert proc.stdout.readline(), "the import ended before it could be killed"
@@ -426,8 +469,13 @@ def test_kill_9_during_reindex_then_rerun_finishes_it(backend, home: Path, kb: P
     with memctl.open_store(home, "default", embedder=FakeEmbedder(384)) as store:
         store.add([f"memory {i} about topic {i % 9}" for i in range(80)])
         total = len(store)
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_REINDEX, str(home)], stdout=subprocess.PIPE, text=True,
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_REINDEX, str(home)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout is not None
     done = [int(proc.stdout.readline()) for _ in range(3)][-1]
     proc.send_signal(signal.SIGKILL)
@@ -473,11 +521,30 @@ def test_json_document_and_other_folders(backend, cli, tmp_path: Path, kb: Path)
     (other / "q.txt").write_text("A question and its answer")
     assert cli("import-knowledge", other).code == 0
     doc = cli("import-knowledge", kb, "--json").json
-    assert set(doc) == {"subdir", "folders", "dry_run", "summary", "chunks", "embedded", "reused", "files",
-                        "skipped", "other_folders"}
+    assert set(doc) == {
+        "subdir",
+        "folders",
+        "dry_run",
+        "summary",
+        "chunks",
+        "embedded",
+        "reused",
+        "files",
+        "skipped",
+        "other_folders",
+    }
     assert doc["other_folders"] == ["faq"]
-    assert set(doc["files"][0]) == {"folder", "source_path", "path", "area", "file_type", "status", "chunks",
-                                    "error", "renamed_from"}
+    assert set(doc["files"][0]) == {
+        "folder",
+        "source_path",
+        "path",
+        "area",
+        "file_type",
+        "status",
+        "chunks",
+        "error",
+        "renamed_from",
+    }
     assert cli("list", "--filter", "knowledge_folder == 'faq'", "--json").json["total"] == 1
 
 

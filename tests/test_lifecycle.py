@@ -54,8 +54,16 @@ def _sql(backend: str, home: Path, sqlite_sql: str, pg_sql: str, args: tuple = (
 
 
 def test_delete_history_restore_round_trip(backend, cli, home: Path):
-    mid = _save(cli, "The staging database lives on host db-7", "--area", "solutions",
-                "--meta", "tags=[\"db\", \"ops\"]", "--meta", "importance=0.9")
+    mid = _save(
+        cli,
+        "The staging database lives on host db-7",
+        "--area",
+        "solutions",
+        "--meta",
+        'tags=["db", "ops"]',
+        "--meta",
+        "importance=0.9",
+    )
     before = cli("show", mid, "--json").json["memory"]
     assert cli("delete", mid, "--json").code == 0
     assert cli("show", mid).code == 3
@@ -126,9 +134,16 @@ def test_every_kind_of_change_is_recorded_with_its_actor(backend, cli, home: Pat
     cli("restore", a)
     cli("prune", "--filter", "id == 'imported01'", "--yes")
     got = {(e["memory_id"], e["op"], e["actor"]) for e in cli("history", "--json").json["entries"]}
-    assert {(a, "add", "cli"), (a, "update", "cli"), (a, "delete", "cli"), (a, "restore", "cli"),
-            ("imported01", "import", "import"), ("imported01", "prune", "prune"),
-            (b, "merge", "consolidate"), (c, "replace", "consolidate")} <= got
+    assert {
+        (a, "add", "cli"),
+        (a, "update", "cli"),
+        (a, "delete", "cli"),
+        (a, "restore", "cli"),
+        ("imported01", "import", "import"),
+        ("imported01", "prune", "prune"),
+        (b, "merge", "consolidate"),
+        (c, "replace", "consolidate"),
+    } <= got
     assert cli("restore", c, "--json").json["sources"] == {c: "archive"}  # a replaced memory comes back too
     entry = next(e for e in cli("history", a, "--json").json["entries"] if e["op"] == "update")
     assert (entry["old_text"], entry["new_text"]) == ("first version of a fact", "second version of a fact")
@@ -145,32 +160,60 @@ def aged(backend, store):
         {"text": "old but important decision", "created_at": _ago(400), "metadata": {"importance": 0.9}},
         {"text": "old chat read last week", "created_at": _ago(200), "accessed_at": _ago(7), "metadata": {}},
         {"text": "fresh chat from today", "created_at": _ago(0.1), "metadata": {"importance": 0.1}},
-        {"text": "knowledge chunk from a manual", "area": "fragments", "created_at": _ago(120),
-         "metadata": {"knowledge_source": True, "source_file": "manual.md"}},
-        {"text": "recent knowledge chunk", "area": "fragments", "created_at": _ago(2),
-         "metadata": {"knowledge_source": True, "importance": 0.2}},
+        {
+            "text": "knowledge chunk from a manual",
+            "area": "fragments",
+            "created_at": _ago(120),
+            "metadata": {"knowledge_source": True, "source_file": "manual.md"},
+        },
+        {
+            "text": "recent knowledge chunk",
+            "area": "fragments",
+            "created_at": _ago(2),
+            "metadata": {"knowledge_source": True, "importance": 0.2},
+        },
         {"text": "tagged temporary note", "area": "solutions", "created_at": _ago(40), "metadata": {"tags": ["tmp"]}},
     ]
     return dict(zip([r["text"] for r in rows], _seed(store, rows), strict=True))
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--older-than", "30d"], {"old chat about lunch", "old but important decision", "old chat read last week",
-                               "knowledge chunk from a manual", "tagged temporary note"}),
-    (["--not-accessed-for", "90d"], {"old chat about lunch", "old but important decision",
-                                     "knowledge chunk from a manual"}),
-    (["--not-accessed-for", "90d", "--min-importance", "0.6"], {"old chat about lunch",
-                                                                "knowledge chunk from a manual"}),
-    (["--min-importance", "0.3"], {"fresh chat from today", "recent knowledge chunk"}),
-    (["--source", "knowledge"], {"knowledge chunk from a manual", "recent knowledge chunk"}),
-    (["--source", "conversation", "--older-than", "8w"], {"old chat about lunch", "old but important decision",
-                                                           "old chat read last week"}),
-    (["--area", "solutions", "--filter", "'tmp' in tags"], {"tagged temporary note"}),
-    (["--older-than", "1000h", "--area", "main"], {"old chat about lunch", "old but important decision",
-                                                   "old chat read last week"}),
-])
-def test_prune_dry_run_lists_exactly_what_prune_removes(backend, cli, aged: dict[str, str], args: list[str],
-                                                        expected: set[str]):
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["--older-than", "30d"],
+            {
+                "old chat about lunch",
+                "old but important decision",
+                "old chat read last week",
+                "knowledge chunk from a manual",
+                "tagged temporary note",
+            },
+        ),
+        (
+            ["--not-accessed-for", "90d"],
+            {"old chat about lunch", "old but important decision", "knowledge chunk from a manual"},
+        ),
+        (
+            ["--not-accessed-for", "90d", "--min-importance", "0.6"],
+            {"old chat about lunch", "knowledge chunk from a manual"},
+        ),
+        (["--min-importance", "0.3"], {"fresh chat from today", "recent knowledge chunk"}),
+        (["--source", "knowledge"], {"knowledge chunk from a manual", "recent knowledge chunk"}),
+        (
+            ["--source", "conversation", "--older-than", "8w"],
+            {"old chat about lunch", "old but important decision", "old chat read last week"},
+        ),
+        (["--area", "solutions", "--filter", "'tmp' in tags"], {"tagged temporary note"}),
+        (
+            ["--older-than", "1000h", "--area", "main"],
+            {"old chat about lunch", "old but important decision", "old chat read last week"},
+        ),
+    ],
+)
+def test_prune_dry_run_lists_exactly_what_prune_removes(
+    backend, cli, aged: dict[str, str], args: list[str], expected: set[str]
+):
     preview = cli("prune", *args, "--json")  # no terminal and no --yes: a dry run
     assert preview.code == 0 and preview.json["dry_run"] is True, preview.err
     listed = {m["id"] for m in preview.json["pruned"]}
@@ -189,8 +232,13 @@ def test_prune_dry_run_lists_exactly_what_prune_removes(backend, cli, aged: dict
 
 
 def test_load_records_access_for_not_accessed_for(backend, cli, store):
-    ids = _seed(store, [{"text": "kubernetes cluster upgrade notes", "created_at": _ago(200)},
-                        {"text": "unrelated grocery list", "created_at": _ago(200)}])
+    ids = _seed(
+        store,
+        [
+            {"text": "kubernetes cluster upgrade notes", "created_at": _ago(200)},
+            {"text": "unrelated grocery list", "created_at": _ago(200)},
+        ],
+    )
     assert cli("stats", "--json").json["stores"][0]["never_accessed"] == 2
     hits = cli("load", "kubernetes cluster upgrade notes", "--json").json["results"]
     assert hits[0]["id"] == ids[0]
@@ -219,14 +267,17 @@ def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
     assert store.db.execute("SELECT accessed_at FROM memories WHERE id = ?", (mid,)).fetchone()[0]
 
 
-@pytest.mark.parametrize("args, words", [
-    ([], "at least one criterion"),
-    (["--older-than", "30"], "not a duration"),
-    (["--older-than", "3 months"], "not a duration"),
-    (["--source", "email"], "knowledge or conversation"),
-    (["--area", "attic"], "unknown area"),
-    (["--filter", "__import__('os')"], ""),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ([], "at least one criterion"),
+        (["--older-than", "30"], "not a duration"),
+        (["--older-than", "3 months"], "not a duration"),
+        (["--source", "email"], "knowledge or conversation"),
+        (["--area", "attic"], "unknown area"),
+        (["--filter", "__import__('os')"], ""),
+    ],
+)
 def test_prune_usage_errors(backend, cli, args: list[str], words: str):
     _save(cli, "anything")
     result = cli("prune", *args, "--yes", "--json")
@@ -288,10 +339,20 @@ def test_purge_older_than_keeps_recent_entries(backend, cli, home: Path):
     cli("delete", old)
     recent = _save(cli, "deleted just now")
     cli("delete", recent)
-    _sql(backend, home, "UPDATE history SET at = ? WHERE memory_id = ?",
-         "UPDATE memctl_history SET at = %s WHERE memory_id = %s", (_ago(40), old))
-    _sql(backend, home, "UPDATE archive SET archived_at = ? WHERE id = ?",
-         "UPDATE memctl_archive SET archived_at = %s WHERE id = %s", (_ago(40), old))
+    _sql(
+        backend,
+        home,
+        "UPDATE history SET at = ? WHERE memory_id = ?",
+        "UPDATE memctl_history SET at = %s WHERE memory_id = %s",
+        (_ago(40), old),
+    )
+    _sql(
+        backend,
+        home,
+        "UPDATE archive SET archived_at = ? WHERE id = ?",
+        "UPDATE memctl_archive SET archived_at = %s WHERE id = %s",
+        (_ago(40), old),
+    )
     preview = cli("purge", "--older-than", "30d", "--json").json  # no terminal: dry run
     assert preview["dry_run"] is True and (preview["history"], preview["archived"]) == (2, 1)
     done = cli("purge", "--older-than", "30d", "--yes", "--json").json
@@ -342,8 +403,9 @@ def test_backup_while_another_process_writes(cli, home: Path, tmp_path: Path):
 
     total = 5000
     env = {**os.environ, "MEMCTL_EMBEDDING_PROVIDER": "fake", "PYTHONPATH": str(REPO)}
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(home), str(total), "5"], env=env,
-                              stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(home), str(total), "5"], env=env, stderr=subprocess.PIPE, text=True
+    )
     db_path = home / "default" / "memories.sqlite"
     taken: list[tuple[Path, int]] = []
     try:
@@ -392,8 +454,7 @@ def test_restore_backup_refuses_a_non_empty_store_and_swaps_atomically(cli, home
     assert (home / "default" / "behaviour.md").read_text() == "# rules\n- be brief\n"
     assert not (home / "default" / "backup.json").exists()
     assert cli("load", "memory in the backup", "--json").json["results"][0]["id"] == first
-    assert cli("subdirs", "--json").json["subdirs"] == [{"name": "default", "count": 1,
-                                                         "path": str(home / "default")}]
+    assert cli("subdirs", "--json").json["subdirs"] == [{"name": "default", "count": 1, "path": str(home / "default")}]
 
     fresh = cli("restore-backup", tmp_path / "bk", "-s", "projects/copy", "--json").json
     assert fresh["replaced"] is False and fresh["count"] == 1
@@ -433,8 +494,22 @@ def test_stats_json(backend, cli, home: Path):
     doc = cli("stats", "--json").json
     assert set(doc) == {"root", "stores", "failed"} and len(doc["stores"]) == 1
     s = doc["stores"][0]
-    assert set(s) == {"subdir", "path", "count", "areas", "knowledge", "conversation", "oldest", "newest",
-                      "never_accessed", "last_accessed", "archived", "history", "bytes", "model"}
+    assert set(s) == {
+        "subdir",
+        "path",
+        "count",
+        "areas",
+        "knowledge",
+        "conversation",
+        "oldest",
+        "newest",
+        "never_accessed",
+        "last_accessed",
+        "archived",
+        "history",
+        "bytes",
+        "model",
+    }
     assert (s["count"], s["knowledge"], s["conversation"], s["archived"]) == (3, 1, 2, 1)
     assert s["areas"]["fragments"] == {"count": 2, "knowledge": 1, "conversation": 1}
     assert s["areas"]["solutions"]["count"] == 0 and s["never_accessed"] == 3
@@ -451,8 +526,7 @@ def test_export_all_subdirs(backend, cli, tmp_path: Path):
     _save(cli, "project memory", "-s", "projects/web")
     out = tmp_path / "exports"
     doc = cli("export", "--all-subdirs", "-o", out, "--vectors", "--json").json
-    assert [(s["subdir"], s["count"]) for s in doc["subdirs"]] == [("agent1", 2), ("default", 1),
-                                                                   ("projects/web", 1)]
+    assert [(s["subdir"], s["count"]) for s in doc["subdirs"]] == [("agent1", 2), ("default", 1), ("projects/web", 1)]
     assert (out / "projects" / "web.jsonl").is_file()
     lines = (out / "agent1.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["memctl_export"] == 1 and len(lines) == 3
@@ -466,11 +540,26 @@ def test_json_documents_of_lifecycle_commands(backend, cli, tmp_path: Path):
     contracts = {
         ("restore", mid): {"subdir", "restored", "sources", "reembedded"},
         ("prune", "--older-than", "1d"): {"subdir", "dry_run", "purged", "criteria", "count", "compacted", "pruned"},
-        ("purge", "--older-than", "30d"): {"subdir", "dry_run", "cutoff", "history", "archived", "cache_entries",
-                                           "compacted", "bytes_before", "bytes_after"},
+        ("purge", "--older-than", "30d"): {
+            "subdir",
+            "dry_run",
+            "cutoff",
+            "history",
+            "archived",
+            "cache_entries",
+            "compacted",
+            "bytes_before",
+            "bytes_after",
+        },
         ("backup", str(tmp_path / "b")): {"subdir", "path", "count", "bytes", "index", "files", "replaced"},
-        ("restore-backup", str(tmp_path / "b"), "-s", "r"): {"subdir", "source", "path", "count", "replaced",
-                                                             "kept_old"},
+        ("restore-backup", str(tmp_path / "b"), "-s", "r"): {
+            "subdir",
+            "source",
+            "path",
+            "count",
+            "replaced",
+            "kept_old",
+        },
         ("stats",): {"root", "stores", "failed"},
         ("export", "--all-subdirs", "-o", str(tmp_path / "x")): {"root", "path", "vectors", "subdirs", "failed"},
     }

@@ -30,11 +30,32 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
-TOOLS = {"memory_save", "memory_search", "memory_recall", "memory_get", "memory_list", "memory_update",
-         "memory_delete", "memory_forget", "memory_history", "memory_restore", "memorize", "behaviour_get",
-         "knowledge_search", "stats"}
-READ_ONLY = {"memory_search", "memory_recall", "memory_get", "memory_list", "memory_history", "behaviour_get",
-             "knowledge_search", "stats"}
+TOOLS = {
+    "memory_save",
+    "memory_search",
+    "memory_recall",
+    "memory_get",
+    "memory_list",
+    "memory_update",
+    "memory_delete",
+    "memory_forget",
+    "memory_history",
+    "memory_restore",
+    "memorize",
+    "behaviour_get",
+    "knowledge_search",
+    "stats",
+}
+READ_ONLY = {
+    "memory_search",
+    "memory_recall",
+    "memory_get",
+    "memory_list",
+    "memory_history",
+    "behaviour_get",
+    "knowledge_search",
+    "stats",
+}
 DESTRUCTIVE = {"memory_delete", "memory_forget", "memory_update", "memorize"}
 TRANSPORTS = ["stdio", "http"]
 
@@ -50,9 +71,14 @@ def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 @contextmanager
 def http_server(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """`memctl mcp --http 127.0.0.1:0 ARGS` in its own process: yields (url, process); stopped by PID."""
-    proc = subprocess.Popen([sys.executable, "-m", "memctl", "mcp", "--http", "127.0.0.1:0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env=server_env(env))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memctl", "mcp", "--http", "127.0.0.1:0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=server_env(env),
+    )
     try:
         url = _wait_for_url(proc)
         yield url, proc
@@ -83,12 +109,18 @@ def _wait_for_url(proc: subprocess.Popen[str]) -> str:
 
 
 @asynccontextmanager
-async def connect(transport: str, *args: str, env: dict[str, str] | None = None, url: str | None = None,
-                  headers: dict[str, str] | None = None):
+async def connect(
+    transport: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    url: str | None = None,
+    headers: dict[str, str] | None = None,
+):
     """A connected SDK Client: stdio spawns `memctl mcp ARGS`; http talks to `url`."""
     if transport == "stdio":
-        params = StdioServerParameters(command=sys.executable, args=["-m", "memctl", "mcp", *args],
-                                       env=server_env(env), cwd=str(REPO))
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "memctl", "mcp", *args], env=server_env(env), cwd=str(REPO)
+        )
         async with Client(params) as client:
             yield client
         return
@@ -98,10 +130,12 @@ async def connect(transport: str, *args: str, env: dict[str, str] | None = None,
         yield client
 
 
-def session(transport: str, body: Callable[[Any], Awaitable[None]], *args: str,
-            env: dict[str, str] | None = None) -> None:
+def session(
+    transport: str, body: Callable[[Any], Awaitable[None]], *args: str, env: dict[str, str] | None = None
+) -> None:
     """Run `body(client)` against a fresh server of `transport`."""
     if transport == "stdio":
+
         async def run_stdio() -> None:
             async with connect("stdio", *args, env=env) as client:
                 await body(client)
@@ -109,6 +143,7 @@ def session(transport: str, body: Callable[[Any], Awaitable[None]], *args: str,
         anyio.run(run_stdio)
         return
     with http_server(*args, env=env) as (url, proc):
+
         async def run_http() -> None:
             async with connect("http", url=url) as client:
                 await body(client)
@@ -170,8 +205,9 @@ def test_tools_have_input_schemas_output_schemas_and_hints() -> None:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_save_search_recall_update_delete_restore(backend, transport: str) -> None:
     async def body(client: Any) -> None:
-        saved = await call(client, "memory_save", text="The staging database listens on port 5433",
-                           metadata={"tags": ["db"]})
+        saved = await call(
+            client, "memory_save", text="The staging database listens on port 5433", metadata={"tags": ["db"]}
+        )
         mid = saved["ids"][0]
         await call(client, "memory_save", text="Deploys go out on Tuesdays", area="fragments")
         found = await call(client, "memory_search", query="staging database port", threshold=0.0)
@@ -180,8 +216,9 @@ def test_save_search_recall_update_delete_restore(backend, transport: str) -> No
         only_db = await call(client, "memory_search", query="port", threshold=0.0, filter="'db' in tags")
         assert [h["id"] for h in only_db["results"]] == [mid]
 
-        recalled = await client.call_tool("memory_recall", {"message": "which port does staging use?",
-                                                            "threshold": 0.0})
+        recalled = await client.call_tool(
+            "memory_recall", {"message": "which port does staging use?", "threshold": 0.0}
+        )
         assert not recalled.is_error and "The staging database listens on port 5433" in recalled.content[0].text
         assert recalled.structured_content["prompt"] == recalled.content[0].text
         assert mid in [h["id"] for h in recalled.structured_content["memories"]]
@@ -262,12 +299,24 @@ def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(transport: str) 
         for hostile in ("__import__('os').system('id')", "().__class__.__bases__", "x" * 600, "a ==", "lambda: 1"):
             await fails(client, "memory_search", "FilterError", query="build", filter=hostile)
             assert (await call(client, "memory_search", query="build server", threshold=0.0))["count"] == 1
-        await fails(client, "memory_search", "ScopeError", "outside this server's scope", "'default'",
-                    query="build", subdir="other")
+        await fails(
+            client,
+            "memory_search",
+            "ScopeError",
+            "outside this server's scope",
+            "'default'",
+            query="build",
+            subdir="other",
+        )
         await fails(client, "memory_save", "must not contain '..'", text="x", subdir="../default")
         await fails(client, "memory_save", "must be relative", text="x", subdir="/etc")
-        await fails(client, "memorize", "utility_model", "NoUtilityModelError",
-                    messages=[{"role": "user", "content": "I moved the staging database to port 5433."}])
+        await fails(
+            client,
+            "memorize",
+            "utility_model",
+            "NoUtilityModelError",
+            messages=[{"role": "user", "content": "I moved the staging database to port 5433."}],
+        )
         await fails(client, "memorize", "exactly one of transcript or messages")
         await fails(client, "memory_search", "threshold", "less than or equal to 1", query="x", threshold=2)
         await fails(client, "memory_search", "mode", query="x", mode="fuzzy")
@@ -342,10 +391,18 @@ class SlowModel(BaseHTTPRequestHandler):
         time.sleep(self.delay)
         reply = type(self).reply
         content = reply(request.get("messages", [])) if reply else "[]"
-        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "slow",
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": content}}],
-                           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+        body = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "slow",
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        ).encode()
         try:
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -360,17 +417,22 @@ class SlowModel(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def slow_model(delay: float = 4.0, reply: Callable[[list[dict[str, str]]], str] | None = None
-               ) -> Iterator[dict[str, str]]:
+def slow_model(
+    delay: float = 4.0, reply: Callable[[list[dict[str, str]]], str] | None = None
+) -> Iterator[dict[str, str]]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), SlowModel)
     SlowModel.calls, SlowModel.delay, SlowModel.reply = 0, delay, reply
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield {"MEMCTL_UTILITY_MODEL": "openai/slow-model",
-               "MEMCTL_UTILITY_API_BASE": f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-               "MEMCTL_UTILITY_API_KEY_ENV": "SLOW_MODEL_KEY", "SLOW_MODEL_KEY": "not-a-secret",
-               "MEMCTL_UTILITY_RETRIES": "0", "MEMCTL_UTILITY_TIMEOUT": "30"}
+        yield {
+            "MEMCTL_UTILITY_MODEL": "openai/slow-model",
+            "MEMCTL_UTILITY_API_BASE": f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+            "MEMCTL_UTILITY_API_KEY_ENV": "SLOW_MODEL_KEY",
+            "SLOW_MODEL_KEY": "not-a-secret",
+            "MEMCTL_UTILITY_RETRIES": "0",
+            "MEMCTL_UTILITY_TIMEOUT": "30",
+        }
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -382,10 +444,16 @@ def test_memorize_runs_the_gate_and_consolidation_with_the_utility_model() -> No
     fact = "The user prefers dark mode in every editor"
     router = Router(fragments=json.dumps([fact]), solutions="[]")
     with slow_model(delay=0.0, reply=router) as model_env:
+
         async def body(client: Any) -> None:
-            report = await call(client, "memorize", messages=[
-                {"role": "user", "content": "I prefer dark mode in every editor I use."},
-                {"role": "assistant", "content": "Noted."}])
+            report = await call(
+                client,
+                "memorize",
+                messages=[
+                    {"role": "user", "content": "I prefer dark mode in every editor I use."},
+                    {"role": "assistant", "content": "Noted."},
+                ],
+            )
             assert report["summary"]["transcripts"] == 1 and report["summary"]["inserted"] == 1
             candidate = report["transcripts"][0]["candidates"][0]
             assert candidate["text"] == fact and candidate["fate"] == "inserted"
@@ -402,12 +470,14 @@ def test_memorize_runs_the_gate_and_consolidation_with_the_utility_model() -> No
 @pytest.mark.slow
 def test_a_client_that_disconnects_mid_call_does_not_stop_the_http_server() -> None:
     with slow_model() as model_env, http_server(env=model_env) as (url, proc):
+
         async def main() -> None:
             async with connect("http", url=url) as setup:
                 await call(setup, "memory_save", text="The release train leaves every second Monday")
             async with connect("http", url=url) as leaving, anyio.create_task_group() as group:
-                group.start_soon(leaving.call_tool, "memorize",
-                                 {"transcript": "User: the release train leaves on Mondays"})
+                group.start_soon(
+                    leaving.call_tool, "memorize", {"transcript": "User: the release train leaves on Mondays"}
+                )
                 with anyio.fail_after(60):
                     while SlowModel.calls == 0:  # the call is in the utility model now
                         await anyio.sleep(0.05)
@@ -427,18 +497,41 @@ def test_a_client_that_disconnects_mid_call_does_not_stop_the_http_server() -> N
 def test_a_stdio_client_that_dies_mid_call_ends_the_server_cleanly(tmp_path: Path) -> None:
     """The client writes a call and closes the pipe: the server exits by itself, stdout held only protocol."""
     with slow_model() as model_env:
-        proc = subprocess.Popen([sys.executable, "-m", "memctl", "mcp"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                env=server_env(model_env))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memctl", "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=server_env(model_env),
+        )
         assert proc.stdin is not None
-        lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                             "clientInfo": {"name": "test", "version": "0"}}},
-                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                 {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                  "params": {"name": "memory_save", "arguments": {"text": "kept across the crash"}}},
-                 {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                  "params": {"name": "memorize", "arguments": {"transcript": "User: I like tea"}}}]
+        lines = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "memory_save", "arguments": {"text": "kept across the crash"}},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "memorize", "arguments": {"transcript": "User: I like tea"}},
+            },
+        ]
         proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
         proc.stdin.flush()
         deadline = time.monotonic() + 60
@@ -470,8 +563,11 @@ def test_http_needs_a_token_beyond_loopback_and_checks_it_when_set() -> None:
     with http_server(env={"MEMCTL_MCP_TOKEN": "s3cret-token"}) as (url, proc):
         import httpx2
 
-        anonymous = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                                headers={"accept": "application/json, text/event-stream"})
+        anonymous = httpx2.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"accept": "application/json, text/event-stream"},
+        )
         assert anonymous.status_code == 401
 
         async def main() -> None:
@@ -487,10 +583,15 @@ def test_http_needs_a_token_beyond_loopback_and_checks_it_when_set() -> None:
 # --- pieces -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("spec", "expected"), [
-    ("8765", ("127.0.0.1", 8765)), ("0.0.0.0:80", ("0.0.0.0", 80)), ("[::1]:9", ("::1", 9)),
-    ("localhost:0", ("localhost", 0)),
-])
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("8765", ("127.0.0.1", 8765)),
+        ("0.0.0.0:80", ("0.0.0.0", 80)),
+        ("[::1]:9", ("::1", 9)),
+        ("localhost:0", ("localhost", 0)),
+    ],
+)
 def test_parse_bind(spec: str, expected: tuple[str, int]) -> None:
     from memctl.mcp.server import parse_bind
 
@@ -536,8 +637,10 @@ def test_a_lost_postgresql_connection_is_reopened(backend) -> None:
 
     async def body(client: Any) -> None:
         await call(client, "memory_save", text="The payroll job runs on the 25th")
-        query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-              "WHERE application_name = 'memctl' AND pid <> pg_backend_pid()")
+        query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'memctl' AND pid <> pg_backend_pid()"
+        )
         # the store reconnects once per call (issue 17.10): the call that meets the dead connection succeeds
         found = await call(client, "memory_search", query="payroll job")
         assert found["count"] == 1

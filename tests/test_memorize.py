@@ -19,20 +19,29 @@ EVAL = REPO.parent / "shared" / "eval" / "transcripts"
 pytestmark = pytest.mark.usefixtures("backend")
 
 CHAT = [
-    {"role": "user", "content": "Hi, I'm Ana. Our shop runs on Django 5 with PostgreSQL, and I always want "
-                                "answers in Spanish."},
+    {
+        "role": "user",
+        "content": "Hi, I'm Ana. Our shop runs on Django 5 with PostgreSQL, and I always want answers in Spanish.",
+    },
     {"role": "tool", "content": "$ python manage.py runserver\nStarting development server at http://127.0.0.1:8000/"},
     {"role": "user", "content": "The checkout page throws CSRF verification failed behind our nginx proxy."},
-    {"role": "assistant", "content": "Set CSRF_TRUSTED_ORIGINS to your https origin and forward X-Forwarded-Proto "
-                                     "from nginx; then SECURE_PROXY_SSL_HEADER makes Django see https."},
+    {
+        "role": "assistant",
+        "content": "Set CSRF_TRUSTED_ORIGINS to your https origin and forward X-Forwarded-Proto "
+        "from nginx; then SECURE_PROXY_SSL_HEADER makes Django see https.",
+    },
     {"role": "user", "content": "That fixed the CSRF error, thanks!"},
 ]
-FACTS = ["User (Ana) runs her shop on Django 5 with PostgreSQL",
-         "User wants answers in Spanish",
-         "Dev server runs at http://127.0.0.1:8000/",
-         "User's dog is called Bruno"]
-SOLUTION = ("Django 'CSRF verification failed' behind an nginx proxy -> set CSRF_TRUSTED_ORIGINS to the https "
-            "origin, forward X-Forwarded-Proto from nginx and set SECURE_PROXY_SSL_HEADER")
+FACTS = [
+    "User (Ana) runs her shop on Django 5 with PostgreSQL",
+    "User wants answers in Spanish",
+    "Dev server runs at http://127.0.0.1:8000/",
+    "User's dog is called Bruno",
+]
+SOLUTION = (
+    "Django 'CSRF verification failed' behind an nginx proxy -> set CSRF_TRUSTED_ORIGINS to the https "
+    "origin, forward X-Forwarded-Proto from nginx and set SECURE_PROXY_SSL_HEADER"
+)
 
 
 @pytest.fixture
@@ -70,8 +79,10 @@ def test_memorize_gates_and_inserts(cli, chat, scripted):
     assert doc["summary"]["gated"] == 2 and doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 3
     listed = cli("list", "--json").json["items"]
     assert {m["area"] for m in listed} == {"fragments", "solutions"} and len(listed) == 3
-    assert all(m["metadata"] == {"source": "memorize", "transcript": "chat.json",
-                                 "importance": m["metadata"]["importance"]} for m in listed)
+    assert all(
+        m["metadata"] == {"source": "memorize", "transcript": "chat.json", "importance": m["metadata"]["importance"]}
+        for m in listed
+    )
     importance = {m["text"]: m["metadata"]["importance"] for m in listed}
     assert importance[FACTS[1]] == 0.8 and importance[FACTS[0]] == 0.5  # "I always want answers in Spanish"
     assert router.count("fragments") == 1 and router.count("solutions") == 1
@@ -93,8 +104,9 @@ def test_no_solutions_and_area(cli, chat, scripted):
     assert cli("list", "--area", "main", "--json").json["total"] == 1
 
 
-@pytest.mark.parametrize("reply", [LLMError("utility model 'x' failed: Timeout"), "Sure! Here are some facts.",
-                                   '{"facts": "none"}'])
+@pytest.mark.parametrize(
+    "reply", [LLMError("utility model 'x' failed: Timeout"), "Sure! Here are some facts.", '{"facts": "none"}']
+)
 def test_failed_extraction_stores_nothing_and_says_why(cli, chat, scripted, reply):
     """A failed extraction is a failure: exit 4, counted in the summary and per transcript, shown in the table."""
     scripted(Router(fragments=reply, solutions=reply))
@@ -152,8 +164,9 @@ def test_batch_in_name_order_one_store_partial_exit(cli, tmp_path, scripted):
     folder = tmp_path / "logs"
     folder.mkdir()
     for name, fact in (("b.json", "User's team uses Django 5"), ("a.json", "User's team uses PostgreSQL")):
-        (folder / name).write_text(json.dumps([{"role": "user", "content": f"FYI: {fact.split('uses ')[1]} "
-                                                                          "is what our team uses."}]))
+        (folder / name).write_text(
+            json.dumps([{"role": "user", "content": f"FYI: {fact.split('uses ')[1]} is what our team uses."}])
+        )
     (folder / "c.txt").write_text("not a transcript")
     router = scripted(Router(fragments=['["User\'s team uses PostgreSQL"]', '["User\'s team uses Django 5"]']))
     result = cli("memorize", "--batch", folder, "--no-solutions", "--json")
@@ -169,8 +182,11 @@ def test_batch_in_name_order_one_store_partial_exit(cli, tmp_path, scripted):
 def test_history_is_cut_from_the_oldest_end(cli, tmp_path, scripted, monkeypatch):
     monkeypatch.setenv("MEMCTL_MEMORIZE_MAX_HISTORY_CHARS", "60")
     path = tmp_path / "long.json"
-    path.write_text(json.dumps([{"role": "user", "content": "OLDEST " + "x" * 100},
-                                {"role": "user", "content": "newest: we use Django"}]))
+    path.write_text(
+        json.dumps(
+            [{"role": "user", "content": "OLDEST " + "x" * 100}, {"role": "user", "content": "newest: we use Django"}]
+        )
+    )
     router = scripted(Router())
     doc = cli("memorize", path, "--no-solutions", "--json").json
     assert doc["transcripts"][0]["trimmed"] is True
@@ -181,12 +197,27 @@ def test_history_is_cut_from_the_oldest_end(cli, tmp_path, scripted, monkeypatch
 def test_echo_of_recalled_memories_is_gated(cli, tmp_path, scripted):
     block = "## What you remember about this\n\n- User prefers dark mode in every editor\n"
     path = tmp_path / "echo.json"
-    path.write_text(json.dumps([{"role": "system", "content": block},
-                                {"role": "user", "content": "Set up my editor. I use Neovim with dark mode."}]))
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "system", "content": block},
+                {"role": "user", "content": "Set up my editor. I use Neovim with dark mode."},
+            ]
+        )
+    )
     recalled = tmp_path / "recalled.md"
     recalled.write_text("- User's editor is Neovim\n")
-    scripted(Router(fragments=json.dumps(["User prefers dark mode in every editor", "User's editor is Neovim",
-                                          "User uses Neovim with dark mode as editor setup"])))
+    scripted(
+        Router(
+            fragments=json.dumps(
+                [
+                    "User prefers dark mode in every editor",
+                    "User's editor is Neovim",
+                    "User uses Neovim with dark mode as editor setup",
+                ]
+            )
+        )
+    )
     doc = cli("memorize", path, "--no-solutions", "--recalled", recalled, "--json").json
     fates = [(c["fate"], c["reason"]) for c in doc["transcripts"][0]["candidates"]]
     assert fates[:2] == [("gated", "echo"), ("gated", "echo")] and fates[2][0] in ("inserted", "kept_separate")
@@ -220,9 +251,11 @@ def test_maya_payments_series_replay_keeps_only_current_values(home):
 
     cases = [json.loads((EVAL / f"{tid}.json").read_text()) for tid in ("t03", "t09", "t15", "t21")]
     updates = [u for case in cases for u in case.get("updates") or []]
-    router = Router(fragments=[json.dumps(c["expected_fragments"]) for c in cases],
-                    solutions=[json.dumps(c["expected_solutions"]) for c in cases],
-                    consolidate=decide_from_updates(updates))
+    router = Router(
+        fragments=[json.dumps(c["expected_fragments"]) for c in cases],
+        solutions=[json.dumps(c["expected_solutions"]) for c in cases],
+        consolidate=decide_from_updates(updates),
+    )
     final = cases[-1]["series_final_state"]
     with memctl.open_store(home, overrides={"consolidation_threshold": 0.3}) as store:
         llm = UtilityModel(store.config, completion=router)
@@ -243,18 +276,35 @@ def test_memory_quality_bench_replays_a_series_into_one_store(tmp_path, monkeypa
     perfect scripted model, noise gated, and the figures counted from what the store holds."""
     from bench.memory_quality import run
 
-    old, new = "ledgerline's HTTP API is built with Flask", ("ledgerline's HTTP API is built with FastAPI; the Flask "
-                                                             "app is being retired")
-    first = {"id": "x-01", "series": "x", "messages": [
-        {"role": "user", "content": "Our service ledgerline has an HTTP API built with Flask."},
-        {"role": "tool", "content": "Uvicorn running on http://127.0.0.1:8000"}],
-        "expected_fragments": [old], "must_not_store": ["Uvicorn running on http://127.0.0.1:8000"],
-        "recall_probes": [{"query": "Which web framework does ledgerline's HTTP API use?", "should_recall": old}]}
-    second = {"id": "x-02", "series": "x", "messages": [
-        {"role": "user", "content": "ledgerline's HTTP API is built with FastAPI now; the Flask app is being "
-                                    "retired."}],
-        "expected_fragments": [new], "must_not_store": [old], "updates": [{"old": old, "new": new}],
-        "recall_probes": [{"query": "What is my cat's name?", "should_recall": None}]}
+    old, new = (
+        "ledgerline's HTTP API is built with Flask",
+        ("ledgerline's HTTP API is built with FastAPI; the Flask app is being retired"),
+    )
+    first = {
+        "id": "x-01",
+        "series": "x",
+        "messages": [
+            {"role": "user", "content": "Our service ledgerline has an HTTP API built with Flask."},
+            {"role": "tool", "content": "Uvicorn running on http://127.0.0.1:8000"},
+        ],
+        "expected_fragments": [old],
+        "must_not_store": ["Uvicorn running on http://127.0.0.1:8000"],
+        "recall_probes": [{"query": "Which web framework does ledgerline's HTTP API use?", "should_recall": old}],
+    }
+    second = {
+        "id": "x-02",
+        "series": "x",
+        "messages": [
+            {
+                "role": "user",
+                "content": "ledgerline's HTTP API is built with FastAPI now; the Flask app is being retired.",
+            }
+        ],
+        "expected_fragments": [new],
+        "must_not_store": [old],
+        "updates": [{"old": old, "new": new}],
+        "recall_probes": [{"query": "What is my cat's name?", "should_recall": None}],
+    }
     for case in (second, first):  # written out of order: replayed in id order
         (tmp_path / f"{case['id']}.json").write_text(json.dumps(case))
     misses: list[str] = []
@@ -274,10 +324,21 @@ def test_candidates_are_embedded_in_batches(home, tmp_path):
 
     facts = [f"User's project number {n} is written in Rust and deployed on Fly.io" for n in range(6)]
     chat = tmp_path / "projects.json"
-    chat.write_text(json.dumps([{"role": "user", "content": f"My project number {n} is written in Rust and "
-                                                            f"deployed on Fly.io."} for n in range(6)] + CHAT[1:]))
-    router = Router(fragments=json.dumps(facts), solutions=json.dumps([SOLUTION]),
-                    keywords='["Rust", "Fly.io"]', consolidate='{"action": "keep_separate", "targets": []}')
+    chat.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": f"My project number {n} is written in Rust and deployed on Fly.io."}
+                for n in range(6)
+            ]
+            + CHAT[1:]
+        )
+    )
+    router = Router(
+        fragments=json.dumps(facts),
+        solutions=json.dumps([SOLUTION]),
+        keywords='["Rust", "Fly.io"]',
+        consolidate='{"action": "keep_separate", "targets": []}',
+    )
     with memctl.open_store(home) as store:
         store.add(["User's other project is written in Go"], area="fragments")
         calls: list[int] = []

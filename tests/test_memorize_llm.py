@@ -43,10 +43,14 @@ class _ChatServer(BaseHTTPRequestHandler):
         except Exception as exc:  # noqa: BLE001 - a scripted error becomes an HTTP 500
             self.send_error(500, str(exc))
             return
-        payload = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                   "choices": [{"index": 0, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": content}}],
-                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        payload = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
         data = json.dumps(payload).encode()
         try:
             self.send_response(200)
@@ -84,11 +88,21 @@ def test_memorize_through_an_openai_compatible_server(cli, chat_server, tmp_path
     cli("save", "Lena's billing service is written in Go", "--area", "fragments")
     chat_server.router = Router(
         fragments='```json\n["User (Lena) has a billing service written in Go and deployed on Fly.io",'
-                  ' "User wants answers in German from now on",]\n```',
+        ' "User wants answers in German from now on",]\n```',
         keywords='["billing service", "Go"]',
-        consolidate=lambda m: json.dumps({"action": "update", "targets": [0], "reason": "more precise",
-                                          "text": "Lena's billing service is written in Go and deployed on Fly.io"})
-        if "Fly.io" in m.split("Most similar")[0] else '{"action": "keep_separate", "targets": []}')
+        consolidate=lambda m: (
+            json.dumps(
+                {
+                    "action": "update",
+                    "targets": [0],
+                    "reason": "more precise",
+                    "text": "Lena's billing service is written in Go and deployed on Fly.io",
+                }
+            )
+            if "Fly.io" in m.split("Most similar")[0]
+            else '{"action": "keep_separate", "targets": []}'
+        ),
+    )
     path = tmp_path / "chat.json"
     path.write_text(json.dumps(TRANSCRIPT))
     result = cli("memorize", path, "--no-solutions", "--json")
@@ -96,8 +110,10 @@ def test_memorize_through_an_openai_compatible_server(cli, chat_server, tmp_path
     fates = [c["fate"] for c in result.json["transcripts"][0]["candidates"]]
     assert fates[0] == "updated" and fates[1] in ("inserted", "kept_separate")
     texts = {m["text"] for m in cli("list", "--json").json["items"]}
-    assert texts == {"Lena's billing service is written in Go and deployed on Fly.io",
-                     "User wants answers in German from now on"}
+    assert texts == {
+        "Lena's billing service is written in Go and deployed on Fly.io",
+        "User wants answers in German from now on",
+    }
     first = chat_server.requests[0]
     assert first["path"].endswith("/chat/completions") and first["auth"] == "Bearer sk-scripted-1"
     assert first["body"]["model"] == "scripted-chat" and first["body"]["messages"][0]["role"] == "system"
@@ -118,14 +134,17 @@ def test_http_timeout_inserts_candidate_as_is(cli, chat_server, tmp_path: Path, 
     assert cli("list", "--json").json["total"] == 2
 
 
-def test_gemma_names_get_the_system_prompt_folded_into_the_user_turn(cli, chat_server, tmp_path: Path,
-                                                                     monkeypatch):
+def test_gemma_names_get_the_system_prompt_folded_into_the_user_turn(cli, chat_server, tmp_path: Path, monkeypatch):
     """A chat format without a system role drops the system message: for gemma models (auto) memctl puts its
     instructions at the top of the user turn; `never` keeps the system turn; `always` folds for any model."""
     path = tmp_path / "chat.json"
     path.write_text(json.dumps(TRANSCRIPT))
-    for model, setting, folded in (("openai/gemma-3-270m", "auto", True), ("openai/gemma-3-270m", "never", False),
-                                   ("openai/scripted-chat", "auto", False), ("openai/scripted-chat", "always", True)):
+    for model, setting, folded in (
+        ("openai/gemma-3-270m", "auto", True),
+        ("openai/gemma-3-270m", "never", False),
+        ("openai/scripted-chat", "auto", False),
+        ("openai/scripted-chat", "always", True),
+    ):
         monkeypatch.setenv("MEMCTL_UTILITY_MODEL", model)
         monkeypatch.setenv("MEMCTL_UTILITY_FOLD_SYSTEM", setting)
         chat_server.requests.clear()
@@ -267,10 +286,30 @@ def gemma_server(tmp_path_factory: pytest.TempPathFactory):
     buffers = "plain-buffers" if _cpu_reports_amx() else "default-buffers"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, buffers, "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--chat_format", "gemma", "--n_ctx", "4096", "--n_threads", "1",
-             "--n_threads_batch", "1"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-c",
+                LAUNCHER,
+                buffers,
+                "--model",
+                str(model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--chat_format",
+                "gemma",
+                "--n_ctx",
+                "4096",
+                "--n_threads",
+                "1",
+                "--n_threads_batch",
+                "1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -297,8 +336,10 @@ def gemma_server(tmp_path_factory: pytest.TempPathFactory):
 
 SHARED_T04 = Path(__file__).resolve().parents[2] / "shared" / "eval" / "transcripts" / "t04.json"
 # What a tool prints about itself: never a reusable solution.
-TOOL_STATUS = re.compile(r"\[exit code \d+\]|^\$ |\bready in \d+ ?ms\b|added \d+ packages?|found \d+ vulnerabilit",
-                         re.IGNORECASE | re.MULTILINE)
+TOOL_STATUS = re.compile(
+    r"\[exit code \d+\]|^\$ |\bready in \d+ ?ms\b|added \d+ packages?|found \d+ vulnerabilit",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 @pytest.mark.integration
@@ -317,8 +358,11 @@ def test_memorize_with_a_real_small_model(cli, gemma_server, tmp_path: Path, mon
     from memctl.llm import UtilityModel
 
     assert UtilityModel(load_config()).folds_system  # auto: a gemma model gets its instructions in the user turn
-    saved = ["User's analytics dashboard is a React 18 app", "User writes JS/TS without semicolons",
-             "Deploys happen on Fly.io"]
+    saved = [
+        "User's analytics dashboard is a React 18 app",
+        "User writes JS/TS without semicolons",
+        "Deploys happen on Fly.io",
+    ]
     for text in saved:
         cli("save", text, "--area", "fragments")
     path = SHARED_T04 if SHARED_T04.is_file() else tmp_path / "chat.json"
@@ -350,8 +394,10 @@ def test_memorize_with_a_real_small_model(cli, gemma_server, tmp_path: Path, mon
     assert all(m["text"].strip() for m in stored)
     junk = [m["text"] for m in stored if m["area"] == "solutions" and TOOL_STATUS.search(m["text"])]
     assert not junk, junk
-    print(f"\ngemma replay of {path.name}: {seconds:.0f} s, exit {result.code}, extraction failed: "
-          f"{transcript['extraction_failed']}, notes: {transcript['notes']}")
+    print(
+        f"\ngemma replay of {path.name}: {seconds:.0f} s, exit {result.code}, extraction failed: "
+        f"{transcript['extraction_failed']}, notes: {transcript['notes']}"
+    )
     for candidate in transcript["candidates"]:
         print(f"  {candidate['area']} {candidate['fate']} ({candidate['reason'][:60]}): {candidate['text'][:120]}")
     print(f"  stored: {sorted(texts)}")

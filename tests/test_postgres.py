@@ -63,7 +63,8 @@ def test_schema_migrated_once_by_racing_first_users(pg: str):
     assert not errors
     with psycopg.connect(pg, autocommit=True) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == sorted(
-            name for name, _ in PG_MIGRATIONS)
+            name for name, _ in PG_MIGRATIONS
+        )
         indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
     assert {"memctl_memories_hnsw_384", "memctl_memories_tsv", "memctl_memories_subdir_id"} <= indexes
     with open_pg(pg, "race") as store:
@@ -84,14 +85,19 @@ def test_hnsw_path_with_filters_and_other_subdirs(pg: str, monkeypatch: pytest.M
     with open_pg(pg, "noise") as noise:
         noise.insert_records([{"text": t} for t in texts], vectors, emb.info)
     with open_pg(pg, "big") as store:
-        store.insert_records([{"id": f"t{i}", "text": t, "area": "solutions" if i % 20 == 0 else "main"}
-                              for i, t in enumerate(texts)], vectors, emb.info)
+        store.insert_records(
+            [{"id": f"t{i}", "text": t, "area": "solutions" if i % 20 == 0 else "main"} for i, t in enumerate(texts)],
+            vectors,
+            emb.info,
+        )
         store.conn.execute("ANALYZE memctl_memories")
         store.conn.execute("SET enable_seqscan = off")  # so small a table is cheaper to sort: show the index fits
         store.conn.execute("SET enable_bitmapscan = off")
         plan = store.conn.execute(
             "EXPLAIN SELECT seq FROM memctl_memories WHERE subdir = 'big' AND vector_dims(vector) = 384"
-            " ORDER BY vector::vector(384) <#> %s::vector(384) LIMIT 10", (vectors[0],)).fetchall()
+            " ORDER BY vector::vector(384) <#> %s::vector(384) LIMIT 10",
+            (vectors[0],),
+        ).fetchall()
         assert "memctl_memories_hnsw_384" in " ".join(r[0] for r in plan)
         store.conn.execute("RESET ALL")
         store.conn.execute("SET hnsw.iterative_scan = strict_order")
@@ -226,8 +232,14 @@ def test_unresponsive_host_times_out_quickly(tmp_path: Path):
     home = tmp_path / "never"
     try:
         start = time.perf_counter()
-        result = run_memctl("--json", "--store", f"postgresql://memctl:pw@127.0.0.1:{port}/memctl", "list",
-                            env={"MEMCTL_HOME": str(home)}, timeout=60)
+        result = run_memctl(
+            "--json",
+            "--store",
+            f"postgresql://memctl:pw@127.0.0.1:{port}/memctl",
+            "list",
+            env={"MEMCTL_HOME": str(home)},
+            timeout=60,
+        )
         elapsed = time.perf_counter() - start
     finally:
         listener.close()
@@ -243,11 +255,13 @@ def test_bad_store_value_is_a_usage_error(cli, home: Path):
 
 
 def test_embedded_path_never_imports_psycopg(home: Path):
-    code = ("import sys, memctl\n"
-            "from memctl.embeddings import FakeEmbedder\n"
-            f"with memctl.open_store({str(home)!r}, embedder=FakeEmbedder()) as s:\n"
-            "    s.add(['x y z']); s.search('x', threshold=0.0)\n"
-            "assert not any(m.startswith(('psycopg', 'pgvector')) for m in sys.modules), 'psycopg imported'\n")
+    code = (
+        "import sys, memctl\n"
+        "from memctl.embeddings import FakeEmbedder\n"
+        f"with memctl.open_store({str(home)!r}, embedder=FakeEmbedder()) as s:\n"
+        "    s.add(['x y z']); s.search('x', threshold=0.0)\n"
+        "assert not any(m.startswith(('psycopg', 'pgvector')) for m in sys.modules), 'psycopg imported'\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "MEMCTL_STORE"}
     import subprocess
 
@@ -303,7 +317,8 @@ def test_migrating_a_database_of_an_older_memctl(pg: str):
         assert store.read_behaviour() == "- be brief\n"
     with psycopg.connect(pg, autocommit=True) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == sorted(
-            name for name, _ in PG_MIGRATIONS)
+            name for name, _ in PG_MIGRATIONS
+        )
 
 
 def _rows_holding(url: str, needle: str) -> list[str]:
@@ -314,10 +329,12 @@ def _rows_holding(url: str, needle: str) -> list[str]:
     with psycopg.connect(url, autocommit=True) as conn:
         columns = conn.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
-            " AND table_name LIKE 'memctl%%' AND data_type IN ('text', 'json', 'jsonb', 'tsvector')").fetchall()
+            " AND table_name LIKE 'memctl%%' AND data_type IN ('text', 'json', 'jsonb', 'tsvector')"
+        ).fetchall()
         for table, column in columns:
-            if conn.execute(f'SELECT count(*) FROM {table} WHERE "{column}"::text ILIKE %s',
-                            (f"%{needle}%",)).fetchone()[0]:
+            if conn.execute(
+                f'SELECT count(*) FROM {table} WHERE "{column}"::text ILIKE %s', (f"%{needle}%",)
+            ).fetchone()[0]:
                 found.append(f"{table}.{column}")
     return found
 
@@ -335,8 +352,11 @@ def test_purge_on_postgres_leaves_no_row_with_the_text(pg: str, cli, home: Path)
     run("update", a, "--text", "updated text without the word")
     run("delete", b)
     run("prune", "--filter", f"id == '{c}'", "--yes")
-    assert set(_rows_holding(pg, marker)) == {"memctl_history.old_text", "memctl_history.new_text",
-                                               "memctl_archive.text"}  # not vacuous
+    assert set(_rows_holding(pg, marker)) == {
+        "memctl_history.old_text",
+        "memctl_history.new_text",
+        "memctl_archive.text",
+    }  # not vacuous
     cache = home / ".cache"
     hashes = [content_hash(t).encode() for t in texts]
     assert any(h in p.read_bytes() for p in cache.rglob("*") if p.is_file() for h in hashes)
@@ -352,10 +372,15 @@ def test_purge_on_postgres_leaves_no_row_with_the_text(pg: str, cli, home: Path)
 
 def _everything(store) -> dict:
     """All a store holds, as comparable data (the rows, history, links, archive, rules, knowledge state)."""
-    return {"rows": [(m, blob, at) for m, blob, at in store.iter_rows()],
-            "history": [(e.memory_id, e.op, e.actor, e.at, e.old_text, e.new_text) for e in store.history()],
-            "links": store.links(), "archive": list(store.iter_archive()), "rules": store.read_behaviour(),
-            "knowledge": store.knowledge_state(), "model": store.model_info()}
+    return {
+        "rows": [(m, blob, at) for m, blob, at in store.iter_rows()],
+        "history": [(e.memory_id, e.op, e.actor, e.at, e.old_text, e.new_text) for e in store.history()],
+        "links": store.links(),
+        "archive": list(store.iter_archive()),
+        "rules": store.read_behaviour(),
+        "knowledge": store.knowledge_state(),
+        "model": store.model_info(),
+    }
 
 
 def _fill(store, folder: Path) -> None:
@@ -382,7 +407,8 @@ def test_backup_and_restore_backup_on_postgres(pg: str, cli, home: Path, tmp_pat
     backup = run("backup", tmp_path / "bk", "--json").json
     assert backup["count"] == 3 and backup["index"] == "copied" and backup["replaced"] is False
     assert {"memories.sqlite", "embedding.json", "behaviour.md", "knowledge_import.json", "index.faiss"} <= set(
-        backup["files"])
+        backup["files"]
+    )
     assert run("backup", tmp_path / "bk").code == 2  # an existing backup is not overwritten by accident
     assert run("-s", "nosuchstore", "backup", tmp_path / "none").code == 3
     import shutil
@@ -463,8 +489,9 @@ def test_backup_on_postgres_while_another_process_writes(pg: str, cli, tmp_path:
 
     total = 1500
     env = {**os.environ, "MEMCTL_STORE": pg, "MEMCTL_EMBEDDING_PROVIDER": "fake", "PYTHONPATH": str(REPO)}
-    writer = subprocess.Popen([sys.executable, "-c", BACKUP_WRITER, str(total), "5"], env=env,
-                              stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", BACKUP_WRITER, str(total), "5"], env=env, stderr=subprocess.PIPE, text=True
+    )
     counts = []
     try:
         deadline = time.monotonic() + 120  # the store exists once the writer's first batch is in

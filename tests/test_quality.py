@@ -83,12 +83,16 @@ def test_transient_items_are_gated_with_their_reason(text, reason):
 
 
 def test_solutions_keep_errors_commands_and_config_paths():
-    text = ("pip install times out with ReadTimeoutError behind the corporate proxy -> set proxy and "
-            "index-url in /etc/pip.conf, timeout = 60")
+    text = (
+        "pip install times out with ReadTimeoutError behind the corporate proxy -> set proxy and "
+        "index-url in /etc/pip.conf, timeout = 60"
+    )
     assert check(text, "solutions").ok
     assert check("pip fails -> fix it", "solutions").reason == "too_short"
-    assert check("Build breaks on the laptop -> delete /home/kim/.cache/pip and rerun the build",
-                 "solutions").reason == "local_coordinate"
+    assert (
+        check("Build breaks on the laptop -> delete /home/kim/.cache/pip and rerun the build", "solutions").reason
+        == "local_coordinate"
+    )
 
 
 def _grounding(*messages: tuple[str, str], **options):
@@ -96,8 +100,10 @@ def _grounding(*messages: tuple[str, str], **options):
 
 
 def test_ungrounded_inventions_are_gated():
-    grounding = _grounding(("user", "I deploy my blog with Hugo to Netlify, and I have a dog."),
-                           ("assistant", "Your dog Rex must love walks. You prefer tabs, I assume."))
+    grounding = _grounding(
+        ("user", "I deploy my blog with Hugo to Netlify, and I have a dog."),
+        ("assistant", "Your dog Rex must love walks. You prefer tabs, I assume."),
+    )
     assert check("User's blog is built with Hugo and deployed to Netlify", grounding=grounding).ok
     invented_name = check("User's dog is named Rex", grounding=grounding)
     assert invented_name.reason == "ungrounded" and "Rex" in invented_name.detail
@@ -107,8 +113,9 @@ def test_ungrounded_inventions_are_gated():
 def test_grounding_uses_the_embedding_when_words_differ():
     from memctl.embeddings import FakeEmbedder
 
-    grounding = _grounding(("user", "the frontend is vue with pinia stores"), min_overlap=0.9, similarity=0.6,
-                           embed=FakeEmbedder().embed)
+    grounding = _grounding(
+        ("user", "the frontend is vue with pinia stores"), min_overlap=0.9, similarity=0.6, embed=FakeEmbedder().embed
+    )
     assert check("the frontend uses vue with pinia stores", grounding=grounding).ok
 
 
@@ -119,9 +126,11 @@ def test_grounding_across_languages_checks_names_and_numbers_only():
     assert check("User's team deploys on ACK (Kubernetes)", grounding=grounding).ok
 
 
-RECALL_BLOCK = ("## What you remember about this\n\n- User prefers dark mode in every editor\n"
-                "- The deploy target is Kubernetes\n\n## Approaches that worked before\n\n"
-                "- Editor shows light mode after update -> set theme dark in settings.json\n")
+RECALL_BLOCK = (
+    "## What you remember about this\n\n- User prefers dark mode in every editor\n"
+    "- The deploy target is Kubernetes\n\n## Approaches that worked before\n\n"
+    "- Editor shows light mode after update -> set theme dark in settings.json\n"
+)
 
 
 def test_recalled_block_is_split_out_and_echoes_are_gated():
@@ -146,8 +155,13 @@ def test_recalled_file_formats():
 @pytest.mark.skipif(not (REPO.parent / "shared/eval/transcripts").is_dir(), reason="eval transcripts not present")
 def test_eval_transcripts_meet_the_targets():
     """bench/quality_gate.py with grounding (fake embedder fallback): >= 95 % facts kept, >= 90 % noise dropped."""
-    proc = subprocess.run([sys.executable, "bench/quality_gate.py", "--embedder", "fake", "--json"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "bench/quality_gate.py", "--embedder", "fake", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert figures["facts"] >= 30 and figures["noise"] >= 40
@@ -158,76 +172,179 @@ def test_eval_transcripts_meet_the_targets():
 
 RULE_CASES = [
     # rule, [(must drop, English), (must drop, Chinese)], [(durable lookalikes that must be kept)]
-    ("relative_time", ["User has to call the landlord tomorrow", "用户明天要去医院复查"],
-     ["User's weekly review is on Fridays at 16:00", "用户每周五下午四点做周报",
-      "The thesis draft goes to the supervisor on 2027-02-01"]),
-    ("one_off_event", ["User's dinner with Sam is on Friday at 19:30", "用户下个周五去面试"],
-     ["User's pottery class is on Thursday evenings", "用户周二和周四晚上上瑜伽课", "Backups run nightly at 02:00",
-      "User's standup is at 9:30"]),
-    ("deadline", ["The tax form is due by Friday", "用户的报销单需要在周五之前提交"],
-     ["Client invoices are due 30 days net", "增值税申报每季度截止日期是次月15日"]),
-    ("maybe_intention", ["User might try Rust for the next side project", "用户说也许以后会学日语"],
-     ["User will defend the thesis on 12 June 2027", "用户计划在2027年6月答辩"]),
-    ("one_off_request", ["User asked the assistant to convert the PDF to Word", "请帮我把这封邮件翻译成英文"],
-     ["User wants every reply in British English", "以后请始终用中文回答我"]),
-    ("run_detail", ["Worker crashed with pid 48213 on host web-07", "Parser stopped at byte offset 1048576",
-                    "orders.csv has 12,408 rows", "The nightly CI run 9876543 timed out on macOS",
-                    "进程号 48213 的 worker 退出"],
-     ["User's CI runs on GitHub Actions with a macOS and a Linux runner", "用户的构建在 GitHub Actions 上运行",
-      "The warehouse keeps seven years of order history"]),
-    ("ephemeral_id", ["Proxmox task 0001A2B3 failed on the node", "工单号：TK20931 已转给二线"],
-     ["Invoices must show the VAT ID DE298761034", "Dates in reports follow ISO-8601"]),
-    ("raw_error", ["ECONNREFUSED when calling the billing API", "报错：连接被拒绝"],
-     ["User's team treats every compiler warning as an error", "用户要求所有错误信息都用英文"]),
-    ("passing_state", ["The NAS volume is 91% used", "用户生病了，在家休息"],
-     ["User is allergic to cats", "用户对猫过敏", "User keeps the server room at 18 °C"]),
-    ("figures", ["October P&L: income £8,400, expenses £2,150, net £6,250"],
-     ["Pension contributions are 5% employee and 3% employer", "quillmark supports Python 3.10 through 3.14"]),
-    ("past_event", ["Container web-1 was restarted twice", "用户的东京出差取消了"],
-     ["User has lived in Lisbon since 2020", "用户已经搬到里斯本了"]),
-    ("expiring_offer", ["The 20% coupon expires at midnight", "这家店的咖啡豆在打折"],
-     ["User's passport expires on 2028-08-31", "用户的护照有效期到2030年"]),
-    ("agent_action", ["The assistant deleted the old backups", "助手已经帮用户删除了旧的备份"],
-     ["User deletes old backups every week", "用户每周删除一次旧备份"]),
-    ("greeting", ["User said hello and thanked the assistant", "用户向助手表示感谢"],
-     ["User greets customers in Portuguese and English", "用户用葡萄牙语和英语接待客户"]),
-    ("to_do", ["User needs to email the landlord about the deposit", "用户记得要给房东回电话"],
-     ["User has to take insulin before every meal", "用户每个月要给父母打钱"]),
-    ("session_topic", ["The conversation was about Kubernetes ingress", "这次对话是关于简历修改的"],
-     ["User's questions are usually about Kubernetes", "用户经常问关于 Kubernetes 的问题"]),
-    ("tool_status", ["npm run build [exit code 1]", "Container web-1 restarted"],
-     ["User restarts the containers every night", "用户每晚重启一次容器"]),
-    ("command_output", ["12 个测试通过，2 个失败", "LaTeX 编译耗时 89214ms", "All 42 tests passed in 3.1s"],
-     ["用户的测试都用 pytest 写", "The CI runs the full test suite on every push"]),
-    ("figures", ["发票金额：¥1,280.00，税额 ¥166.40，合计 ¥1,446.40"],
-     ["User's hourly rate is £65", "用户的时薪是 300 元"]),
+    (
+        "relative_time",
+        ["User has to call the landlord tomorrow", "用户明天要去医院复查"],
+        [
+            "User's weekly review is on Fridays at 16:00",
+            "用户每周五下午四点做周报",
+            "The thesis draft goes to the supervisor on 2027-02-01",
+        ],
+    ),
+    (
+        "one_off_event",
+        ["User's dinner with Sam is on Friday at 19:30", "用户下个周五去面试"],
+        [
+            "User's pottery class is on Thursday evenings",
+            "用户周二和周四晚上上瑜伽课",
+            "Backups run nightly at 02:00",
+            "User's standup is at 9:30",
+        ],
+    ),
+    (
+        "deadline",
+        ["The tax form is due by Friday", "用户的报销单需要在周五之前提交"],
+        ["Client invoices are due 30 days net", "增值税申报每季度截止日期是次月15日"],
+    ),
+    (
+        "maybe_intention",
+        ["User might try Rust for the next side project", "用户说也许以后会学日语"],
+        ["User will defend the thesis on 12 June 2027", "用户计划在2027年6月答辩"],
+    ),
+    (
+        "one_off_request",
+        ["User asked the assistant to convert the PDF to Word", "请帮我把这封邮件翻译成英文"],
+        ["User wants every reply in British English", "以后请始终用中文回答我"],
+    ),
+    (
+        "run_detail",
+        [
+            "Worker crashed with pid 48213 on host web-07",
+            "Parser stopped at byte offset 1048576",
+            "orders.csv has 12,408 rows",
+            "The nightly CI run 9876543 timed out on macOS",
+            "进程号 48213 的 worker 退出",
+        ],
+        [
+            "User's CI runs on GitHub Actions with a macOS and a Linux runner",
+            "用户的构建在 GitHub Actions 上运行",
+            "The warehouse keeps seven years of order history",
+        ],
+    ),
+    (
+        "ephemeral_id",
+        ["Proxmox task 0001A2B3 failed on the node", "工单号：TK20931 已转给二线"],
+        ["Invoices must show the VAT ID DE298761034", "Dates in reports follow ISO-8601"],
+    ),
+    (
+        "raw_error",
+        ["ECONNREFUSED when calling the billing API", "报错：连接被拒绝"],
+        ["User's team treats every compiler warning as an error", "用户要求所有错误信息都用英文"],
+    ),
+    (
+        "passing_state",
+        ["The NAS volume is 91% used", "用户生病了，在家休息"],
+        ["User is allergic to cats", "用户对猫过敏", "User keeps the server room at 18 °C"],
+    ),
+    (
+        "figures",
+        ["October P&L: income £8,400, expenses £2,150, net £6,250"],
+        ["Pension contributions are 5% employee and 3% employer", "quillmark supports Python 3.10 through 3.14"],
+    ),
+    (
+        "past_event",
+        ["Container web-1 was restarted twice", "用户的东京出差取消了"],
+        ["User has lived in Lisbon since 2020", "用户已经搬到里斯本了"],
+    ),
+    (
+        "expiring_offer",
+        ["The 20% coupon expires at midnight", "这家店的咖啡豆在打折"],
+        ["User's passport expires on 2028-08-31", "用户的护照有效期到2030年"],
+    ),
+    (
+        "agent_action",
+        ["The assistant deleted the old backups", "助手已经帮用户删除了旧的备份"],
+        ["User deletes old backups every week", "用户每周删除一次旧备份"],
+    ),
+    (
+        "greeting",
+        ["User said hello and thanked the assistant", "用户向助手表示感谢"],
+        ["User greets customers in Portuguese and English", "用户用葡萄牙语和英语接待客户"],
+    ),
+    (
+        "to_do",
+        ["User needs to email the landlord about the deposit", "用户记得要给房东回电话"],
+        ["User has to take insulin before every meal", "用户每个月要给父母打钱"],
+    ),
+    (
+        "session_topic",
+        ["The conversation was about Kubernetes ingress", "这次对话是关于简历修改的"],
+        ["User's questions are usually about Kubernetes", "用户经常问关于 Kubernetes 的问题"],
+    ),
+    (
+        "tool_status",
+        ["npm run build [exit code 1]", "Container web-1 restarted"],
+        ["User restarts the containers every night", "用户每晚重启一次容器"],
+    ),
+    (
+        "command_output",
+        ["12 个测试通过，2 个失败", "LaTeX 编译耗时 89214ms", "All 42 tests passed in 3.1s"],
+        ["用户的测试都用 pytest 写", "The CI runs the full test suite on every push"],
+    ),
+    (
+        "figures",
+        ["发票金额：¥1,280.00，税额 ¥166.40，合计 ¥1,446.40"],
+        ["User's hourly rate is £65", "用户的时薪是 300 元"],
+    ),
     ("calculation", ["350 °F is about 177 °C"], ["用户喜欢烤箱温度设在 180 °C", "User bakes bread at 230 °C"]),
     ("date_only", ["Today is Friday, 14 June", "今天是星期五"], ["User's birthday is 3 March", "用户的生日是3月3日"]),
-    ("bare_topic", ["Quarterly revenue figures table"],
-     ["Home lab services: Nextcloud, Jellyfin, Pi-hole and Home Assistant",
-      "家里跑的服务：Nextcloud、Jellyfin、Pi-hole", "第三章的数据集：CIFAR-10、FEMNIST"]),
+    (
+        "bare_topic",
+        ["Quarterly revenue figures table"],
+        [
+            "Home lab services: Nextcloud, Jellyfin, Pi-hole and Home Assistant",
+            "家里跑的服务：Nextcloud、Jellyfin、Pi-hole",
+            "第三章的数据集：CIFAR-10、FEMNIST",
+        ],
+    ),
     # widened from the second tune batch: readings of one moment, inventories, progress, emotional asides,
     # popularity counts, memory addresses, activity ids, failures with a code or retries, error constants
-    ("passing_state", ["User is kind of nervous about the exam", "目前 CPU 温度是 78°C", "冰箱里还剩牛奶 2 瓶",
-                       "安装包还在下载", "The repo has 1,200 stars", "用户被这个报错搞得快崩溃了"],
-     ["User gets nervous about flying and prefers trains", "用户坐飞机会很紧张",
-      "The public API is frozen until 3.0; new features go in an experimental module",
-      "The app reached 100,000 downloads in 2025"]),
-    ("run_detail", ["Crash at 0x7FF6A13B2C10 in the renderer", "Strava activity 18822734112 synced"],
-     ["User's long runs start from the lake path"]),
-    ("command_output", ["Upload failed with 413 after the second try", "Flow was 0.4 l/min (expected 1.8)"],
-     ["User writes mods in C# with Rider"]),
+    (
+        "passing_state",
+        [
+            "User is kind of nervous about the exam",
+            "目前 CPU 温度是 78°C",
+            "冰箱里还剩牛奶 2 瓶",
+            "安装包还在下载",
+            "The repo has 1,200 stars",
+            "用户被这个报错搞得快崩溃了",
+        ],
+        [
+            "User gets nervous about flying and prefers trains",
+            "用户坐飞机会很紧张",
+            "The public API is frozen until 3.0; new features go in an experimental module",
+            "The app reached 100,000 downloads in 2025",
+        ],
+    ),
+    (
+        "run_detail",
+        ["Crash at 0x7FF6A13B2C10 in the renderer", "Strava activity 18822734112 synced"],
+        ["User's long runs start from the lake path"],
+    ),
+    (
+        "command_output",
+        ["Upload failed with 413 after the second try", "Flow was 0.4 l/min (expected 1.8)"],
+        ["User writes mods in C# with Rider"],
+    ),
     ("raw_error", ["Sign-in failed with reason ACCOUNT_LOCKED"], ["User's account name is FrostQuill"]),
-    ("agent_action", ["Assistant re-sent the invoice to the client", "助手已经设好了闹钟"],
-     ["User re-reads every contract before signing"]),
+    (
+        "agent_action",
+        ["Assistant re-sent the invoice to the client", "助手已经设好了闹钟"],
+        ["User re-reads every contract before signing"],
+    ),
     ("greeting", ["User says thank you for the help"], ["User says thanks in Japanese to the neighbours"]),
     ("maybe_intention", ["User may hire a tutor for the kids"], ["User may not eat pork"]),
     ("one_off_request", ["用户问这道菜要放多少盐"], ["用户的问题一般都是关于税务的"]),
     ("deadline", ["用户周末之前要把报告发出去"], ["用户每个月底前交房租"]),
-    ("past_event", ["The upload was rejected twice"],
-     ["User took over the weekly payroll; Ana no longer does it",
-      "The library was relicensed from MIT to Apache-2.0 in version 3.0",
-      "User lifts on Monday, Wednesday, Friday at 6:15 am"]),
+    (
+        "past_event",
+        ["The upload was rejected twice"],
+        [
+            "User took over the weekly payroll; Ana no longer does it",
+            "The library was relicensed from MIT to Apache-2.0 in version 3.0",
+            "User lifts on Monday, Wednesday, Friday at 6:15 am",
+        ],
+    ),
 ]
 
 
@@ -263,11 +380,16 @@ SOLUTIONS = [  # (text, reason or None): the solutions path drops output with no
     ("$ docker compose up -d\nContainer db-1 Started", "tool_status"),
     ("pytest: 3 failed, 41 passed in 2.31s, see the log", "command_output"),
     ("ECONNREFUSED 10.1.2.3:5432 while running the database migrations on CI", "raw_error"),
-    ("docker compose up fails with 'port is already allocated' -> stop the old container with docker compose "
-     "down, then run docker compose up -d again", None),
+    (
+        "docker compose up fails with 'port is already allocated' -> stop the old container with docker compose "
+        "down, then run docker compose up -d again",
+        None,
+    ),
     ("docker compose up 报 port is already allocated -> 先执行 docker compose down 再重新启动", None),
-    ("pytest reports 3 failed tests only on CI -> set TZ=UTC in the workflow because the tests compare local "
-     "dates", None),
+    (
+        "pytest reports 3 failed tests only on CI -> set TZ=UTC in the workflow because the tests compare local dates",
+        None,
+    ),
     ("Migrations fail with ECONNREFUSED on CI -> start the postgres service container before the job steps", None),
 ]
 
@@ -290,8 +412,11 @@ def test_enabled_rules_are_the_measured_ones():
             measured = data["rules"][area][name]
             assert measured["drops"] == 0 or measured["precision"] >= 0.97, (area, name, measured)
     # a rule measured as imprecise is not used: raw_error on fragments would have to drop facts otherwise
-    assert all(m["precision"] is None or m["precision"] >= 0.97 or name not in data["enabled"][area]
-               for area in data["rules"] for name, m in data["rules"][area].items())
+    assert all(
+        m["precision"] is None or m["precision"] >= 0.97 or name not in data["enabled"][area]
+        for area in data["rules"]
+        for name, m in data["rules"][area].items()
+    )
 
 
 def test_without_the_measurement_the_gate_keeps(monkeypatch):
@@ -339,8 +464,22 @@ def test_classifier_weights_match_its_features():
 
 @pytest.mark.skipif(not (REPO / "eval/corpus/tune").is_dir(), reason="tune half not present")
 def test_tune_half_meets_the_targets():
-    proc = subprocess.run([sys.executable, "bench/quality_gate.py", "--corpus", "eval/corpus/tune", "--embedder",
-                           "fake", "--no-foreign", "--json"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "bench/quality_gate.py",
+            "--corpus",
+            "eval/corpus/tune",
+            "--embedder",
+            "fake",
+            "--no-foreign",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert figures["facts"] >= 80 and figures["noise"] >= 60
@@ -401,8 +540,11 @@ def test_memorize_gate_setting_is_checked():
     from memctl.memorize import _gate_embed
 
     def store(choice, provider="fake"):
-        return SimpleNamespace(config={"memorize_gate": choice}, embed=lambda texts: None,
-                               embedder=SimpleNamespace(info=ModelInfo(provider, "fake")))
+        return SimpleNamespace(
+            config={"memorize_gate": choice},
+            embed=lambda texts: None,
+            embedder=SimpleNamespace(info=ModelInfo(provider, "fake")),
+        )
 
     notes: list[str] = []
     assert _gate_embed(store("rules"), notes) is None and not notes

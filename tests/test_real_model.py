@@ -64,13 +64,25 @@ print("HEAVY=" + ",".join(heavy), file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("args", [["--help"], ["list"], ["show", "nope"], ["subdirs"], ["history"], ["export"],
-                                  ["save", "--help"], ["delete", "nope"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["list"],
+        ["show", "nope"],
+        ["subdirs"],
+        ["history"],
+        ["export"],
+        ["save", "--help"],
+        ["delete", "nope"],
+    ],
+)
 def test_commands_without_embedding_do_not_import_heavy_modules(real_env, args):
     env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env
     env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args], capture_output=True, text=True, env=env, timeout=120
+    )
     assert "HEAVY=\n" in proc.stderr or proc.stderr.rstrip().endswith("HEAVY="), proc.stderr
 
 
@@ -79,8 +91,13 @@ def test_onnx_backend_matches_sentence_transformers():
 
     from memctl.embeddings import LocalEmbedder
 
-    texts = ["User prefers dark mode in every editor", "Die Datenbank läuft auf Port 5432", "ok",
-             "a " * 300, "The deploy target is Kubernetes and the registry is ghcr.io/acme"]
+    texts = [
+        "User prefers dark mode in every editor",
+        "Die Datenbank läuft auf Port 5432",
+        "ok",
+        "a " * 300,
+        "The deploy target is Kubernetes and the registry is ghcr.io/acme",
+    ]
     onnx = LocalEmbedder(backend="onnx").embed(texts)
     torch = LocalEmbedder(backend="torch").embed(texts)
     assert float(np.min(np.sum(onnx * torch, axis=1))) >= 0.9999
@@ -90,7 +107,12 @@ def test_load_with_real_model_does_not_import_torch(real_env):
     env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env
     env["PYTHONPATH"] = str(REPO)
     assert run_memctl("save", "The staging cluster runs in Frankfurt", env=env).code == 0
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), "load", "where is staging", "--json"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), "load", "where is staging", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert '"The staging cluster runs in Frankfurt"' in proc.stdout
     assert proc.stderr.rstrip().endswith("HEAVY="), proc.stderr

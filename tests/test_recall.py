@@ -114,8 +114,13 @@ def test_post_filter_keeps_valid_indices_only(filled, home: Path):
     import memctl
 
     with memctl.open_store(home) as store:
-        result = recall(store, "dark mode editor", llm=_llm(store, '```json\n[1, 2, 99, -1, "0", 1.5, true]\n```'),
-                        post_filter=True, threshold=0.6)
+        result = recall(
+            store,
+            "dark mode editor",
+            llm=_llm(store, '```json\n[1, 2, 99, -1, "0", 1.5, true]\n```'),
+            post_filter=True,
+            threshold=0.6,
+        )
         assert [h.text for h in result.memories] == ["The editor of choice is Neovim with dark mode"]
         assert [h.area for h in result.solutions] == ["solutions"]
         assert any("ignored 5 invalid" in note for note in result.notes)
@@ -152,13 +157,16 @@ def test_cli_post_filter_through_litellm_path(cli, filled, monkeypatch):
     assert doc["solutions"] == []
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('{"a": 1}', {"a": 1}),
-    ("Sure! Here you go:\n```json\n{\"a\": [1, 2,],}\n```", {"a": [1, 2]}),
-    ("The answer is [0, 2] I believe", [0, 2]),
-    ("no json here", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('Sure! Here you go:\n```json\n{"a": [1, 2,],}\n```', {"a": [1, 2]}),
+        ("The answer is [0, 2] I believe", [0, 2]),
+        ("no json here", None),
+        ("", None),
+    ],
+)
 def test_parse_json_tolerant(text, expected):
     assert parse_json(text) == expected
 
@@ -181,17 +189,23 @@ def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, m
 
     monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")
     with memctl.open_store(home) as store:
-        store.add(["User's home server runs Proxmox on an Intel NUC with 32 GB of RAM",
-                   "User prefers pytest over unittest for every Python project",
-                   "The team deploys to production every Thursday at 15:00",
-                   "User's partner is allergic to cats"], area="fragments")
+        store.add(
+            [
+                "User's home server runs Proxmox on an Intel NUC with 32 GB of RAM",
+                "User prefers pytest over unittest for every Python project",
+                "The team deploys to production every Thursday at 15:00",
+                "User's partner is allergic to cats",
+            ],
+            area="fragments",
+        )
         assert store.calibration() is not None and store.config["search_threshold"] == 0.7
         found = recall(store, "when do we ship releases?")
         assert [h.text for h in found.memories] == ["The team deploys to production every Thursday at 15:00"]
         assert found.memories[0].score >= 0.7
         hypervisor = recall(store, "which hypervisor is on my server?")  # plain (1 + cos) / 2: 0.64, missed
         assert [h.text for h in hypervisor.memories] == [
-            "User's home server runs Proxmox on an Intel NUC with 32 GB of RAM"]
+            "User's home server runs Proxmox on an Intel NUC with 32 GB of RAM"
+        ]
         for unrelated in ("What's the capital of Peru?", "今天天气怎么样？", "Recommend a good pizza place"):
             assert recall(store, unrelated).empty, unrelated
             assert store.search(unrelated) == []

@@ -18,8 +18,9 @@ from memctl.embeddings import FakeEmbedder
 def _raw_metadata_types(store) -> set[str]:
     """The JSON type of every stored metadata value, read by the database itself."""
     if type(store).__name__ == "PostgresStore":
-        rows = store._all("SELECT DISTINCT json_typeof(metadata) FROM memctl_memories WHERE subdir = %s",
-                          (store.subdir,))
+        rows = store._all(
+            "SELECT DISTINCT json_typeof(metadata) FROM memctl_memories WHERE subdir = %s", (store.subdir,)
+        )
     else:
         rows = store.db.execute("SELECT DISTINCT json_type(metadata) FROM memories").fetchall()
     return {r[0] for r in rows}
@@ -29,8 +30,10 @@ def _raw_metadata_types(store) -> set[str]:
 @pytest.mark.parametrize("size", [1, 49, 50, 5000])
 def test_metadata_is_an_object_for_every_batch_size(home: Path, backend: str, size: int):
     with memctl.open_store(home, f"batch{size}", embedder=FakeEmbedder()) as store:
-        metas = [{"kind": "probe", "n": i, "knowledge_source": True, "knowledge_folder": "k",
-                  "source_path": f"f{i}.md"} for i in range(size)]
+        metas = [
+            {"kind": "probe", "n": i, "knowledge_source": True, "knowledge_folder": "k", "source_path": f"f{i}.md"}
+            for i in range(size)
+        ]
         ids = store.add([f"fact number {i} about batches" for i in range(size)], metadata=metas)
         assert len(ids) == size
         assert _raw_metadata_types(store) == {"object"}
@@ -66,8 +69,9 @@ def test_pg_migration_repairs_metadata_stored_as_strings(home: Path):
 def test_import_knowledge_twice_adds_nothing_on_both_backends(home: Path, backend: str, cli, tmp_path: Path):
     folder = tmp_path / "knowledge" / "main"
     folder.mkdir(parents=True)
-    (folder / "facts.jsonl").write_text("".join(json.dumps({"text": f"knowledge line {i} about owls"}) + "\n"
-                                                for i in range(60)), encoding="utf-8")
+    (folder / "facts.jsonl").write_text(
+        "".join(json.dumps({"text": f"knowledge line {i} about owls"}) + "\n" for i in range(60)), encoding="utf-8"
+    )
     counts = []
     for _ in range(3):
         result = cli("import-knowledge", str(tmp_path / "knowledge"), "--json")
@@ -104,8 +108,13 @@ def _start_writer(home: Path, tmp_path: Path):
 
     stop = tmp_path / "stop-writer"
     stop.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(home), str(stop)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(home), str(stop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     return proc, stop
 
 
@@ -175,9 +184,13 @@ def test_kill_during_restore_with_a_live_writer_loses_nothing(cli, home: Path, t
     rng = random.Random(17)
     kills = int(os.environ.get("MEMCTL_TEST_RESTORE_KILLS", "12"))
     for _ in range(kills):
-        restorer = subprocess.Popen([sys.executable, "-m", "memctl", "restore-backup", str(tmp_path / "bk"),
-                                     "--force"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        restorer = subprocess.Popen(
+            [sys.executable, "-m", "memctl", "restore-backup", str(tmp_path / "bk"), "--force"],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(rng.uniform(0.2, 1.5))
         restorer.send_signal(signal.SIGKILL)
         restorer.wait()
@@ -232,8 +245,12 @@ def test_kill_between_the_renames_of_a_swap(cli, home: Path, tmp_path: Path, kin
     assert cli("backup", tmp_path / "bk").code == 0
     cli("save", "kept memory two")
     store, backup = home / "default", tmp_path / "bk"
-    proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES, kind, str(backup), str(at), str(store)],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_BETWEEN_RENAMES, kind, str(backup), str(at), str(store)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 9, proc.stderr
     if kind == "restore":
         with memctl.open_store(home, "default", embedder=FakeEmbedder()) as opened:
@@ -249,8 +266,11 @@ def test_kill_between_the_renames_of_a_swap(cli, home: Path, tmp_path: Path, kin
 
 
 # -- 3. JSONL lines end at \n only: every line separator and control character round-trips ---------
-ODD_CHARACTERS = "".join(chr(c) for c in range(0x20)) + "\x7f\x85\u2028\u2029\x1c\x1d\x1e\x0b\x0c\r\r\n" \
+ODD_CHARACTERS = (
+    "".join(chr(c) for c in range(0x20))
+    + "\x7f\x85\u2028\u2029\x1c\x1d\x1e\x0b\x0c\r\r\n"
     + "\ufeff\u200b\ud7ff\ue000\U0001f600 end"
+)
 
 
 def test_every_line_separator_and_control_character_round_trips(backend: str, cli, tmp_path: Path):
@@ -292,8 +312,12 @@ def test_postgres_refuses_nul_characters_clearly(cli):
 
 # -- 4. re-running an import adds nothing twice -------------------------------------------------------
 def _plain_jsonl(path: Path, count: int) -> Path:
-    path.write_text("".join(json.dumps({"text": f"plain memory number {i}", "metadata": {"i": i % 3}}) + "\n"
-                            for i in range(count)), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps({"text": f"plain memory number {i}", "metadata": {"i": i % 3}}) + "\n" for i in range(count)
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -303,16 +327,22 @@ def test_reimporting_plain_jsonl_skips_identical_memories(backend: str, cli, tmp
     for _ in range(3):
         result = cli("import", source, "--batch-size", "50", "--json")
         assert result.code == 0, result.err
-        counts.append((result.json["imported"], result.json["duplicates"],
-                       cli("stats", "--json").json["stores"][0]["count"]))
+        counts.append(
+            (result.json["imported"], result.json["duplicates"], cli("stats", "--json").json["stores"][0]["count"])
+        )
     assert counts == [(120, 0, 120), (0, 120, 120), (0, 120, 120)]
     again = cli("import", source, "--allow-duplicates", "--json").json
     assert again["imported"] == 120 and cli("stats", "--json").json["stores"][0]["count"] == 240
 
 
 def test_identity_is_text_area_and_metadata(cli, tmp_path: Path):
-    lines = [{"text": "same text"}, {"text": "same text"}, {"text": "same text", "area": "solutions"},
-             {"text": "same text", "metadata": {"k": 1}}, {"text": "same text", "metadata": {"k": 2}}]
+    lines = [
+        {"text": "same text"},
+        {"text": "same text"},
+        {"text": "same text", "area": "solutions"},
+        {"text": "same text", "metadata": {"k": 1}},
+        {"text": "same text", "metadata": {"k": 2}},
+    ]
     (tmp_path / "f.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
     doc = cli("import", tmp_path / "f.jsonl", "--json").json
     assert (doc["imported"], doc["duplicates"]) == (4, 1)
@@ -325,9 +355,13 @@ def test_reimport_after_a_kill_mid_import_completes_without_duplicates(cli, home
     import time
 
     source = _plain_jsonl(tmp_path / "big.jsonl", 3000)
-    proc = subprocess.Popen([sys.executable, "-m", "memctl", "import", str(source), "--batch-size", "100"],
-                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memctl", "import", str(source), "--batch-size", "100"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -343,8 +377,9 @@ def test_reimport_after_a_kill_mid_import_completes_without_duplicates(cli, home
     assert cli("stats", "--json").json["stores"][0]["count"] == 3000
 
 
-def test_ctrl_c_during_import_says_how_many_were_imported(cli, home: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch):
+def test_ctrl_c_during_import_says_how_many_were_imported(
+    cli, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     from memctl.store.embedded import EmbeddedStore
 
     source = _plain_jsonl(tmp_path / "plain.jsonl", 500)
@@ -374,16 +409,18 @@ def _export(cli, tmp_path: Path, *args: str) -> Path:
 
 @pytest.mark.parametrize("stamp", ["yesterday", "2025-13-01T00:00:00+00:00", "", "12:00"])
 def test_import_refuses_unreadable_timestamps(cli, tmp_path: Path, stamp: str):
-    (tmp_path / "f.jsonl").write_text(json.dumps({"text": "ok"}) + "\n" + json.dumps(
-        {"text": "when?", "created_at": stamp}) + "\n", encoding="utf-8")
+    (tmp_path / "f.jsonl").write_text(
+        json.dumps({"text": "ok"}) + "\n" + json.dumps({"text": "when?", "created_at": stamp}) + "\n", encoding="utf-8"
+    )
     result = cli("import", tmp_path / "f.jsonl")
     assert result.code == 2 and "f.jsonl:2" in result.err and "created_at" in result.err
     assert cli("list", "--json").json["total"] == 0
 
 
 def test_naive_timestamps_are_read_as_utc(cli, tmp_path: Path):
-    (tmp_path / "f.jsonl").write_text(json.dumps({"text": "naive", "created_at": "2024-05-01T10:00:00"}) + "\n",
-                                      encoding="utf-8")
+    (tmp_path / "f.jsonl").write_text(
+        json.dumps({"text": "naive", "created_at": "2024-05-01T10:00:00"}) + "\n", encoding="utf-8"
+    )
     assert cli("import", tmp_path / "f.jsonl").code == 0
     assert cli("list", "--json").json["items"][0]["created_at"] == "2024-05-01T10:00:00+00:00"
 
@@ -569,8 +606,12 @@ def _save_and_die(home: Path, count: int) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", SAVE_AND_DIE, str(home), str(count)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-c", SAVE_AND_DIE, str(home), str(count)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout.strip() == "saved", proc.stderr
 
 
@@ -623,8 +664,9 @@ def _cache_hashes(home: Path) -> set[str]:
     return found
 
 
-def test_disk_full_while_the_index_is_rewritten_does_not_fail_a_committed_save(home: Path,
-                                                                               monkeypatch: pytest.MonkeyPatch):
+def test_disk_full_while_the_index_is_rewritten_does_not_fail_a_committed_save(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+):
     import faiss
 
     def full(index, path):
@@ -748,8 +790,9 @@ def test_a_text_over_the_limit_is_a_clear_error(cli, tmp_path: Path, monkeypatch
     assert "max_text_bytes" in result.json["error"]["hint"]
     assert cli("save", "é" * 500).code == 0  # 1,000 bytes: at the limit
     assert cli("save", "é" * 501).code == 2  # 1,002 bytes: characters are not bytes
-    (tmp_path / "big.jsonl").write_text(json.dumps({"text": "ok"}) + "\n" + json.dumps({"text": "y" * 2000}) + "\n",
-                                        encoding="utf-8")
+    (tmp_path / "big.jsonl").write_text(
+        json.dumps({"text": "ok"}) + "\n" + json.dumps({"text": "y" * 2000}) + "\n", encoding="utf-8"
+    )
     result = cli("import", tmp_path / "big.jsonl")
     assert result.code == 2 and "big.jsonl:2" in result.err and "over the limit" in result.err
     mid = cli("list", "--json").json["items"][0]["id"]
@@ -811,18 +854,23 @@ def test_export_and_import_stream(home: Path, tmp_path: Path):
     anyway (1.5 kB a memory), not by the 12 kB texts."""
     small = _export_import_peaks(home, tmp_path, 2000, 3000)
     large = _export_import_peaks(home, tmp_path, 4000, 3000)
-    print(f"3 kB texts: files {small[0] / 1e6:.1f} / {large[0] / 1e6:.1f} MB; peak Python memory of the export "
-          f"{small[1] / 1e6:.1f} / {large[1] / 1e6:.1f} MB")
+    print(
+        f"3 kB texts: files {small[0] / 1e6:.1f} / {large[0] / 1e6:.1f} MB; peak Python memory of the export "
+        f"{small[1] / 1e6:.1f} / {large[1] / 1e6:.1f} MB"
+    )
     assert large[1] - small[1] < (large[0] - small[0]) / 4
     small = _export_import_peaks(home, tmp_path, 1000, 12000)
     large = _export_import_peaks(home, tmp_path, 2000, 12000)
-    print(f"12 kB texts: files {small[0] / 1e6:.1f} / {large[0] / 1e6:.1f} MB; peak Python memory of the import "
-          f"{small[2] / 1e6:.1f} / {large[2] / 1e6:.1f} MB")
+    print(
+        f"12 kB texts: files {small[0] / 1e6:.1f} / {large[0] / 1e6:.1f} MB; peak Python memory of the import "
+        f"{small[2] / 1e6:.1f} / {large[2] / 1e6:.1f} MB"
+    )
     assert large[2] - small[2] < (large[0] - small[0]) / 4 and large[2] < large[0] / 2
 
 
-def test_postgres_restore_backup_with_a_writer_keeping_its_store_open(cli, home: Path, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch):
+def test_postgres_restore_backup_with_a_writer_keeping_its_store_open(
+    cli, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """On PostgreSQL the restore is one transaction during which writers wait: what a live writer
     saves after it lands in the restored store; what it saved before is in the kept backup folder."""
     import sqlite3

@@ -15,14 +15,33 @@ import memctl
 from memctl.embeddings import FakeEmbedder
 from memctl.relevance import shipped
 
-GOLDEN = {"embedded": Path(__file__).parent / "data" / "search_golden.json",
-          "postgresql": Path(__file__).parent / "data" / "search_golden_pg.json"}
+GOLDEN = {
+    "embedded": Path(__file__).parent / "data" / "search_golden.json",
+    "postgresql": Path(__file__).parent / "data" / "search_golden_pg.json",
+}
 NAMES = ["Alice", "Bob", "Caroline", "Melanie", "Jon", "Gina"]
-TOPICS = ["the deploy pipeline", "the staging database", "the backup job", "customer billing", "the dog Max",
-          "marathon training", "a trip to Lisbon", "the search index"]
+TOPICS = [
+    "the deploy pipeline",
+    "the staging database",
+    "the backup job",
+    "customer billing",
+    "the dog Max",
+    "marathon training",
+    "a trip to Lisbon",
+    "the search index",
+]
 VERBS = ["uses", "moved to", "must avoid", "prefers", "talked about", "was worried about"]
-OBJECTS = ["PostgreSQL 16", "Kubernetes", "port 8443", "Stripe", "Mondays at 9", "three weeks", "order 48213",
-           "version 2.4", "her new job"]
+OBJECTS = [
+    "PostgreSQL 16",
+    "Kubernetes",
+    "port 8443",
+    "Stripe",
+    "Mondays at 9",
+    "three weeks",
+    "order 48213",
+    "version 2.4",
+    "her new job",
+]
 
 
 def _records(n: int) -> list[dict[str, Any]]:
@@ -41,30 +60,54 @@ def _records(n: int) -> list[dict[str, Any]]:
         meta: dict[str, Any] = {"speaker": speaker, "session": f"s{session}", "date": f"2024-03-{1 + session % 28:02d}"}
         if rng.random() < 0.1:
             meta["tags"] = [rng.choice(["ops", "family", "billing"])]
-        out.append({"id": f"m{i:05d}", "text": text, "area": "solutions" if i % 9 == 0 else "main", "metadata": meta,
-                    "created_at": "2024-03-01T00:00:00Z", "updated_at": "2024-03-01T00:00:00Z"})
+        out.append(
+            {
+                "id": f"m{i:05d}",
+                "text": text,
+                "area": "solutions" if i % 9 == 0 else "main",
+                "metadata": meta,
+                "created_at": "2024-03-01T00:00:00Z",
+                "updated_at": "2024-03-01T00:00:00Z",
+            }
+        )
     return out
 
 
 def _queries() -> list[str]:
     rng = random.Random(11)
-    forms = ["What does {n} say about {t}?", "When did {n} mention {o}?", "Who talked about {t}?",
-             "What did Alice and {n} decide on {o}?", "Which day is {t}?", "ticket {k}", "Why was {n} worried?"]
-    return [rng.choice(forms).format(n=rng.choice(NAMES), t=rng.choice(TOPICS), o=rng.choice(OBJECTS),
-                                     k=rng.randrange(10**4)) for _ in range(24)]
+    forms = [
+        "What does {n} say about {t}?",
+        "When did {n} mention {o}?",
+        "Who talked about {t}?",
+        "What did Alice and {n} decide on {o}?",
+        "Which day is {t}?",
+        "ticket {k}",
+        "Why was {n} worried?",
+    ]
+    return [
+        rng.choice(forms).format(
+            n=rng.choice(NAMES), t=rng.choice(TOPICS), o=rng.choice(OBJECTS), k=rng.randrange(10**4)
+        )
+        for _ in range(24)
+    ]
 
 
 CASES = [  # (mode, area, filter, calibrated)
-    ("hybrid", None, None, True), ("hybrid", None, None, False), ("hybrid", "main", None, True),
-    ("hybrid", None, "speaker == 'Bob' or tags == 'ops'", True), ("dense", None, None, True),
-    ("keyword", None, None, True), ("keyword", "main", None, False),
+    ("hybrid", None, None, True),
+    ("hybrid", None, None, False),
+    ("hybrid", "main", None, True),
+    ("hybrid", None, "speaker == 'Bob' or tags == 'ops'", True),
+    ("dense", None, None, True),
+    ("keyword", None, None, True),
+    ("keyword", "main", None, False),
 ]
 
 
 def _open(folder: Path, calibrated: bool, name: str = "golden", url: str | None = None) -> Any:
     embedder = FakeEmbedder(64)
-    store = memctl.open_store(folder, name, embedder=embedder, overrides={"embedding_cache": False},
-                              store=url or "embedded")
+    store = memctl.open_store(
+        folder, name, embedder=embedder, overrides={"embedding_cache": False}, store=url or "embedded"
+    )
     calibration = shipped("sentence-transformers/all-MiniLM-L6-v2") if calibrated else None
     store.calibration = lambda: calibration  # the fake model has no calibration; MiniLM's scores its evidence
     return store
@@ -72,8 +115,9 @@ def _open(folder: Path, calibrated: bool, name: str = "golden", url: str | None 
 
 def _build(folder: Path, records: list[dict[str, Any]], name: str = "golden", url: str | None = None) -> None:
     embedder = FakeEmbedder(64)
-    with memctl.open_store(folder, name, embedder=embedder, overrides={"embedding_cache": False},
-                           store=url or "embedded") as store:
+    with memctl.open_store(
+        folder, name, embedder=embedder, overrides={"embedding_cache": False}, store=url or "embedded"
+    ) as store:
         store.insert_records(records, embedder.embed([r["text"] for r in records]), embedder.info)
 
 
@@ -84,7 +128,8 @@ def _results(folder: Path, url: str | None = None) -> dict[str, list[list[list[A
         try:
             out[f"{mode}|{area}|{flt}|{calibrated}"] = [
                 [[h.id, h.score] for h in store.search(q, limit=8, threshold=0.8, area=area, filter=flt, mode=mode)]
-                for q in _queries()]
+                for q in _queries()
+            ]
         finally:
             store.close()
     return out
@@ -144,14 +189,16 @@ def test_a_write_from_another_handle_is_seen_by_the_next_search(tmp_path: Path, 
         _build(tmp_path, _records(400), "w", url)
         embedder = FakeEmbedder(64)
         warm = _open(tmp_path, True, "w", url)
-        cli = memctl.open_store(tmp_path, "w", embedder=embedder, overrides={"embedding_cache": False},
-                                store=url or "embedded")
+        cli = memctl.open_store(
+            tmp_path, "w", embedder=embedder, overrides={"embedding_cache": False}, store=url or "embedded"
+        )
         try:
             query = "Who set up Zanzibar 777 for Alice?"
             assert all("Zanzibar" not in h.text for h in warm.search(query, threshold=0.0))
             assert warm.search(query, threshold=1.01) == []  # "Zanzibar" counted: in no memory yet
-            [new] = cli.add(["Zanzibar 777 was set up by Gina for Alice"],
-                            metadata=[{"speaker": "Gina", "session": "s1"}])
+            [new] = cli.add(
+                ["Zanzibar 777 was set up by Gina for Alice"], metadata=[{"speaker": "Gina", "session": "s1"}]
+            )
             assert warm.search(query, threshold=0.0)[0].id == new
             assert [h.id for h in warm.search(query, threshold=1.01)] == [new]  # counted again: now rare
             cli.update(new, text="Quokka 778 was set up by Gina")

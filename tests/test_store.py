@@ -12,8 +12,9 @@ from memctl.errors import ModelMismatchError, NotFoundError, UsageError
 
 
 def test_add_search_get_len(store):
-    ids = store.add(["User prefers dark mode in every editor", "The deploy target is Kubernetes"],
-                    metadata=[{"tags": ["ui"]}, None])
+    ids = store.add(
+        ["User prefers dark mode in every editor", "The deploy target is Kubernetes"], metadata=[{"tags": ["ui"]}, None]
+    )
     assert len(ids) == 2 and len(set(ids)) == 2 and len(store) == 2
     hits = store.search("dark mode editor", limit=10, threshold=0.0)
     assert [h.id for h in hits][0] == ids[0]
@@ -100,8 +101,7 @@ def test_delete_without_cascade(store):
 
 
 def test_list_newest_first_paginated_and_filtered(store):
-    ids = [store.add([f"memory {i}"], area="fragments" if i % 2 else "main",
-                     metadata=[{"n": i}])[0] for i in range(9)]
+    ids = [store.add([f"memory {i}"], area="fragments" if i % 2 else "main", metadata=[{"n": i}])[0] for i in range(9)]
     page, total = store.list(limit=4)
     assert total == 9 and [m.id for m in page] == ids[::-1][:4]
     page2, _ = store.list(limit=4, offset=4)
@@ -116,10 +116,16 @@ def test_filtered_search_sees_all_candidates_not_top_k(home: Path):
     """The Agent Zero bug: a filter applied after a top-20 cut misses a small area's low-similarity items."""
     emb = FakeEmbedder()
     with memctl.open_store(home, "big", embedder=emb) as store:
-        store.add([f"deploy pipeline step {i} for kubernetes cluster" for i in range(9990)], area="main",
-                  metadata=[{"kind": "noise"} for _ in range(9990)])
-        wanted = store.add([f"recipe {i}: bake bread at 220 degrees" for i in range(10)], area="solutions",
-                           metadata=[{"kind": "recipe", "n": i} for i in range(10)])
+        store.add(
+            [f"deploy pipeline step {i} for kubernetes cluster" for i in range(9990)],
+            area="main",
+            metadata=[{"kind": "noise"} for _ in range(9990)],
+        )
+        wanted = store.add(
+            [f"recipe {i}: bake bread at 220 degrees" for i in range(10)],
+            area="solutions",
+            metadata=[{"kind": "recipe", "n": i} for i in range(10)],
+        )
         query = "deploy pipeline kubernetes cluster"
         unfiltered = store.search(query, limit=10, threshold=0.0)
         assert not set(wanted) & {h.id for h in unfiltered}
@@ -202,8 +208,21 @@ def test_index_checkpoint_prunes_journal(home: Path):
 
 
 def test_subdir_names(home: Path):
-    for bad in ["..", "../x", "/abs", "a/b", "projects/../x", "projects/a/b", "a\\b", "", "projects", ".hidden",
-                "projects/", "x/..", "a b"]:
+    for bad in [
+        "..",
+        "../x",
+        "/abs",
+        "a/b",
+        "projects/../x",
+        "projects/a/b",
+        "a\\b",
+        "",
+        "projects",
+        ".hidden",
+        "projects/",
+        "x/..",
+        "a b",
+    ]:
         with pytest.raises(UsageError):
             memctl.open_store(home, bad, embedder=FakeEmbedder())
     with memctl.open_store(home, "projects/alpha", embedder=FakeEmbedder()) as store:
@@ -221,8 +240,7 @@ def test_transaction_is_all_or_nothing(store):
     assert [m.text for m, _ in store.iter_all()] == ["old chunk of a file"]
     with store.transaction():
         store.delete([old])
-        ids = store.insert_records([{"text": "new chunk one"}, {"text": "new chunk two"}], vectors,
-                                   store.embedder.info)
+        ids = store.insert_records([{"text": "new chunk one"}, {"text": "new chunk two"}], vectors, store.embedder.info)
     assert [m.id for m, _ in store.iter_all()] == ids
     assert store.search("new chunk two", threshold=0.0)[0].id == ids[1]
 
@@ -254,8 +272,9 @@ def test_ids_are_unique_and_a_forked_child_does_not_repeat_its_parents_ids():
     from memctl.store.base import new_id
 
     ids = {new_id() for _ in range(50_000)}
-    assert len(ids) == 50_000 and all(len(i) == 10 and set(i) <= set(string.ascii_lowercase + string.digits)
-                                      for i in ids)
+    assert len(ids) == 50_000 and all(
+        len(i) == 10 and set(i) <= set(string.ascii_lowercase + string.digits) for i in ids
+    )
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its next ids, then exit at once

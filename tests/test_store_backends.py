@@ -92,16 +92,23 @@ def test_same_results_on_both_backends(home: Path, backend: str):
     emb = FakeEmbedder()
     texts = [f"service {i % 17} runs on port {8000 + i} in region {i % 5}" for i in range(400)]
     with memctl.open_store(home, "same", embedder=emb) as store:
-        store.insert_records([{"id": f"m{i:03d}", "text": t, "area": "solutions" if i % 10 == 0 else "main"}
-                              for i, t in enumerate(texts)], emb.embed(texts), emb.info)
+        store.insert_records(
+            [
+                {"id": f"m{i:03d}", "text": t, "area": "solutions" if i % 10 == 0 else "main"}
+                for i, t in enumerate(texts)
+            ],
+            emb.embed(texts),
+            emb.info,
+        )
         vectors = emb.embed(texts)
         for query in ("service 3 region 2", "port 8123", "region 4 service 9"):
             q = emb.embed([query])[0]
             expected = np.argsort(-(vectors @ q), kind="stable")[:10]
             hits = store.search(query, limit=10, threshold=0.0, mode="dense")
             assert [h.id for h in hits] == [f"m{i:03d}" for i in expected]
-            assert [h.score for h in hits] == pytest.approx([(1 + float(vectors[i] @ q)) / 2 for i in expected],
-                                                            abs=1e-5)
+            assert [h.score for h in hits] == pytest.approx(
+                [(1 + float(vectors[i] @ q)) / 2 for i in expected], abs=1e-5
+            )
             area = store.search(query, limit=5, threshold=0.0, mode="dense", area="solutions")
             allowed = [i for i in expected.tolist() + np.argsort(-(vectors @ q)).tolist() if i % 10 == 0]
             assert [h.id for h in area] == [f"m{i:03d}" for i in list(dict.fromkeys(allowed))[:5]]

@@ -24,9 +24,11 @@ ONLY = {
 }
 
 
-FORWARDER = [("self", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
-             ("args", inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.empty),
-             ("kwargs", inspect.Parameter.VAR_KEYWORD, inspect.Parameter.empty)]
+FORWARDER = [
+    ("self", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+    ("args", inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.empty),
+    ("kwargs", inspect.Parameter.VAR_KEYWORD, inspect.Parameter.empty),
+]
 
 
 def _public(cls: type) -> set[str]:
@@ -50,8 +52,20 @@ def _parameters(attr: Any) -> list[tuple[str, Any, Any]]:
 
 def test_the_contract_declares_every_public_method_with_a_docstring():
     contract = _public(StoreBase)
-    assert {"list", "find_exact", "derived_ids", "reindex", "integrity_check", "vector_count", "stats",
-            "delete", "update", "insert_records", "search", "location"} <= contract
+    assert {
+        "list",
+        "find_exact",
+        "derived_ids",
+        "reindex",
+        "integrity_check",
+        "vector_count",
+        "stats",
+        "delete",
+        "update",
+        "insert_records",
+        "search",
+        "location",
+    } <= contract
     for name in sorted(contract - DUNDERS):
         attr = inspect.getattr_static(StoreBase, name)
         target = attr.fget if isinstance(attr, property) else attr

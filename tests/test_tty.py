@@ -16,8 +16,9 @@ from tests.conftest import REPO
 def _run_on_tty(args: list[str], answer: str | None, home: Path) -> tuple[int, str]:
     master, slave = pty.openpty()
     env = {**os.environ, "MEMCTL_HOME": str(home), "PYTHONPATH": str(REPO), "TERM": "dumb"}
-    proc = subprocess.Popen([sys.executable, "-m", "memctl", *args], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memctl", *args], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
+    )
     os.close(slave)
     output = b""
     deadline = time.monotonic() + 60

@@ -10,6 +10,7 @@ containing Chinese characters.
 Exit codes: 0 = valid (warnings may be printed), 1 = schema error(s), 2 = bad arguments.
 Stdlib only.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,14 @@ class Checker:
         self.docs.append((path, doc))
 
     def check_doc(self, path: Path, d: dict) -> None:
-        for key, typ in (("id", str), ("series", str), ("domain", str), ("half", str),
-                         ("language", str), ("messages", list)):
+        for key, typ in (
+            ("id", str),
+            ("series", str),
+            ("domain", str),
+            ("half", str),
+            ("language", str),
+            ("messages", list),
+        ):
             if not isinstance(d.get(key), typ):
                 self.err(path, f"missing or non-{typ.__name__} field {key!r}")
         for key in LIST_FIELDS + ("updates", "recall_probes"):
@@ -121,6 +128,7 @@ class Checker:
         A superseded value (an updates.old of the series) is grounded against the whole
         series, since it was stated in an earlier session.
         """
+
         def text_of(msgs: list) -> str:
             return "\n".join(m.get("content", "") for m in msgs if isinstance(m, dict))
 
@@ -215,8 +223,11 @@ def report(docs: list[tuple[Path, dict]]) -> None:
     for _, d in docs:
         for bucket in (by_half[d.get("half", "?")], by_dom[(d.get("half", "?"), d.get("domain", "?"))]):
             bucket["transcripts"] += 1
-            for key, label in (("expected_fragments", "fact"), ("expected_solutions", "solution"),
-                               ("must_not_store", "noise")):
+            for key, label in (
+                ("expected_fragments", "fact"),
+                ("expected_solutions", "solution"),
+                ("must_not_store", "noise"),
+            ):
                 for s in d.get(key, []):
                     bucket[label] += 1
                     if label == "noise" and s in olds[d.get("series")]:
@@ -233,16 +244,31 @@ def report(docs: list[tuple[Path, dict]]) -> None:
                 if is_chinese(p.get("query", "")):
                     bucket["zh_probes"] += 1
 
-    cols = ("transcripts", "statements", "fact", "solution", "noise", "superseded", "zh",
-            "updates", "probes", "negatives", "zh_probes")
-    header = (f"{'half/domain':<28}" + "".join(f"{c:>11}" for c in cols)
-              + f"{'%fact':>7}{'%sol':>6}{'%noise':>7}{'%zh':>6}")
+    cols = (
+        "transcripts",
+        "statements",
+        "fact",
+        "solution",
+        "noise",
+        "superseded",
+        "zh",
+        "updates",
+        "probes",
+        "negatives",
+        "zh_probes",
+    )
+    header = (
+        f"{'half/domain':<28}" + "".join(f"{c:>11}" for c in cols) + f"{'%fact':>7}{'%sol':>6}{'%noise':>7}{'%zh':>6}"
+    )
 
     def row(name: str, b: dict) -> str:
         st = b["statements"] or 1
         pct = lambda k: f"{100 * b[k] / st:.0f}"  # noqa: E731
-        return (f"{name:<28}" + "".join(f"{b[c]:>11}" for c in cols)
-                + f"{pct('fact'):>7}{pct('solution'):>6}{pct('noise'):>7}{pct('zh'):>6}")
+        return (
+            f"{name:<28}"
+            + "".join(f"{b[c]:>11}" for c in cols)
+            + f"{pct('fact'):>7}{pct('solution'):>6}{pct('noise'):>7}{pct('zh'):>6}"
+        )
 
     print(header)
     for (half, dom), b in sorted(by_dom.items()):

@@ -50,8 +50,15 @@ class AgentZeroExportReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "count": self.count, "dimension": self.dimension, "embedding": self.embedding,
-                "replaced": self.replaced, "knowledge_import": self.knowledge_import, "notes": self.notes}
+        return {
+            "path": self.path,
+            "count": self.count,
+            "dimension": self.dimension,
+            "embedding": self.embedding,
+            "replaced": self.replaced,
+            "knowledge_import": self.knowledge_import,
+            "notes": self.notes,
+        }
 
 
 def check_destination(dest: Path, force: bool) -> None:
@@ -63,8 +70,9 @@ def check_destination(dest: Path, force: bool) -> None:
         raise UsageError(f"{dest} is not empty", hint="pass --force to replace it (stop Agent Zero first)")
 
 
-def a0_metadata(memory_id: str, area: str, created_at: str, metadata: dict[str, Any],
-                tz: tzinfo | None = UTC) -> dict[str, Any]:
+def a0_metadata(
+    memory_id: str, area: str, created_at: str, metadata: dict[str, Any], tz: tzinfo | None = UTC
+) -> dict[str, Any]:
     """The metadata Agent Zero expects: id, area, timestamp first, then the memory's own keys.
 
     What an import kept under metadata `a0` (an area memctl lacks, keys that are memctl columns)
@@ -82,13 +90,23 @@ def a0_metadata(memory_id: str, area: str, created_at: str, metadata: dict[str, 
 
 def _is_kept_shape(value: Any) -> bool:
     """metadata `a0` as an import writes it: a dict of "area" (a string) and/or "keys" (a dict), nothing else."""
-    return (isinstance(value, dict) and bool(value) and set(value) <= {"area", "keys"}
-            and isinstance(value.get("area", ""), str) and isinstance(value.get("keys", {}), dict))
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and set(value) <= {"area", "keys"}
+        and isinstance(value.get("area", ""), str)
+        and isinstance(value.get("keys", {}), dict)
+    )
 
 
-def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: bool = False,
-                      progress: Callable[[int, int], None] | None = None,
-                      timezone: str | tzinfo = "UTC") -> AgentZeroExportReport:
+def export_agent_zero(
+    store: StoreBase,
+    dest: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    timezone: str | tzinfo = "UTC",
+) -> AgentZeroExportReport:
     """Write the store as an Agent Zero memory folder: built beside DEST, then renamed into place.
 
     Timestamps are written as naive times in `timezone` (Agent Zero's zone)."""
@@ -107,23 +125,27 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
     for memory, blob in store.iter_all(with_vectors=True):
         rows.append(np.frombuffer(blob or b"", dtype=np.float32))
         ids.append(memory.id)
-        docs.append((memory.id, memory.text,
-                     a0_metadata(memory.id, memory.area, memory.created_at, memory.metadata, tz)))
+        docs.append(
+            (memory.id, memory.text, a0_metadata(memory.id, memory.area, memory.created_at, memory.metadata, tz))
+        )
         if progress and len(ids) % 1000 == 0:
             progress(len(ids), total)
     try:
         matrix = np.ascontiguousarray(np.stack(rows), dtype=np.float32)
     except ValueError as exc:
-        raise StoreError(f"stored vectors of store {store.name!r} are inconsistent: {exc}",
-                         hint="run `memctl reindex`") from exc
+        raise StoreError(
+            f"stored vectors of store {store.name!r} are inconsistent: {exc}", hint="run `memctl reindex`"
+        ) from exc
     total = len(ids)
     embedding = a0_embedding(model)
     notes = Notes()
     target.parent.mkdir(parents=True, exist_ok=True)
     knowledge = _carried_knowledge_import(target, set(ids), notes)
     if knowledge is None and any(meta.get("knowledge_source") for _, _, meta in docs):
-        notes.add(f"no {KNOWLEDGE_IMPORT} to carry over: Agent Zero will import its knowledge folders again "
-                  "on start (duplicating the knowledge chunks exported here)")
+        notes.add(
+            f"no {KNOWLEDGE_IMPORT} to carry over: Agent Zero will import its knowledge folders again "
+            "on start (duplicating the knowledge chunks exported here)"
+        )
     tmp = target.parent / f".{target.name}.tmp-{secrets.token_hex(4)}"
     tmp.mkdir()  # honours the umask (mkdtemp would make it 0700: unreadable for a differently-run Agent Zero)
     try:
@@ -138,8 +160,15 @@ def export_agent_zero(store: StoreBase, dest: str | os.PathLike[str], *, force: 
         raise
     if progress:
         progress(total, total)
-    return AgentZeroExportReport(path=str(target), count=total, dimension=dimension, embedding=embedding,
-                                 replaced=replaced, knowledge_import=knowledge is not None, notes=notes.render())
+    return AgentZeroExportReport(
+        path=str(target),
+        count=total,
+        dimension=dimension,
+        embedding=embedding,
+        replaced=replaced,
+        knowledge_import=knowledge is not None,
+        notes=notes.render(),
+    )
 
 
 def _refuse_unimported_changes(target: Path, store: StoreBase, tz: tzinfo | None) -> None:
@@ -151,10 +180,12 @@ def _refuse_unimported_changes(target: Path, store: StoreBase, tz: tzinfo | None
     state = folder_state(read_agent_zero(target, timezone=tz))
     changed = sum(1 for i, h in state.items() if base.get(i) != h) + sum(1 for i in base if i not in state)
     if changed:
-        raise UsageError(f"Agent Zero changed {changed} memories in {target} since store {store.name!r} last "
-                         "imported it; exporting now would undo those changes",
-                         hint=f"run `memctl import-agent-zero {target} --sync` first (or delete {SYNC_FILE} there "
-                              "to overwrite them)")
+        raise UsageError(
+            f"Agent Zero changed {changed} memories in {target} since store {store.name!r} last "
+            "imported it; exporting now would undo those changes",
+            hint=f"run `memctl import-agent-zero {target} --sync` first (or delete {SYNC_FILE} there "
+            "to overwrite them)",
+        )
 
 
 def _carried_knowledge_import(dest: Path, ids: set[str], notes: Notes) -> dict[str, Any] | None:
@@ -175,8 +206,9 @@ def _carried_knowledge_import(dest: Path, ids: set[str], notes: Notes) -> dict[s
     return data
 
 
-def _write_folder(folder: Path, matrix: np.ndarray, pkl: bytes, embedding: dict[str, str],
-                  knowledge: dict[str, Any] | None) -> None:
+def _write_folder(
+    folder: Path, matrix: np.ndarray, pkl: bytes, embedding: dict[str, str], knowledge: dict[str, Any] | None
+) -> None:
     import faiss
 
     index = faiss.IndexFlatIP(matrix.shape[1])
@@ -198,9 +230,10 @@ def _swap_in(tmp: Path, dest: Path) -> bool:
     try:
         moved = swap_folder(tmp, dest, old)
     except OSError as exc:
-        raise StoreError(f"cannot move the exported folder into {dest}: {exc}",
-                         hint="export to a new folder beside it, then move the files yourself") from exc
+        raise StoreError(
+            f"cannot move the exported folder into {dest}: {exc}",
+            hint="export to a new folder beside it, then move the files yourself",
+        ) from exc
     if moved:
         shutil.rmtree(old, ignore_errors=True)
     return moved
-

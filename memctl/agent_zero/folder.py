@@ -118,12 +118,16 @@ def read_agent_zero(path: str | os.PathLike[str], *, timezone: str | tzinfo | No
     tz = parse_timezone(timezone)
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise UsageError(f"Agent Zero memory folder {str(folder)!r} does not exist",
-                         hint="point PATH at usr/memory/<subdir> of the Agent Zero install")
+        raise UsageError(
+            f"Agent Zero memory folder {str(folder)!r} does not exist",
+            hint="point PATH at usr/memory/<subdir> of the Agent Zero install",
+        )
     missing = [name for name in (INDEX_PKL, INDEX_FAISS) if not (folder / name).is_file()]
     if missing:
-        raise UsageError(f"{folder} has no {' or '.join(missing)}; it is not an Agent Zero memory folder",
-                         hint="point PATH at usr/memory/<subdir> (the folder holding index.faiss and index.pkl)")
+        raise UsageError(
+            f"{folder} has no {' or '.join(missing)}; it is not an Agent Zero memory folder",
+            hint="point PATH at usr/memory/<subdir> (the folder holding index.faiss and index.pkl)",
+        )
     try:
         data = (folder / INDEX_PKL).read_bytes()
     except OSError as exc:
@@ -131,16 +135,25 @@ def read_agent_zero(path: str | os.PathLike[str], *, timezone: str | tzinfo | No
     docs, rows = load_index_pkl(data)
     notes = Notes()
     if (folder / KNOWLEDGE_IMPORT).is_file():
-        notes.add(f"{KNOWLEDGE_IMPORT} is not imported (its paths belong to the Agent Zero install); "
-                  "`export-agent-zero --force` over this folder carries it over")
+        notes.add(
+            f"{KNOWLEDGE_IMPORT} is not imported (its paths belong to the Agent Zero install); "
+            "`export-agent-zero --force` over this folder carries it over"
+        )
     documents, skipped = _documents(docs, rows, notes, tz)
-    return AgentZeroFolder(path=folder, documents=documents, total=len(docs), skipped=skipped,
-                           embedding=_read_embedding(folder, notes), vectors=_read_vectors(folder, len(rows), notes),
-                           notes=notes)
+    return AgentZeroFolder(
+        path=folder,
+        documents=documents,
+        total=len(docs),
+        skipped=skipped,
+        embedding=_read_embedding(folder, notes),
+        vectors=_read_vectors(folder, len(rows), notes),
+        notes=notes,
+    )
 
 
-def _documents(docs: dict[Any, Any], rows: dict[Any, Any], notes: Notes,
-               tz: tzinfo | None) -> tuple[list[AgentZeroDocument], list[dict[str, str]]]:
+def _documents(
+    docs: dict[Any, Any], rows: dict[Any, Any], notes: Notes, tz: tzinfo | None
+) -> tuple[list[AgentZeroDocument], list[dict[str, str]]]:
     row_of: dict[str, int] = {}
     for row, doc_id in sorted(((r, i) for r, i in rows.items() if isinstance(r, int)), key=lambda p: p[0]):
         if not isinstance(doc_id, str) or doc_id not in docs:
@@ -176,8 +189,9 @@ def _why_unusable(key: Any, doc: Any) -> str | None:
     return None
 
 
-def _document(doc_id: str, fields: dict[str, Any], row: int | None, notes: Notes,
-              times: dict[Any, str | None], tz: tzinfo | None) -> AgentZeroDocument:
+def _document(
+    doc_id: str, fields: dict[str, Any], row: int | None, notes: Notes, times: dict[Any, str | None], tz: tzinfo | None
+) -> AgentZeroDocument:
     raw = fields.get("metadata")
     if not isinstance(raw, dict):
         notes.add("a document without a metadata dict was imported with empty metadata")
@@ -222,8 +236,9 @@ def _document(doc_id: str, fields: dict[str, Any], row: int | None, notes: Notes
             metadata[name] = plain
     if kept:
         metadata[A0_KEY] = kept
-    return AgentZeroDocument(id=doc_id, text=fields["page_content"], area=str(area), created_at=created_at,
-                             metadata=metadata, row=row)
+    return AgentZeroDocument(
+        id=doc_id, text=fields["page_content"], area=str(area), created_at=created_at, metadata=metadata, row=row
+    )
 
 
 def _plain(value: Any, budget: list[int], depth: int = 0) -> Any:
@@ -266,8 +281,9 @@ def parse_timezone(value: str | tzinfo | None) -> tzinfo | None:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise UsageError(f"--timezone {name!r} is not a time zone",
-                         hint="an IANA name such as UTC or Europe/Berlin, or 'local'") from exc
+        raise UsageError(
+            f"--timezone {name!r} is not a time zone", hint="an IANA name such as UTC or Europe/Berlin, or 'local'"
+        ) from exc
 
 
 def a0_time_to_iso(value: Any, tz: tzinfo | None = UTC) -> str | None:
@@ -392,7 +408,6 @@ def a0_embedding(model: dict[str, Any]) -> dict[str, str]:
     return {"model_provider": provider, "model_name": name}
 
 
-
 # -- keeping both sides in step: import-agent-zero --sync -------------------------------------------
 # The folder as memctl last saw it (after an import or an export), per memctl store: {id: hash of
 # text, area, timestamp, metadata}. Agent Zero leaves unknown files in its memory folder alone.
@@ -435,10 +450,12 @@ def write_sync_base(folder: Path, store: StoreBase, state: dict[str, str], *, in
 
     stores = _read_sync(folder)
     stores[_store_key(store)] = {"synced_at": now_iso(), "documents": state}
-    atomic_write_bytes((into or folder) / SYNC_FILE,
-                       json.dumps({"version": SYNC_VERSION, "stores": stores}).encode("utf-8"), mode=0o644)
+    atomic_write_bytes(
+        (into or folder) / SYNC_FILE,
+        json.dumps({"version": SYNC_VERSION, "stores": stores}).encode("utf-8"),
+        mode=0o644,
+    )
 
 
 def _store_key(store: StoreBase) -> str:
     return str(getattr(store, "location", store.name))
-

@@ -38,13 +38,25 @@ class AgentZeroImportReport:
     ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "documents": self.documents, "imported": self.imported,
-                "reused_vectors": self.reused_vectors, "reembedded": self.reembedded, "batches": self.batches,
-                "skipped": self.skipped, "notes": self.notes}
+        return {
+            "source": self.source,
+            "documents": self.documents,
+            "imported": self.imported,
+            "reused_vectors": self.reused_vectors,
+            "reembedded": self.reembedded,
+            "batches": self.batches,
+            "skipped": self.skipped,
+            "notes": self.notes,
+        }
 
 
-def import_agent_zero(store: StoreBase, source: AgentZeroFolder, *, batch_size: int = 500,
-                      progress: Callable[[int, int], None] | None = None) -> AgentZeroImportReport:
+def import_agent_zero(
+    store: StoreBase,
+    source: AgentZeroFolder,
+    *,
+    batch_size: int = 500,
+    progress: Callable[[int, int], None] | None = None,
+) -> AgentZeroImportReport:
     """Insert the documents (ids, texts, areas, timestamps, metadata kept); ids the store has are skipped.
 
     Stored vectors are reused (normalised) when embedding.json names the configured model and the
@@ -63,10 +75,20 @@ def import_agent_zero(store: StoreBase, source: AgentZeroFolder, *, batch_size: 
         inserted: set[str] = set()
         if batch:
             matrix = _batch_vectors(store, batch, vectors, report)
-            records = [{"id": d.id, "text": d.text, "area": d.area, "created_at": d.created_at,
-                        "updated_at": d.created_at, "metadata": d.metadata} for d in batch]
-            ids = store.insert_records(records, matrix, info, actor="import-agent-zero", op="import",
-                                       on_conflict="skip")  # "skip" also covers a writer racing us
+            records = [
+                {
+                    "id": d.id,
+                    "text": d.text,
+                    "area": d.area,
+                    "created_at": d.created_at,
+                    "updated_at": d.created_at,
+                    "metadata": d.metadata,
+                }
+                for d in batch
+            ]
+            ids = store.insert_records(
+                records, matrix, info, actor="import-agent-zero", op="import", on_conflict="skip"
+            )  # "skip" also covers a writer racing us
             inserted = set(ids)
             report.imported += len(ids)
             report.ids += ids
@@ -85,19 +107,22 @@ def _reusable_vectors(store: StoreBase, source: AgentZeroFolder, info: ModelInfo
     if not model_matches(source.embedding, info):
         if source.embedding:
             named = f"{source.embedding.get('model_provider')}/{source.embedding.get('model_name')}"
-            source.notes.add(f"{EMBEDDING_JSON} names {named}, the configured model is {info.label()}: "
-                             "texts are re-embedded")
+            source.notes.add(
+                f"{EMBEDDING_JSON} names {named}, the configured model is {info.label()}: texts are re-embedded"
+            )
         return None
     dim = store.dimension()
     if dim is not None and len(store) and source.vectors.shape[1] != dim:
-        source.notes.add(f"stored vectors have dimension {source.vectors.shape[1]}, the store {dim}: "
-                         "texts are re-embedded")
+        source.notes.add(
+            f"stored vectors have dimension {source.vectors.shape[1]}, the store {dim}: texts are re-embedded"
+        )
         return None
     return source.vectors
 
 
-def _batch_vectors(store: StoreBase, batch: list[AgentZeroDocument], vectors: np.ndarray | None,
-                   report: AgentZeroImportReport) -> np.ndarray:
+def _batch_vectors(
+    store: StoreBase, batch: list[AgentZeroDocument], vectors: np.ndarray | None, report: AgentZeroImportReport
+) -> np.ndarray:
     import numpy as np
 
     rows: list[Any] = []
@@ -140,8 +165,10 @@ def sync_agent_zero(store: StoreBase, source: AgentZeroFolder, *, batch_size: in
     not touch are kept as memctl has them."""
     base = sync_base(source.path, store)
     if base is None:
-        raise UsageError(f"store {store.name!r} has not imported or exported {source.path} before",
-                         hint="run import-agent-zero without --sync first")
+        raise UsageError(
+            f"store {store.name!r} has not imported or exported {source.path} before",
+            hint="run import-agent-zero without --sync first",
+        )
     state = folder_state(source)
     report = AgentZeroSyncReport(source=str(source.path), documents=len(state))
     added = [d for d in source.documents if d.id not in base]
@@ -149,24 +176,44 @@ def sync_agent_zero(store: StoreBase, source: AgentZeroFolder, *, batch_size: in
     gone = [doc_id for doc_id in base if doc_id not in state]
     report.unchanged = len(state) - len(added) - len(edited)
     if added:
-        sub = AgentZeroFolder(path=source.path, documents=added, total=len(added), skipped=[],
-                              embedding=source.embedding, vectors=source.vectors, notes=source.notes)
+        sub = AgentZeroFolder(
+            path=source.path,
+            documents=added,
+            total=len(added),
+            skipped=[],
+            embedding=source.embedding,
+            vectors=source.vectors,
+            notes=source.notes,
+        )
         inserted = import_agent_zero(store, sub, batch_size=batch_size)
         report.added, report.reembedded = inserted.imported, inserted.reembedded
     present = {m.id: m for m in store.get([d.id for d in edited])}
     for doc in edited:
         if doc.id not in present:  # deleted in memctl meanwhile: Agent Zero's edit brings it back
-            sub = AgentZeroFolder(path=source.path, documents=[doc], total=1, skipped=[], embedding=source.embedding,
-                                  vectors=source.vectors, notes=source.notes)
+            sub = AgentZeroFolder(
+                path=source.path,
+                documents=[doc],
+                total=1,
+                skipped=[],
+                embedding=source.embedding,
+                vectors=source.vectors,
+                notes=source.notes,
+            )
             report.updated += import_agent_zero(store, sub).imported
             continue
         memory = present[doc.id]
-        store.update(doc.id, text=doc.text if doc.text != memory.text else None, metadata=doc.metadata,
-                     replace_metadata=True, area=doc.area, actor="import-agent-zero", op="update")
+        store.update(
+            doc.id,
+            text=doc.text if doc.text != memory.text else None,
+            metadata=doc.metadata,
+            replace_metadata=True,
+            area=doc.area,
+            actor="import-agent-zero",
+            op="update",
+        )
         report.updated += 1
     if gone:
         report.deleted = len(store.delete(gone, cascade=False, actor="import-agent-zero").deleted)
     write_sync_base(source.path, store, state)
     report.notes = source.notes.render()
     return report
-

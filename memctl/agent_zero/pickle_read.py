@@ -76,13 +76,33 @@ def load_index_pkl(data: bytes) -> tuple[dict[Any, Any], dict[Any, Any]]:
         obj = _RestrictedUnpickler(io.BytesIO(data)).load()
     except UnsafePickleError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            OverflowError, MemoryError, RecursionError, UnicodeDecodeError, struct.error) as exc:
-        raise UnsafePickleError(f"{INDEX_PKL} is truncated or not a pickle ({type(exc).__name__}: {exc})",
-                                hint="restore the folder from a backup; nothing was imported") from exc
-    if not (isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], _DocstoreState)
-            and isinstance(obj[0].docs, dict) and isinstance(obj[1], dict)):
-        raise UnsafePickleError(f"{INDEX_PKL} is a pickle, but not LangChain's FAISS docstore "
-                                "(InMemoryDocstore, row -> id)", hint="is this an Agent Zero memory folder?")
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        OverflowError,
+        MemoryError,
+        RecursionError,
+        UnicodeDecodeError,
+        struct.error,
+    ) as exc:
+        raise UnsafePickleError(
+            f"{INDEX_PKL} is truncated or not a pickle ({type(exc).__name__}: {exc})",
+            hint="restore the folder from a backup; nothing was imported",
+        ) from exc
+    if not (
+        isinstance(obj, tuple)
+        and len(obj) == 2
+        and isinstance(obj[0], _DocstoreState)
+        and isinstance(obj[0].docs, dict)
+        and isinstance(obj[1], dict)
+    ):
+        raise UnsafePickleError(
+            f"{INDEX_PKL} is a pickle, but not LangChain's FAISS docstore (InMemoryDocstore, row -> id)",
+            hint="is this an Agent Zero memory folder?",
+        )
     return obj[0].docs, obj[1]
-

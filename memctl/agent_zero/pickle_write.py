@@ -75,8 +75,11 @@ class _PickleWriter:
             self.write(pickle.BININT + struct.pack("<i", number))
         else:
             encoded = number.to_bytes((number.bit_length() + 8) // 8, "little", signed=True)
-            head = pickle.LONG1 + bytes([len(encoded)]) if len(encoded) < 256 else \
-                pickle.LONG4 + struct.pack("<i", len(encoded))
+            head = (
+                pickle.LONG1 + bytes([len(encoded)])
+                if len(encoded) < 256
+                else pickle.LONG4 + struct.pack("<i", len(encoded))
+            )
             self.write(head + encoded)
 
     def _str(self, text: str) -> None:
@@ -145,4 +148,3 @@ def dump_index_pkl(documents: Iterable[tuple[str, str, dict[str, Any]]]) -> byte
     writer.value(dict(enumerate(ids)))
     writer.write(pickle.TUPLE2)
     return writer.getvalue()
-

@@ -26,8 +26,9 @@ class GlobalOptionsGroup(TyperGroup):
 def empty_root(args: list[str]) -> bool:
     """`--root ''` (or `--root=`): typer would read it as the current folder."""
     rest = args[: args.index("--")] if "--" in args else args
-    return any(a == "--root=" or a == "--root" and i + 1 < len(rest) and not rest[i + 1].strip()
-               for i, a in enumerate(rest))
+    return any(
+        a == "--root=" or a == "--root" and i + 1 < len(rest) and not rest[i + 1].strip() for i, a in enumerate(rest)
+    )
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
@@ -81,24 +82,39 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    root: Annotated[Path | None, typer.Option("--root", help="Folder holding the stores [env MEMCTL_HOME; "
-                                              "default: the platform data dir].", show_default=False)] = None,
-    subdir: Annotated[str, typer.Option("--subdir", "-s", envvar="MEMCTL_SUBDIR",
-                                        help="Sub-store: an agent or 'projects/<name>'.")] = "default",
-    store: Annotated[str | None, typer.Option("--store", help="postgresql://USER:PASSWORD@HOST:PORT/DB: the stores "
-                                              "live in that database (--subdir selects one); 'embedded': folders "
-                                              "under the root [env MEMCTL_STORE; config store_url].",
-                                              show_default=False)] = None,
+    root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            help="Folder holding the stores [env MEMCTL_HOME; default: the platform data dir].",
+            show_default=False,
+        ),
+    ] = None,
+    subdir: Annotated[
+        str, typer.Option("--subdir", "-s", envvar="MEMCTL_SUBDIR", help="Sub-store: an agent or 'projects/<name>'.")
+    ] = "default",
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="postgresql://USER:PASSWORD@HOST:PORT/DB: the stores "
+            "live in that database (--subdir selects one); 'embedded': folders "
+            "under the root [env MEMCTL_STORE; config store_url].",
+            show_default=False,
+        ),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON document (see README).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only essential output; no diagnostics.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Show the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
 ) -> None:
     """Global options may also follow the command name."""
     from memctl.paths import validate_subdir
 
-    ctx.obj = State(root=str(root) if root else None, subdir=validate_subdir(subdir), json=json_output, quiet=quiet,
-                    store=store)
+    ctx.obj = State(
+        root=str(root) if root else None, subdir=validate_subdir(subdir), json=json_output, quiet=quiet, store=store
+    )
 
 
 def state(ctx: typer.Context) -> State:
@@ -108,15 +124,34 @@ def state(ctx: typer.Context) -> State:
 
 # The module defining each command, in --help order (tests/test_cli.py checks this against the modules).
 COMMAND_MODULES = {
-    "save": "memories", "load": "memories", "forget": "memories", "delete": "memories", "show": "memories",
-    "list": "memories", "update": "memories", "history": "memories",
-    "subdirs": "stores", "export": "stores", "import": "stores", "reindex": "stores",
-    "import-agent-zero": "agent_zero", "export-agent-zero": "agent_zero",
+    "save": "memories",
+    "load": "memories",
+    "forget": "memories",
+    "delete": "memories",
+    "show": "memories",
+    "list": "memories",
+    "update": "memories",
+    "history": "memories",
+    "subdirs": "stores",
+    "export": "stores",
+    "import": "stores",
+    "reindex": "stores",
+    "import-agent-zero": "agent_zero",
+    "export-agent-zero": "agent_zero",
     "import-knowledge": "knowledge",
-    "prune": "lifecycle", "restore": "lifecycle", "purge": "lifecycle", "backup": "lifecycle",
-    "restore-backup": "lifecycle", "stats": "lifecycle",
-    "memorize": "memorize", "consolidate": "memorize", "behaviour": "memorize",
-    "migrate": "migrate", "recall": "recall", "mcp": "mcp", "config": "config",
+    "prune": "lifecycle",
+    "restore": "lifecycle",
+    "purge": "lifecycle",
+    "backup": "lifecycle",
+    "restore-backup": "lifecycle",
+    "stats": "lifecycle",
+    "memorize": "memorize",
+    "consolidate": "memorize",
+    "behaviour": "memorize",
+    "migrate": "migrate",
+    "recall": "recall",
+    "mcp": "mcp",
+    "config": "config",
 }
 MODULE_ORDER = list(dict.fromkeys(COMMAND_MODULES.values()))
 

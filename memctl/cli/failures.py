@@ -26,8 +26,10 @@ class Failure:
 _OS_CAUSES: dict[int, tuple[str, str]] = {
     errno.ENOSPC: ("the disk is full", "free some space and run the command again; nothing committed was lost"),
     errno.EDQUOT: ("the disk quota is exhausted", "free some space and run the command again"),
-    errno.EROFS: ("the file system is read-only",
-                  "write to writable storage (another destination, or --root for stores); reading still works"),
+    errno.EROFS: (
+        "the file system is read-only",
+        "write to writable storage (another destination, or --root for stores); reading still works",
+    ),
     errno.EEXIST: ("a file stands where a folder is needed", "choose a path whose parents are folders"),
     errno.EACCES: ("permission denied", "check the owner and mode of that path, or choose another --root"),
     errno.EPERM: ("operation not permitted", "check the owner and mode of that path, or choose another --root"),
@@ -45,18 +47,22 @@ def describe(exc: BaseException) -> Failure:
     if isinstance(exc, sqlite3.Error):
         from memctl.errors import sqlite_hint
 
-        return Failure(f"the store database refused the change: {exc}", sqlite_hint(str(exc)), EXIT_ERROR,
-                       "StoreError")
+        return Failure(f"the store database refused the change: {exc}", sqlite_hint(str(exc)), EXIT_ERROR, "StoreError")
     if isinstance(exc, UnicodeError):
-        return Failure("the input is not valid UTF-8 text (binary data or a lone surrogate)",
-                       "pass text: memories, queries and files must be UTF-8", EXIT_USAGE, "InputError")
+        return Failure(
+            "the input is not valid UTF-8 text (binary data or a lone surrogate)",
+            "pass text: memories, queries and files must be UTF-8",
+            EXIT_USAGE,
+            "InputError",
+        )
     if isinstance(exc, OverflowError):
         return Failure(f"a number is too large: {exc}", "use a smaller value", EXIT_USAGE, "UsageError")
     if isinstance(exc, RecursionError):
         return Failure("the input is nested too deeply to read", "flatten the data", EXIT_USAGE, "InputError")
     if isinstance(exc, MemoryError):
-        return Failure("not enough memory for this input", "split the input into smaller parts", EXIT_ERROR,
-                       "ResourceError")
+        return Failure(
+            "not enough memory for this input", "split the input into smaller parts", EXIT_ERROR, "ResourceError"
+        )
     assert isinstance(exc, OSError)
     cause, hint = _OS_CAUSES.get(exc.errno or -1, (exc.strerror or str(exc), "check the path and try again"))
     where = f": {exc.filename}" if exc.filename else ""

@@ -35,8 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     app_module.JSON_REQUESTED = as_json
     command = get_command(app)
     if empty_root(args):
-        return _exit(_report("--root is empty", "UsageError", EXIT_USAGE,
-                             "name a folder, or leave --root out for the default", as_json))
+        return _exit(
+            _report(
+                "--root is empty",
+                "UsageError",
+                EXIT_USAGE,
+                "name a folder, or leave --root out for the default",
+                as_json,
+            )
+        )
     try:
         result = command.main(args=args, prog_name="memctl", standalone_mode=False)
     except MemctlError as exc:

@@ -118,8 +118,14 @@ def progress(state: State, total: int | None, description: str) -> Any:
         return _NoProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console(stderr=True), transient=True)
+    bar = Progress(
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console(stderr=True),
+        transient=True,
+    )
     bar.start()
     task = bar.add_task(description, total=total)
     return _RichProgress(bar, task)

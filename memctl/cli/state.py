@@ -26,8 +26,9 @@ class State:
         others say "no store at ..." (exit 3) rather than leave an empty store behind a typo."""
         from memctl.store import open_store
 
-        return open_store(self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store,
-                          create=create)
+        return open_store(
+            self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store, create=create
+        )
 
     def subdir_names(self) -> list[str]:
         """Every store: folders under the root, or the subdirs of the PostgreSQL database."""

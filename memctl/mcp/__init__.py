@@ -19,8 +19,14 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     from importlib import import_module
 
-    where = {"Scope": "scope", "ScopeError": "scope", "StorePool": "pool", "build_server": "server",
-             "parse_bind": "server", "serve": "server"}
+    where = {
+        "Scope": "scope",
+        "ScopeError": "scope",
+        "StorePool": "pool",
+        "build_server": "server",
+        "parse_bind": "server",
+        "serve": "server",
+    }
     if name in where:
         return getattr(import_module(f"memctl.mcp.{where[name]}"), name)
     raise AttributeError(f"module 'memctl.mcp' has no attribute {name!r}")

@@ -122,10 +122,13 @@ class RestoreOut(BaseModel):
 class MemorizeOut(BaseModel):
     subdir: str
     dry_run: bool
-    summary: dict[str, int] = Field(description="candidates per fate (gated, merged, replaced, updated, "
-                                                "kept_separate, skipped, inserted), transcripts, failed")
-    transcripts: list[dict[str, Any]] = Field(description="per transcript: source, messages, notes, counts and "
-                                                          "every candidate with its fate and reason")
+    summary: dict[str, int] = Field(
+        description="candidates per fate (gated, merged, replaced, updated, "
+        "kept_separate, skipped, inserted), transcripts, failed"
+    )
+    transcripts: list[dict[str, Any]] = Field(
+        description="per transcript: source, messages, notes, counts and every candidate with its fate and reason"
+    )
 
 
 class BehaviourOut(BaseModel):
@@ -139,5 +142,7 @@ class BehaviourOut(BaseModel):
 
 class StatsOut(BaseModel):
     root: str
-    stores: list[dict[str, Any]] = Field(description="per store: count, areas, knowledge/conversation, oldest, "
-                                                     "newest, never_accessed, archived, history, bytes, model")
+    stores: list[dict[str, Any]] = Field(
+        description="per store: count, areas, knowledge/conversation, oldest, "
+        "newest, never_accessed, archived, history, bytes, model"
+    )

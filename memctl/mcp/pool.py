@@ -23,8 +23,15 @@ from memctl.errors import LockTimeoutError, ModelMismatchError, NotFoundError, S
 
 log = logging.getLogger("memctl.mcp")
 
-EMBEDDING_KEYS = ("embedding_provider", "embedding_model", "embedding_backend", "embedding_api_base",
-                  "embedding_api_key_env", "embedding_batch_size", "embedding_cache")
+EMBEDDING_KEYS = (
+    "embedding_provider",
+    "embedding_model",
+    "embedding_backend",
+    "embedding_api_base",
+    "embedding_api_key_env",
+    "embedding_batch_size",
+    "embedding_cache",
+)
 MAX_OPEN_STORES = 32  # least recently used stores beyond this are closed (reopened on demand)
 
 
@@ -66,8 +73,13 @@ class _Slot:
 class StorePool:
     """Stores under one root (or one PostgreSQL database), opened on first use and kept open."""
 
-    def __init__(self, root: str | None = None, store_url: str | None = None,
-                 overrides: dict[str, Any] | None = None, actor: str = "mcp") -> None:
+    def __init__(
+        self,
+        root: str | None = None,
+        store_url: str | None = None,
+        overrides: dict[str, Any] | None = None,
+        actor: str = "mcp",
+    ) -> None:
         from memctl.store import resolve_store_url
 
         self.root = root
@@ -108,8 +120,15 @@ class StorePool:
         from memctl.store import open_store
 
         config = self.config_for(subdir)
-        return open_store(self.root, subdir, config=config, embedder=self.embedder_for(config),
-                          actor=actor or self.actor, store=self.store_option, create=create)
+        return open_store(
+            self.root,
+            subdir,
+            config=config,
+            embedder=self.embedder_for(config),
+            actor=actor or self.actor,
+            store=self.store_option,
+            create=create,
+        )
 
     def _slot(self, subdir: str, create: bool) -> _Slot:
         with self._lock:

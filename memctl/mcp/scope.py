@@ -43,8 +43,10 @@ class Scope:
             if not any(ch in pattern for ch in PATTERN_CHARS):
                 validate_subdir(pattern)
             elif ".." in pattern or pattern.startswith("/") or "\\" in pattern:
-                raise UsageError(f"--allow-subdirs pattern {pattern!r} must stay below the root",
-                                 hint="patterns look like 'projects/*' or 'agent-*'")
+                raise UsageError(
+                    f"--allow-subdirs pattern {pattern!r} must stay below the root",
+                    hint="patterns look like 'projects/*' or 'agent-*'",
+                )
         scope = cls(None, patterns)
         if preferred is not None and scope.allows(preferred):
             return cls(preferred, patterns)
@@ -77,12 +79,15 @@ class Scope:
         """The subdir a tool call works on, or ScopeError naming what this server serves."""
         if subdir is None or subdir == "":
             if self.default is None:
-                raise ScopeError("this server serves several stores and has no default: pass `subdir`",
-                                 hint=f"allowed: {self.describe()}")
+                raise ScopeError(
+                    "this server serves several stores and has no default: pass `subdir`",
+                    hint=f"allowed: {self.describe()}",
+                )
             return self.default
         name = validate_subdir(subdir)
         if not self.allows(name):
-            raise ScopeError(f"subdir {name!r} is outside this server's scope",
-                             hint=f"this server serves {self.describe()}; start it with --allow-subdirs to "
-                                  "serve more")
+            raise ScopeError(
+                f"subdir {name!r} is outside this server's scope",
+                hint=f"this server serves {self.describe()}; start it with --allow-subdirs to serve more",
+            )
         return name

@@ -37,8 +37,9 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 
 
 def _writes(*, destructive: bool, idempotent: bool, open_world: bool = False) -> ToolAnnotations:
-    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent,
-                           open_world_hint=open_world)
+    return ToolAnnotations(
+        read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=open_world
+    )
 
 
 def tool_error(exc: MemctlError) -> ToolError:
@@ -72,50 +73,79 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         except MemctlError as exc:
             raise tool_error(exc) from exc
 
-    Subdir = Annotated[str | None, Field(description=f"The store (sub-store) to use; this server serves "
-                                                     f"{scope.describe()}.")]
-    Threshold = Annotated[float | None, Field(ge=0.0, le=1.0, description="Minimum relevance, 0-1 "
-                                              "[config search_threshold, 0.7].")]
+    Subdir = Annotated[
+        str | None, Field(description=f"The store (sub-store) to use; this server serves {scope.describe()}.")
+    ]
+    Threshold = Annotated[
+        float | None, Field(ge=0.0, le=1.0, description="Minimum relevance, 0-1 [config search_threshold, 0.7].")
+    ]
     Limit = Annotated[int | None, Field(ge=1, le=1000, description="Most results [config search_limit, 10].")]
     AreaArg = Annotated[Area | None, Field(description="Only this area.")]
-    FilterArg = Annotated[str | None, Field(description="Metadata filter, e.g. \"'db' in tags and priority >= 2\" "
-                                            "(comparisons joined by and/or/not).")]
-    ModeArg = Annotated[Mode | None, Field(description="hybrid (vector + keyword), dense or keyword "
-                                           "[config search_mode].")]
+    FilterArg = Annotated[
+        str | None,
+        Field(
+            description="Metadata filter, e.g. \"'db' in tags and priority >= 2\" (comparisons joined by and/or/not)."
+        ),
+    ]
+    ModeArg = Annotated[
+        Mode | None, Field(description="hybrid (vector + keyword), dense or keyword [config search_mode].")
+    ]
     Ids = Annotated[list[str], Field(min_length=1, max_length=1000, description="Memory ids.")]
-    Metadata = Annotated[dict[str, Any] | None, Field(description="JSON metadata (e.g. {\"tags\": [\"db\"]}); "
-                                                      "id, area, created_at, updated_at are reserved.")]
-    ChatMessages = Annotated[list[dict[str, str]] | None, Field(description="Chat messages "
-                                                                "[{\"role\": \"user\", \"content\": \"…\"}, …].")]
+    Metadata = Annotated[
+        dict[str, Any] | None,
+        Field(description='JSON metadata (e.g. {"tags": ["db"]}); id, area, created_at, updated_at are reserved.'),
+    ]
+    ChatMessages = Annotated[
+        list[dict[str, str]] | None, Field(description='Chat messages [{"role": "user", "content": "…"}, …].')
+    ]
 
     @server.tool(annotations=_writes(destructive=False, idempotent=False))
-    def memory_save(text: Annotated[str, Field(min_length=1, description="The memory text.")],
-                    area: Annotated[Area, Field(description="main, fragments or solutions.")] = "main",
-                    metadata: Metadata = None, subdir: Subdir = None) -> models.SaveOut:
+    def memory_save(
+        text: Annotated[str, Field(min_length=1, description="The memory text.")],
+        area: Annotated[Area, Field(description="main, fragments or solutions.")] = "main",
+        metadata: Metadata = None,
+        subdir: Subdir = None,
+    ) -> models.SaveOut:
         """Save one memory (embedded at once, searchable by the next call); returns its id."""
         return run(subdir, lambda s, n: tools.save(s, n, text, area, metadata), create=True)
 
     @server.tool(annotations=READ)
-    def memory_search(query: Annotated[str, Field(min_length=1, description="What to look for.")],
-                      limit: Limit = None, threshold: Threshold = None, area: AreaArg = None,
-                      filter: FilterArg = None, mode: ModeArg = None, subdir: Subdir = None) -> models.SearchOut:
+    def memory_search(
+        query: Annotated[str, Field(min_length=1, description="What to look for.")],
+        limit: Limit = None,
+        threshold: Threshold = None,
+        area: AreaArg = None,
+        filter: FilterArg = None,
+        mode: ModeArg = None,
+        subdir: Subdir = None,
+    ) -> models.SearchOut:
         """Search memories, best first (like `memctl load`); count 0 when nothing passes the threshold."""
-        return run(subdir, lambda s, n: tools.search(s, n, query, limit=limit, threshold=threshold, area=area,
-                                                     filter=filter, mode=mode))
+        return run(
+            subdir,
+            lambda s, n: tools.search(
+                s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
+            ),
+        )
 
     @server.tool(annotations=READ)
-    def memory_recall(message: Annotated[str, Field(min_length=1, description="The message the agent is "
-                                                    "answering.")],
-                      history: ChatMessages = None, threshold: Threshold = None,
-                      query_prep: Annotated[bool, Field(description="Let the utility model write the search "
-                                                        "query from message and history.")] = False,
-                      post_filter: Annotated[bool, Field(description="Let the utility model drop results that do "
-                                                         "not help.")] = False,
-                      subdir: Subdir = None) -> Annotated[CallToolResult, models.RecallOut]:
+    def memory_recall(
+        message: Annotated[str, Field(min_length=1, description="The message the agent is answering.")],
+        history: ChatMessages = None,
+        threshold: Threshold = None,
+        query_prep: Annotated[
+            bool, Field(description="Let the utility model write the search query from message and history.")
+        ] = False,
+        post_filter: Annotated[bool, Field(description="Let the utility model drop results that do not help.")] = False,
+        subdir: Subdir = None,
+    ) -> Annotated[CallToolResult, models.RecallOut]:
         """Memories and solutions for a message, rendered as the block `memctl recall` prints (the text
         content); the structured result has each hit with its score."""
-        doc = run(subdir, lambda s, n: tools.recall(s, n, message, history=history, threshold=threshold,
-                                                    query_prep=query_prep, post_filter=post_filter))
+        doc = run(
+            subdir,
+            lambda s, n: tools.recall(
+                s, n, message, history=history, threshold=threshold, query_prep=query_prep, post_filter=post_filter
+            ),
+        )
         text = doc["prompt"] or "nothing recalled for this message\n"
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=doc)
 
@@ -125,54 +155,72 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         return run(subdir, lambda s, n: tools.get(s, n, ids))
 
     @server.tool(annotations=READ)
-    def memory_list(area: AreaArg = None, filter: FilterArg = None,
-                    limit: Annotated[int | None, Field(ge=1, le=1000, description="Page size [config "
-                                                       "list_page_size].")] = None,
-                    page: Annotated[int, Field(ge=1, description="Page, 1 = newest.")] = 1,
-                    subdir: Subdir = None) -> models.ListOut:
+    def memory_list(
+        area: AreaArg = None,
+        filter: FilterArg = None,
+        limit: Annotated[int | None, Field(ge=1, le=1000, description="Page size [config list_page_size].")] = None,
+        page: Annotated[int, Field(ge=1, description="Page, 1 = newest.")] = 1,
+        subdir: Subdir = None,
+    ) -> models.ListOut:
         """Memories newest first, a page at a time."""
         return run(subdir, lambda s, n: tools.list_(s, n, area=area, filter=filter, limit=limit, page=page))
 
     @server.tool(annotations=_writes(destructive=True, idempotent=False))
-    def memory_update(id: Annotated[str, Field(min_length=1, description="The memory's id.")],
-                      text: Annotated[str | None, Field(min_length=1, description="New text (re-embedded).")] = None,
-                      metadata: Metadata = None,
-                      unset: Annotated[list[str] | None, Field(description="Metadata keys to remove.")] = None,
-                      replace_metadata: Annotated[bool, Field(description="Replace the metadata instead of "
-                                                              "merging.")] = False,
-                      area: AreaArg = None, subdir: Subdir = None) -> models.UpdateOut:
+    def memory_update(
+        id: Annotated[str, Field(min_length=1, description="The memory's id.")],
+        text: Annotated[str | None, Field(min_length=1, description="New text (re-embedded).")] = None,
+        metadata: Metadata = None,
+        unset: Annotated[list[str] | None, Field(description="Metadata keys to remove.")] = None,
+        replace_metadata: Annotated[bool, Field(description="Replace the metadata instead of merging.")] = False,
+        area: AreaArg = None,
+        subdir: Subdir = None,
+    ) -> models.UpdateOut:
         """Change a memory's text, metadata or area in place; its history keeps the old version."""
-        return run(subdir, lambda s, n: tools.update(s, n, id, text=text, metadata=metadata, unset=unset,
-                                                     replace_metadata=replace_metadata, area=area))
+        return run(
+            subdir,
+            lambda s, n: tools.update(
+                s, n, id, text=text, metadata=metadata, unset=unset, replace_metadata=replace_metadata, area=area
+            ),
+        )
 
     @server.tool(annotations=_writes(destructive=True, idempotent=True))
-    def memory_delete(ids: Ids,
-                      cascade: Annotated[bool, Field(description="Also delete memories derived from these "
-                                                     "(consolidation).")] = True,
-                      dry_run: Annotated[bool, Field(description="Only say what would be deleted.")] = False,
-                      subdir: Subdir = None) -> models.DeleteOut:
+    def memory_delete(
+        ids: Ids,
+        cascade: Annotated[bool, Field(description="Also delete memories derived from these (consolidation).")] = True,
+        dry_run: Annotated[bool, Field(description="Only say what would be deleted.")] = False,
+        subdir: Subdir = None,
+    ) -> models.DeleteOut:
         """Delete memories by id (restorable with memory_restore); unknown ids are listed in missing."""
         return run(subdir, lambda s, n: tools.delete(s, n, ids, cascade=cascade, dry_run=dry_run))
 
     @server.tool(annotations=_writes(destructive=True, idempotent=True))
-    def memory_forget(query: Annotated[str, Field(min_length=1, description="Delete memories similar to this.")],
-                      threshold: Annotated[float | None, Field(ge=0.0, le=1.0, description="Minimum relevance "
-                                                               "[config forget_threshold, 0.75].")] = None,
-                      exact: Annotated[bool, Field(description="Only memories whose text is exactly the "
-                                                   "query.")] = False,
-                      area: AreaArg = None, filter: FilterArg = None,
-                      confirm: Annotated[bool, Field(description="Really delete. Without it this is a dry run "
-                                                     "that lists what would go.")] = False,
-                      subdir: Subdir = None) -> models.ForgetOut:
+    def memory_forget(
+        query: Annotated[str, Field(min_length=1, description="Delete memories similar to this.")],
+        threshold: Annotated[
+            float | None, Field(ge=0.0, le=1.0, description="Minimum relevance [config forget_threshold, 0.75].")
+        ] = None,
+        exact: Annotated[bool, Field(description="Only memories whose text is exactly the query.")] = False,
+        area: AreaArg = None,
+        filter: FilterArg = None,
+        confirm: Annotated[
+            bool, Field(description="Really delete. Without it this is a dry run that lists what would go.")
+        ] = False,
+        subdir: Subdir = None,
+    ) -> models.ForgetOut:
         """Delete every memory at or above the threshold. A dry run unless confirm is true: look first."""
-        return run(subdir, lambda s, n: tools.forget(s, n, query, threshold=threshold, exact=exact, area=area,
-                                                     filter=filter, confirm=confirm))
+        return run(
+            subdir,
+            lambda s, n: tools.forget(
+                s, n, query, threshold=threshold, exact=exact, area=area, filter=filter, confirm=confirm
+            ),
+        )
 
     @server.tool(annotations=READ)
-    def memory_history(id: Annotated[str | None, Field(description="One memory's changes (else all).")] = None,
-                       limit: Annotated[int, Field(ge=1, le=10000, description="Most entries, newest "
-                                                   "first.")] = 50,
-                       subdir: Subdir = None) -> models.HistoryOut:
+    def memory_history(
+        id: Annotated[str | None, Field(description="One memory's changes (else all).")] = None,
+        limit: Annotated[int, Field(ge=1, le=10000, description="Most entries, newest first.")] = 50,
+        subdir: Subdir = None,
+    ) -> models.HistoryOut:
         """Recorded changes (add, update, merge, replace, delete, prune, restore, import) with old and new text."""
         return run(subdir, lambda s, n: tools.history(s, n, id, limit))
 
@@ -182,21 +230,36 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         return run(subdir, lambda s, n: tools.restore(s, n, ids))
 
     @server.tool(annotations=_writes(destructive=True, idempotent=False, open_world=True))
-    def memorize(transcript: Annotated[str | None, Field(description="A conversation as text ('User: …' / "
-                                                         "'Assistant: …' lines, or JSON).")] = None,
-                 messages: ChatMessages = None,
-                 area: Annotated[Area, Field(description="Area for extracted facts (solutions always go to "
-                                             "'solutions').")] = "fragments",
-                 solutions: Annotated[bool, Field(description="Also extract problem -> solution know-how.")] = True,
-                 dry_run: Annotated[bool, Field(description="Decide every candidate's fate, write nothing.")] = False,
-                 recalled: Annotated[list[str] | None, Field(description="Memories recalled into this "
-                                                             "conversation: restating them is not new.")] = None,
-                 subdir: Subdir = None) -> models.MemorizeOut:
+    def memorize(
+        transcript: Annotated[
+            str | None, Field(description="A conversation as text ('User: …' / 'Assistant: …' lines, or JSON).")
+        ] = None,
+        messages: ChatMessages = None,
+        area: Annotated[
+            Area, Field(description="Area for extracted facts (solutions always go to 'solutions').")
+        ] = "fragments",
+        solutions: Annotated[bool, Field(description="Also extract problem -> solution know-how.")] = True,
+        dry_run: Annotated[bool, Field(description="Decide every candidate's fate, write nothing.")] = False,
+        recalled: Annotated[
+            list[str] | None, Field(description="Memories recalled into this conversation: restating them is not new.")
+        ] = None,
+        subdir: Subdir = None,
+    ) -> models.MemorizeOut:
         """Extract durable facts and solutions from a conversation with the utility model, drop transient ones
         (quality gate) and consolidate the rest with what is stored. Needs config utility_model."""
-        return run_apart(subdir, lambda s, n: tools.memorize(s, n, transcript=transcript, messages=messages,
-                                                             area=area, solutions=solutions, dry_run=dry_run,
-                                                             recalled=recalled))
+        return run_apart(
+            subdir,
+            lambda s, n: tools.memorize(
+                s,
+                n,
+                transcript=transcript,
+                messages=messages,
+                area=area,
+                solutions=solutions,
+                dry_run=dry_run,
+                recalled=recalled,
+            ),
+        )
 
     @server.tool(annotations=READ)
     def behaviour_get(subdir: Subdir = None) -> models.BehaviourOut:
@@ -204,13 +267,22 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         return run(subdir, tools.behaviour)
 
     @server.tool(annotations=READ)
-    def knowledge_search(query: Annotated[str, Field(min_length=1, description="What to look for.")],
-                         limit: Limit = None, threshold: Threshold = None, area: AreaArg = None,
-                         filter: FilterArg = None, mode: ModeArg = None,
-                         subdir: Subdir = None) -> models.KnowledgeSearchOut:
+    def knowledge_search(
+        query: Annotated[str, Field(min_length=1, description="What to look for.")],
+        limit: Limit = None,
+        threshold: Threshold = None,
+        area: AreaArg = None,
+        filter: FilterArg = None,
+        mode: ModeArg = None,
+        subdir: Subdir = None,
+    ) -> models.KnowledgeSearchOut:
         """Search imported knowledge chunks only (memctl import-knowledge), e.g. filter "file_type == 'md'"."""
-        return run(subdir, lambda s, n: tools.knowledge_search(s, n, query, limit=limit, threshold=threshold,
-                                                               area=area, filter=filter, mode=mode))
+        return run(
+            subdir,
+            lambda s, n: tools.knowledge_search(
+                s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
+            ),
+        )
 
     @server.tool(annotations=READ)
     def stats(subdir: Subdir = None) -> models.StatsOut:
@@ -240,18 +312,34 @@ def _add_resources(server: MCPServer, pool: StorePool, scope: Scope, root: str) 
         return lambda: read(name, work)
 
     for name in scope.literal:  # listed by resources/list; the templates below serve patterns too
-        server.resource(f"memctl://{name}/behaviour", name=f"{name} behaviour", mime_type="text/markdown",
-                        description=f"Behaviour rules of store {name!r}")(reader(name, rules))
-        server.resource(f"memctl://{name}/stats", name=f"{name} stats", mime_type="application/json",
-                        description=f"Statistics of store {name!r}")(reader(name, figures))
+        server.resource(
+            f"memctl://{name}/behaviour",
+            name=f"{name} behaviour",
+            mime_type="text/markdown",
+            description=f"Behaviour rules of store {name!r}",
+        )(reader(name, rules))
+        server.resource(
+            f"memctl://{name}/stats",
+            name=f"{name} stats",
+            mime_type="application/json",
+            description=f"Statistics of store {name!r}",
+        )(reader(name, figures))
 
-    @server.resource("memctl://{+subdir}/behaviour", name="behaviour", mime_type="text/markdown",
-                     description="Behaviour rules of a store this server serves")
+    @server.resource(
+        "memctl://{+subdir}/behaviour",
+        name="behaviour",
+        mime_type="text/markdown",
+        description="Behaviour rules of a store this server serves",
+    )
     def behaviour_resource(subdir: str) -> str:
         return read(subdir, rules)
 
-    @server.resource("memctl://{+subdir}/stats", name="stats", mime_type="application/json",
-                     description="Statistics of a store this server serves")
+    @server.resource(
+        "memctl://{+subdir}/stats",
+        name="stats",
+        mime_type="application/json",
+        description="Statistics of a store this server serves",
+    )
     def stats_resource(subdir: str) -> str:
         return read(subdir, figures)
 
@@ -294,22 +382,32 @@ class BearerAuth:
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
                 body = json.dumps({"error": "unauthorized: send Authorization: Bearer <mcp_token>"}).encode()
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b'Bearer realm="memctl"')]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="memctl"'),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
 
 
-def serve(pool: StorePool, scope: Scope, *, http: str | None = None, token: str | None = None,
-          quiet: bool = False) -> None:
+def serve(
+    pool: StorePool, scope: Scope, *, http: str | None = None, token: str | None = None, quiet: bool = False
+) -> None:
     """Run until the client closes stdin (stdio) or the process is stopped (HTTP: SIGINT/SIGTERM)."""
     bind = parse_bind(http) if http is not None else None
     if bind is not None and not is_loopback(bind[0]) and not token:
-        raise UsageError(f"--http {http} listens beyond this machine and no token is set",
-                         hint="set mcp_token (env MEMCTL_MCP_TOKEN, or the user config file): clients then send "
-                              "Authorization: Bearer <token>")
+        raise UsageError(
+            f"--http {http} listens beyond this machine and no token is set",
+            hint="set mcp_token (env MEMCTL_MCP_TOKEN, or the user config file): clients then send "
+            "Authorization: Bearer <token>",
+        )
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     server = build_server(pool, scope)
     pool.warm(scope.default)
@@ -323,8 +421,9 @@ def serve(pool: StorePool, scope: Scope, *, http: str | None = None, token: str 
         pool.close()
 
 
-def _serve_http(server: MCPServer, pool: StorePool, scope: Scope, bind: tuple[str, int], token: str | None,
-                quiet: bool) -> None:
+def _serve_http(
+    server: MCPServer, pool: StorePool, scope: Scope, bind: tuple[str, int], token: str | None, quiet: bool
+) -> None:
     import socket
 
     import anyio
@@ -344,12 +443,17 @@ def _serve_http(server: MCPServer, pool: StorePool, scope: Scope, bind: tuple[st
         sock.listen(128)  # connections queue from now on, while uvicorn starts
     except OSError as exc:
         sock.close()
-        raise UsageError(f"--http {host}:{port}: cannot listen there: {exc.strerror or exc}",
-                         hint="choose another port, or stop what uses it") from exc
+        raise UsageError(
+            f"--http {host}:{port}: cannot listen there: {exc.strerror or exc}",
+            hint="choose another port, or stop what uses it",
+        ) from exc
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}/mcp"
-    _say(quiet, f"memctl mcp: serving {scope.describe()} of {_where(pool)} at {url}"
-         + (" (bearer token required)" if token else ""))
+    _say(
+        quiet,
+        f"memctl mcp: serving {scope.describe()} of {_where(pool)} at {url}"
+        + (" (bearer token required)" if token else ""),
+    )
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 

@@ -17,8 +17,17 @@ def save(store: Any, subdir: str, text: str, area: str, metadata: dict[str, Any]
     return {"subdir": subdir, "area": area, "ids": ids}
 
 
-def search(store: Any, subdir: str, query: str, *, limit: int | None, threshold: float | None, area: str | None,
-           filter: Any, mode: str | None) -> dict[str, Any]:
+def search(
+    store: Any,
+    subdir: str,
+    query: str,
+    *,
+    limit: int | None,
+    threshold: float | None,
+    area: str | None,
+    filter: Any,
+    mode: str | None,
+) -> dict[str, Any]:
     """`memctl load`: defaults from the store's config; returned memories count as accessed."""
     threshold = store.config["search_threshold"] if threshold is None else threshold
     limit = store.config["search_limit"] if limit is None else limit
@@ -26,12 +35,28 @@ def search(store: Any, subdir: str, query: str, *, limit: int | None, threshold:
     hits = store.search(query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode)
     if hits and store.config["track_access"]:
         store.touch([h.id for h in hits])
-    return {"subdir": subdir, "query": query, "mode": mode, "threshold": threshold, "limit": limit,
-            "count": len(hits), "results": [h.to_dict() for h in hits]}
+    return {
+        "subdir": subdir,
+        "query": query,
+        "mode": mode,
+        "threshold": threshold,
+        "limit": limit,
+        "count": len(hits),
+        "results": [h.to_dict() for h in hits],
+    }
 
 
-def knowledge_search(store: Any, subdir: str, query: str, *, limit: int | None, threshold: float | None,
-                     area: str | None, filter: str | None, mode: str | None) -> dict[str, Any]:
+def knowledge_search(
+    store: Any,
+    subdir: str,
+    query: str,
+    *,
+    limit: int | None,
+    threshold: float | None,
+    area: str | None,
+    filter: str | None,
+    mode: str | None,
+) -> dict[str, Any]:
     """`search` over knowledge chunks only (`knowledge_source: true`), the caller's filter checked first
     on its own so its error names its own text."""
     from memctl.filters import compile_filter
@@ -45,16 +70,25 @@ def knowledge_search(store: Any, subdir: str, query: str, *, limit: int | None, 
     return {**doc, "filter": combined}
 
 
-def recall(store: Any, subdir: str, message: str, *, history: list[dict[str, str]] | None, threshold: float | None,
-           query_prep: bool, post_filter: bool) -> dict[str, Any]:
+def recall(
+    store: Any,
+    subdir: str,
+    message: str,
+    *,
+    history: list[dict[str, str]] | None,
+    threshold: float | None,
+    query_prep: bool,
+    post_filter: bool,
+) -> dict[str, Any]:
     from memctl.llm import UtilityModel
     from memctl.recall import recall as run_recall
     from memctl.recall import render_prompt
 
     past = messages_of(history, "history") if history else None
     llm = UtilityModel(store.config) if (query_prep or post_filter) else None
-    result = run_recall(store, message, past, llm=llm, query_prep=query_prep, post_filter=post_filter,
-                        threshold=threshold)
+    result = run_recall(
+        store, message, past, llm=llm, query_prep=query_prep, post_filter=post_filter, threshold=threshold
+    )
     return {"subdir": subdir, **result.to_dict(), "prompt": render_prompt(result)}
 
 
@@ -63,20 +97,33 @@ def get(store: Any, subdir: str, ids: list[str]) -> dict[str, Any]:
         raise UsageError("an id is empty", hint="pass the ids memory_list or memory_search return")
     found = store.get(ids)
     present = {m.id for m in found}
-    return {"subdir": subdir, "memories": [m.to_dict() for m in found],
-            "missing": [i for i in ids if i not in present],
-            "derived": {m.id: store.derived_ids([m.id]) for m in found}}
+    return {
+        "subdir": subdir,
+        "memories": [m.to_dict() for m in found],
+        "missing": [i for i in ids if i not in present],
+        "derived": {m.id: store.derived_ids([m.id]) for m in found},
+    }
 
 
-def list_(store: Any, subdir: str, *, area: str | None, filter: str | None, limit: int | None,
-          page: int) -> dict[str, Any]:
+def list_(
+    store: Any, subdir: str, *, area: str | None, filter: str | None, limit: int | None, page: int
+) -> dict[str, Any]:
     size = limit or int(store.config["list_page_size"])
     items, total = store.list(area=area, filter=filter, limit=size, offset=(page - 1) * size)
     return {"subdir": subdir, "total": total, "page": page, "page_size": size, "items": [m.to_dict() for m in items]}
 
 
-def update(store: Any, subdir: str, memory_id: str, *, text: str | None, metadata: dict[str, Any] | None,
-           unset: list[str] | None, replace_metadata: bool, area: str | None) -> dict[str, Any]:
+def update(
+    store: Any,
+    subdir: str,
+    memory_id: str,
+    *,
+    text: str | None,
+    metadata: dict[str, Any] | None,
+    unset: list[str] | None,
+    replace_metadata: bool,
+    area: str | None,
+) -> dict[str, Any]:
     if text is None and not metadata and not unset and area is None and not replace_metadata:
         raise UsageError("nothing to update", hint="pass text, metadata, unset or area")
     before = store.get_one(memory_id)
@@ -85,10 +132,14 @@ def update(store: Any, subdir: str, memory_id: str, *, text: str | None, metadat
     for key in unset or []:
         wanted.pop(key, None)
     changed = text not in (None, before.text) or wanted != before.metadata or area not in (None, before.area)
-    memory = store.update(memory_id, text=text, metadata=changes, unset=unset or [],
-                          replace_metadata=replace_metadata, area=area) if changed else before
-    return {"subdir": subdir, "memory": memory.to_dict(), "changed": changed,
-            "reembedded": memory.text != before.text}
+    memory = (
+        store.update(
+            memory_id, text=text, metadata=changes, unset=unset or [], replace_metadata=replace_metadata, area=area
+        )
+        if changed
+        else before
+    )
+    return {"subdir": subdir, "memory": memory.to_dict(), "changed": changed, "reembedded": memory.text != before.text}
 
 
 def delete(store: Any, subdir: str, ids: list[str], *, cascade: bool, dry_run: bool) -> dict[str, Any]:
@@ -97,13 +148,27 @@ def delete(store: Any, subdir: str, ids: list[str], *, cascade: bool, dry_run: b
     present = {m.id for m in store.get(ids)}
     if dry_run:
         cascaded = [i for i in store.derived_ids(sorted(present)) if i not in present] if cascade else []
-        return {"subdir": subdir, "dry_run": True, "deleted": [i for i in ids if i in present],
-                "cascaded": cascaded, "missing": [i for i in ids if i not in present]}
+        return {
+            "subdir": subdir,
+            "dry_run": True,
+            "deleted": [i for i in ids if i in present],
+            "cascaded": cascaded,
+            "missing": [i for i in ids if i not in present],
+        }
     return {"subdir": subdir, "dry_run": False, **store.delete(ids, cascade=cascade).to_dict()}
 
 
-def forget(store: Any, subdir: str, query: str, *, threshold: float | None, exact: bool, area: str | None,
-           filter: str | None, confirm: bool) -> dict[str, Any]:
+def forget(
+    store: Any,
+    subdir: str,
+    query: str,
+    *,
+    threshold: float | None,
+    exact: bool,
+    area: str | None,
+    filter: str | None,
+    confirm: bool,
+) -> dict[str, Any]:
     """`memctl forget`; a dry run unless `confirm` (an agent must look before it deletes)."""
     from memctl.store.records import Hit
 
@@ -118,8 +183,15 @@ def forget(store: Any, subdir: str, query: str, *, threshold: float | None, exac
         batch = int(store.config["forget_batch_size"])
         for start in range(0, len(matches), batch):
             store.delete([m.id for m in matches[start : start + batch]], cascade=False)
-    return {"subdir": subdir, "query": query, "exact": exact, "threshold": threshold, "dry_run": not confirm,
-            "count": len(matches), "deleted": [m.to_dict() for m in matches]}
+    return {
+        "subdir": subdir,
+        "query": query,
+        "exact": exact,
+        "threshold": threshold,
+        "dry_run": not confirm,
+        "count": len(matches),
+        "deleted": [m.to_dict() for m in matches],
+    }
 
 
 def history(store: Any, subdir: str, memory_id: str | None, limit: int) -> dict[str, Any]:
@@ -133,19 +205,39 @@ def restore(store: Any, subdir: str, ids: list[str]) -> dict[str, Any]:
     return {"subdir": subdir, **run_restore(store, ids).to_dict()}
 
 
-def memorize(store: Any, subdir: str, *, transcript: str | None, messages: list[dict[str, str]] | None,
-             area: str, solutions: bool, dry_run: bool, recalled: list[str] | None) -> dict[str, Any]:
+def memorize(
+    store: Any,
+    subdir: str,
+    *,
+    transcript: str | None,
+    messages: list[dict[str, str]] | None,
+    area: str,
+    solutions: bool,
+    dry_run: bool,
+    recalled: list[str] | None,
+) -> dict[str, Any]:
     """One conversation through extraction, the quality gate and consolidation (`memctl memorize`)."""
     from memctl.llm import UtilityModel
     from memctl.memorize import MemorizeReport, memorize_messages
 
     if (transcript is None) == (messages is None):
-        raise UsageError("memorize needs exactly one of transcript or messages",
-                         hint='messages: [{"role": "user", "content": "…"}, …], or transcript: "User: …"')
+        raise UsageError(
+            "memorize needs exactly one of transcript or messages",
+            hint='messages: [{"role": "user", "content": "…"}, …], or transcript: "User: …"',
+        )
     llm = UtilityModel(store.config)  # no utility model: a clear error before anything is read
     parsed = messages_of(messages, "messages") if messages is not None else _parse(transcript or "", "transcript")
-    report = memorize_messages(store, parsed, llm, source="mcp", area=area, solutions=solutions, dry_run=dry_run,
-                               recalled=list(recalled or []), actor="mcp")
+    report = memorize_messages(
+        store,
+        parsed,
+        llm,
+        source="mcp",
+        area=area,
+        solutions=solutions,
+        dry_run=dry_run,
+        recalled=list(recalled or []),
+        actor="mcp",
+    )
     return {"subdir": subdir, **MemorizeReport(dry_run, [report]).to_dict()}
 
 

@@ -13,15 +13,28 @@ from memctl.store.base import StoreBase
 from memctl.store.embedded import EmbeddedStore
 from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory, StoreList, StoreSummary
 
-__all__ = ["AREAS", "DeleteResult", "EmbeddedStore", "HistoryEntry", "Hit", "Memory", "StoreBase", "StoreList",
-           "StoreSummary", "list_stores", "open_store", "resolve_store_url"]
+__all__ = [
+    "AREAS",
+    "DeleteResult",
+    "EmbeddedStore",
+    "HistoryEntry",
+    "Hit",
+    "Memory",
+    "StoreBase",
+    "StoreList",
+    "StoreSummary",
+    "list_stores",
+    "open_store",
+    "resolve_store_url",
+]
 
 STORE_ENV = "MEMCTL_STORE"
 EMBEDDED = "embedded"
 
 
-def resolve_store_url(store: str | None = None, overrides: dict[str, Any] | None = None,
-                      config: Config | None = None) -> str | None:
+def resolve_store_url(
+    store: str | None = None, overrides: dict[str, Any] | None = None, config: Config | None = None
+) -> str | None:
     """The PostgreSQL URL to use, or None for the embedded store.
 
     `store` (--store) beats env MEMCTL_STORE beats config `store_url` (user file or
@@ -37,8 +50,10 @@ def resolve_store_url(store: str | None = None, overrides: dict[str, Any] | None
     if value is None or value == EMBEDDED:
         return None
     if not str(value).startswith(("postgresql://", "postgres://")):
-        raise UsageError(f"{source} {_redacted(str(value))!r} is neither a postgresql:// URL nor 'embedded'",
-                         hint="e.g. --store postgresql://memctl:PASSWORD@db.example:5432/memctl")
+        raise UsageError(
+            f"{source} {_redacted(str(value))!r} is neither a postgresql:// URL nor 'embedded'",
+            hint="e.g. --store postgresql://memctl:PASSWORD@db.example:5432/memctl",
+        )
     return str(value)
 
 
@@ -46,10 +61,17 @@ def _redacted(value: str) -> str:
     return value.split("@", 1)[-1] if "@" in value else value
 
 
-def open_store(root: str | os.PathLike[str] | None = None, subdir: str = DEFAULT_SUBDIR, *,
-               config: Config | None = None, overrides: dict[str, Any] | None = None,
-               embedder: Embedder | None = None, actor: str = "api", store: str | None = None,
-               create: bool = True) -> StoreBase:
+def open_store(
+    root: str | os.PathLike[str] | None = None,
+    subdir: str = DEFAULT_SUBDIR,
+    *,
+    config: Config | None = None,
+    overrides: dict[str, Any] | None = None,
+    embedder: Embedder | None = None,
+    actor: str = "api",
+    store: str | None = None,
+    create: bool = True,
+) -> StoreBase:
     """Open (creating if needed) the store `<root>/<subdir>`. Use it as a context manager.
 
     `create=False` (read-only commands) raises NotFoundError when there is no store there instead
@@ -66,25 +88,39 @@ def open_store(root: str | os.PathLike[str] | None = None, subdir: str = DEFAULT
         from memctl.store.postgres import PostgresStore
 
         name = validate_subdir(subdir)
-        opened = PostgresStore(url, name, config or load_config(None, overrides), embedder=embedder, actor=actor,
-                               cache_dir=Path(root_path) / ".cache" / "embeddings")
+        opened = PostgresStore(
+            url,
+            name,
+            config or load_config(None, overrides),
+            embedder=embedder,
+            actor=actor,
+            cache_dir=Path(root_path) / ".cache" / "embeddings",
+        )
         if not create and name not in {known for known, _ in opened.subdirs()}:
             from memctl.errors import NotFoundError
 
             opened.close()
-            raise NotFoundError(f"no store {name!r} in the PostgreSQL database",
-                                hint="check --subdir (`memctl subdirs` lists the stores); `memctl save` creates one")
+            raise NotFoundError(
+                f"no store {name!r} in the PostgreSQL database",
+                hint="check --subdir (`memctl subdirs` lists the stores); `memctl save` creates one",
+            )
         return opened
     folder = store_dir(root_path, subdir)
     if config is None:
         config = load_config(folder, overrides)  # a bad store config.yaml is named before anything else
     check_store_folder(root_path, folder, create)
-    return EmbeddedStore(folder, config, embedder=embedder, actor=actor,
-                         cache_dir=Path(root_path) / ".cache" / "embeddings")
+    return EmbeddedStore(
+        folder, config, embedder=embedder, actor=actor, cache_dir=Path(root_path) / ".cache" / "embeddings"
+    )
 
 
-def list_stores(root: str | os.PathLike[str] | None = None, *, store: str | None = None,
-                overrides: dict[str, Any] | None = None, counts: bool = True) -> StoreList:
+def list_stores(
+    root: str | os.PathLike[str] | None = None,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    counts: bool = True,
+) -> StoreList:
     """Every store of the backend `store` (else env MEMCTL_STORE, else config store_url) names: the
     folder stores under `root`, or the subdirs of the PostgreSQL database, with their memory counts
     (`counts=False`: None for folder stores, which then need not be opened)."""
@@ -93,14 +129,24 @@ def list_stores(root: str | os.PathLike[str] | None = None, *, store: str | None
         from memctl.store.postgres import database_stores, redact
 
         where = redact(url)
-        return StoreList(where, [StoreSummary(name, count, f"{where}#{name}")
-                                 for name, count in database_stores(url, load_config(None, overrides))])
+        return StoreList(
+            where,
+            [
+                StoreSummary(name, count, f"{where}#{name}")
+                for name, count in database_stores(url, load_config(None, overrides))
+            ],
+        )
     from memctl.paths import list_subdirs
     from memctl.store.embedded import stored_count
 
     root_path = resolve_root(root)
-    return StoreList(str(root_path), [StoreSummary(name, stored_count(root_path / name) if counts else None,
-                                                   str(root_path / name)) for name in list_subdirs(root_path)])
+    return StoreList(
+        str(root_path),
+        [
+            StoreSummary(name, stored_count(root_path / name) if counts else None, str(root_path / name))
+            for name in list_subdirs(root_path)
+        ],
+    )
 
 
 # Files only a store that once had a database holds (the cache and config.yaml are not enough).
@@ -124,11 +170,14 @@ def check_store_folder(root: Path, folder: Path, create: bool) -> None:
         return
     traces = [name for name in _STORE_TRACES if (folder / name).exists()]
     if traces:
-        raise StoreError(f"the store at {folder} has lost its database {STORE_MARKER} (still there: "
-                         f"{', '.join(traces)}); memctl will not create an empty store in its place",
-                         hint="restore it with `memctl restore-backup` or from your export (`memctl import`); "
-                              "to start over, remove the folder")
+        raise StoreError(
+            f"the store at {folder} has lost its database {STORE_MARKER} (still there: "
+            f"{', '.join(traces)}); memctl will not create an empty store in its place",
+            hint="restore it with `memctl restore-backup` or from your export (`memctl import`); "
+            "to start over, remove the folder",
+        )
     if not create:
-        raise NotFoundError(f"no store at {folder}",
-                            hint="check --root / --subdir (`memctl subdirs` lists the stores); "
-                                 "`memctl save` creates a store")
+        raise NotFoundError(
+            f"no store at {folder}",
+            hint="check --root / --subdir (`memctl subdirs` lists the stores); `memctl save` creates a store",
+        )

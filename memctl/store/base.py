@@ -107,8 +107,10 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         # reject the whole row set once one such value is stored.
         json.dumps(metadata, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"metadata is not JSON-serialisable: {exc}",
-                         hint="values must be strings, finite numbers, booleans, null, lists or objects") from exc
+        raise UsageError(
+            f"metadata is not JSON-serialisable: {exc}",
+            hint="values must be strings, finite numbers, booleans, null, lists or objects",
+        ) from exc
     return dict(metadata)
 
 
@@ -120,8 +122,10 @@ def check_text_size(text: str, limit: int) -> None:
     """Refuse a text over `limit` bytes of UTF-8 (config max_text_bytes; 0: no limit) before it is
     embedded: the model's memory grows with the text (~150 MB per MB)."""
     if limit and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
-        raise UsageError(f"the text is {len(text.encode('utf-8')):,} bytes, over the limit of {limit:,} bytes",
-                         hint="split it into smaller memories, or raise max_text_bytes in the config")
+        raise UsageError(
+            f"the text is {len(text.encode('utf-8')):,} bytes, over the limit of {limit:,} bytes",
+            hint="split it into smaller memories, or raise max_text_bytes in the config",
+        )
 
 
 def keywords_of(config: Config, metadata: Mapping[str, Any]) -> str:
@@ -227,8 +231,14 @@ class _Facts:
 class _BaseScores:
     """Score fusion's base score of a key: (1 - share) x normalised similarity + share x normalised BM25."""
 
-    def __init__(self, store: StoreBase, ranking: np.ndarray, dense: builtins.list[tuple[int, float]],
-                 keyword: builtins.list[tuple[int, float]], share: float) -> None:
+    def __init__(
+        self,
+        store: StoreBase,
+        ranking: np.ndarray,
+        dense: builtins.list[tuple[int, float]],
+        keyword: builtins.list[tuple[int, float]],
+        share: float,
+    ) -> None:
         from memctl.store.records import relevance as rel
 
         self.ranking = ranking
@@ -341,8 +351,9 @@ class StoreBase(abc.ABC):
         info = info or self.embedder.info
         reindexing, stored = self._model_state()
         if reindexing:
-            raise ModelMismatchError(f"a reindex of store {self.name!r} was interrupted",
-                                     hint="run `memctl reindex` to finish it")
+            raise ModelMismatchError(
+                f"a reindex of store {self.name!r} was interrupted", hint="run `memctl reindex` to finish it"
+            )
         if stored is None or self._is_empty():
             return
         if (stored.get("provider"), stored.get("model")) != (info.provider, info.model):
@@ -377,8 +388,9 @@ class StoreBase(abc.ABC):
         """Where the store is, for messages and `stats` (a folder, or a database URL without password)."""
         raise NotImplementedError
 
-    def find_exact(self, text: str, area: str | None = None,
-                   filter: str | Filter | None = None) -> builtins.list[Memory]:
+    def find_exact(
+        self, text: str, area: str | None = None, filter: str | Filter | None = None
+    ) -> builtins.list[Memory]:
         """The memories whose text is exactly `text` (in `area`, matching `filter`), oldest first."""
         if area:
             check_area(area)
@@ -389,8 +401,9 @@ class StoreBase(abc.ABC):
     def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
         """The memories with this content hash and text (in `area`), oldest first."""
 
-    def list(self, *, area: str | None = None, filter: str | Filter | None = None,
-             limit: int = 20, offset: int = 0) -> tuple[builtins.list[Memory], int]:
+    def list(
+        self, *, area: str | None = None, filter: str | Filter | None = None, limit: int = 20, offset: int = 0
+    ) -> tuple[builtins.list[Memory], int]:
         """One page of memories, newest first, and how many match in all."""
         if area:
             check_area(area)
@@ -473,7 +486,7 @@ class StoreBase(abc.ABC):
 
     @abc.abstractmethod
     def integrity_check(self) -> str:
-        """"ok", or what is wrong with the stored data."""
+        """ "ok", or what is wrong with the stored data."""
         raise NotImplementedError
 
     @abc.abstractmethod
@@ -496,13 +509,20 @@ class StoreBase(abc.ABC):
         dim = int(vectors.shape[1]) if len(records) else 0
         known_dim = self.dimension()
         if known_dim is not None and dim and dim != known_dim and not self._is_empty():
-            raise ModelMismatchError(f"vectors of dimension {dim} cannot join a store of dimension {known_dim}",
-                                     hint="run `memctl reindex`")
+            raise ModelMismatchError(
+                f"vectors of dimension {dim} cannot join a store of dimension {known_dim}", hint="run `memctl reindex`"
+            )
         return dim
 
-    def _prepare_rows(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, taken: set[str],
-                      on_conflict: str, op: str, actor: str | None) -> tuple[
-            builtins.list[PreparedRow], builtins.list[tuple[Any, ...]]]:
+    def _prepare_rows(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        vectors: np.ndarray,
+        taken: set[str],
+        on_conflict: str,
+        op: str,
+        actor: str | None,
+    ) -> tuple[builtins.list[PreparedRow], builtins.list[tuple[Any, ...]]]:
         """Validated rows to insert and their history rows; resolves id conflicts (skip / error / new-id)."""
         now = now_iso()
         rows: builtins.list[PreparedRow] = []
@@ -521,14 +541,33 @@ class StoreBase(abc.ABC):
             meta = check_metadata(record.get("metadata"))
             area = check_area(record.get("area") or "main")
             meta_json = json.dumps(meta, ensure_ascii=False)
-            rows.append(PreparedRow(rid, record["text"], area, stamp, record.get("updated_at") or stamp, meta_json,
-                                    vector, content_hash(record["text"]), self._keywords(meta)))
+            rows.append(
+                PreparedRow(
+                    rid,
+                    record["text"],
+                    area,
+                    stamp,
+                    record.get("updated_at") or stamp,
+                    meta_json,
+                    vector,
+                    content_hash(record["text"]),
+                    self._keywords(meta),
+                )
+            )
             history.append((rid, op, actor or self.actor, now, area, None, record["text"], None, meta_json))
         return rows, history
 
-    def insert_records(self, records: Sequence[Mapping[str, Any]], vectors: np.ndarray, info: ModelInfo,
-                       *, actor: str | None = None, op: str = "add", on_conflict: str = "error",
-                       links: Mapping[str, Sequence[str]] | None = None) -> builtins.list[str]:
+    def insert_records(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        vectors: np.ndarray,
+        info: ModelInfo,
+        *,
+        actor: str | None = None,
+        op: str = "add",
+        on_conflict: str = "error",
+        links: Mapping[str, Sequence[str]] | None = None,
+    ) -> builtins.list[str]:
         """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
 
         on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
@@ -585,9 +624,18 @@ class StoreBase(abc.ABC):
         with self._write():
             yield self
 
-    def update(self, memory_id: str, *, text: str | None = None, metadata: Mapping[str, Any] | None = None,
-               replace_metadata: bool = False, unset: Sequence[str] = (), area: str | None = None,
-               actor: str | None = None, op: str = "update") -> Memory:
+    def update(
+        self,
+        memory_id: str,
+        *,
+        text: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replace_metadata: bool = False,
+        unset: Sequence[str] = (),
+        area: str | None = None,
+        actor: str | None = None,
+        op: str = "update",
+    ) -> Memory:
         """Change text (re-embedded) and/or metadata in place; history keeps the old version."""
         old = self.get_one(memory_id)
         new_text = self._check_text(text) if text is not None else old.text
@@ -600,26 +648,56 @@ class StoreBase(abc.ABC):
         with self._write():
             self._lock_ids([memory_id])  # concurrent updates of one memory queue up
             current = self.get_one(memory_id)  # it may have changed or gone while we embedded
-            self._update_row(memory_id, new_text if vector is not None else None, vector, new_meta, new_area,
-                             now_iso())
-            self._history(memory_id, op, area=new_area, old_text=current.text, new_text=new_text,
-                          old_metadata=current.metadata, new_metadata=new_meta, actor=actor)
+            self._update_row(memory_id, new_text if vector is not None else None, vector, new_meta, new_area, now_iso())
+            self._history(
+                memory_id,
+                op,
+                area=new_area,
+                old_text=current.text,
+                new_text=new_text,
+                old_metadata=current.metadata,
+                new_metadata=new_meta,
+                actor=actor,
+            )
         return self.get_one(memory_id)
 
     @abc.abstractmethod
-    def _update_row(self, memory_id: str, text: str | None, vector: np.ndarray | None, metadata: dict[str, Any],
-                    area: str, updated_at: str) -> None:
+    def _update_row(
+        self,
+        memory_id: str,
+        text: str | None,
+        vector: np.ndarray | None,
+        metadata: dict[str, Any],
+        area: str,
+        updated_at: str,
+    ) -> None:
         """Set a memory's metadata (and keywords), area and updated_at, and its text, vector and content hash
         when `text` is not None; joins an open transaction."""
 
     @abc.abstractmethod
-    def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
-                 new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
-                 actor: str | None = None) -> None:
+    def _history(
+        self,
+        memory_id: str,
+        op: str,
+        *,
+        area: str | None = None,
+        old_text: str | None = None,
+        new_text: str | None = None,
+        old_metadata: Any = None,
+        new_metadata: Any = None,
+        actor: str | None = None,
+    ) -> None:
         """Append one history entry, stamped now; joins an open transaction."""
 
-    def delete(self, ids: Sequence[str], *, cascade: bool = True, actor: str | None = None,
-               op: str = "delete", archive: bool = True) -> DeleteResult:
+    def delete(
+        self,
+        ids: Sequence[str],
+        *,
+        cascade: bool = True,
+        actor: str | None = None,
+        op: str = "delete",
+        archive: bool = True,
+    ) -> DeleteResult:
         """Delete ids (and, with cascade, what was derived from them) in one transaction.
 
         `archive` keeps each removed row (vector included) in the archive for `restore`.
@@ -631,8 +709,9 @@ class StoreBase(abc.ABC):
                 self._lock_ids(plan.cascaded)
             removed = plan.deleted + plan.cascaded
             for memory in self.get(removed):
-                self._history(memory.id, op, area=memory.area, old_text=memory.text,
-                              old_metadata=memory.metadata, actor=actor)
+                self._history(
+                    memory.id, op, area=memory.area, old_text=memory.text, old_metadata=memory.metadata, actor=actor
+                )
             if removed:
                 if archive:
                     self._archive(removed, op, actor)
@@ -721,16 +800,24 @@ class StoreBase(abc.ABC):
             raise UsageError("matching_ids needs a filter")
         return {rid for _, rid in self._filtered(area, flt)}
 
-    def _dense_pairs(self, vector: np.ndarray, k: int,
-                     only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
+    def _dense_pairs(
+        self, vector: np.ndarray, k: int, only: Collection[int] | None
+    ) -> builtins.list[tuple[int, float]]:
         """Top-k (key, inner product) among `only` (None: all), best first."""
         raise NotImplementedError
 
     def _relevance_of(self, keys: builtins.list[int], vector: np.ndarray) -> dict[int, float]:
         raise NotImplementedError
 
-    def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
-                       common_df: int, common_text_df: int = 0) -> builtins.list[tuple[int, float]]:
+    def _keyword_pairs(
+        self,
+        query: str,
+        k: int,
+        area: str | None,
+        only: Collection[int] | None,
+        common_df: int,
+        common_text_df: int = 0,
+    ) -> builtins.list[tuple[int, float]]:
         """Top-k (key, keyword score; higher is better) among memories in `area` / `only`, leaving out
         query words found in over `common_df` memories (when > 50) or, when > 0, in over
         `common_text_df` memory texts (unless that leaves none)."""
@@ -801,11 +888,20 @@ class StoreBase(abc.ABC):
         knowledge = sum(a["knowledge"] for a in areas.values())
         count = sum(a["count"] for a in areas.values())
         return {
-            "subdir": self.name, "path": self.location, "count": count, "areas": areas,
-            "knowledge": knowledge, "conversation": count - knowledge,
-            "oldest": oldest, "newest": newest, "never_accessed": never, "last_accessed": last,
-            "archived": archived, "history": history,
-            "bytes": self.size_bytes(), "model": self.model_info(),
+            "subdir": self.name,
+            "path": self.location,
+            "count": count,
+            "areas": areas,
+            "knowledge": knowledge,
+            "conversation": count - knowledge,
+            "oldest": oldest,
+            "newest": newest,
+            "never_accessed": never,
+            "last_accessed": last,
+            "archived": archived,
+            "history": history,
+            "bytes": self.size_bytes(),
+            "model": self.model_info(),
         }
 
     @abc.abstractmethod
@@ -939,8 +1035,9 @@ class StoreBase(abc.ABC):
         vectors = self.embedder.embed(texts)
         dim = self.dimension()
         if dim is not None and not self._is_empty() and vectors.shape[1] != dim:
-            raise ModelMismatchError(f"embedding dimension {vectors.shape[1]} differs from the store's {dim}",
-                                     hint="run `memctl reindex`")
+            raise ModelMismatchError(
+                f"embedding dimension {vectors.shape[1]} differs from the store's {dim}", hint="run `memctl reindex`"
+            )
         return vectors
 
     def _check_text(self, text: Any) -> str:
@@ -962,12 +1059,20 @@ class StoreBase(abc.ABC):
         """The memory with this id; NotFoundError when there is none."""
         got = self.get([memory_id])
         if not got:
-            raise NotFoundError(f"no memory with id {memory_id!r} in store {self.name!r}",
-                                hint="`memctl list` shows the ids")
+            raise NotFoundError(
+                f"no memory with id {memory_id!r} in store {self.name!r}", hint="`memctl list` shows the ids"
+            )
         return got[0]
 
-    def add(self, texts: Sequence[str], area: str = "main", metadata: Sequence[Mapping[str, Any] | None] | None = None,
-            *, derived_from: Mapping[str, Sequence[str]] | None = None, actor: str | None = None) -> builtins.list[str]:
+    def add(
+        self,
+        texts: Sequence[str],
+        area: str = "main",
+        metadata: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        derived_from: Mapping[str, Sequence[str]] | None = None,
+        actor: str | None = None,
+    ) -> builtins.list[str]:
         """Embed and insert texts in one transaction; return their new ids.
 
         `derived_from` maps a link kind (e.g. "consolidated_from") to parent ids each new memory derives from.
@@ -987,8 +1092,15 @@ class StoreBase(abc.ABC):
         ]
         return self.insert_records(records, vectors, self.embedder.info, actor=actor, links=derived_from)
 
-    def search(self, query: str, limit: int = 10, threshold: float | None = None, area: str | None = None,
-               filter: str | Filter | None = None, mode: str = "hybrid") -> builtins.list[Hit]:
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        threshold: float | None = None,
+        area: str | None = None,
+        filter: str | Filter | None = None,
+        mode: str = "hybrid",
+    ) -> builtins.list[Hit]:
         """Best matches at or above threshold (None: config search_threshold).
 
         mode "dense": vector similarity. "keyword": keyword-index order (BM25 embedded, ts_rank_cd on
@@ -1004,9 +1116,15 @@ class StoreBase(abc.ABC):
         """
         return [hit for hit, _ in self.search_evidence(query, limit, threshold, area, filter, mode)]
 
-    def search_evidence(self, query: str, limit: int = 10, threshold: float | None = None, area: str | None = None,
-                        filter: str | Filter | None = None, mode: str = "hybrid"
-                        ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
+    def search_evidence(
+        self,
+        query: str,
+        limit: int = 10,
+        threshold: float | None = None,
+        area: str | None = None,
+        filter: str | Filter | None = None,
+        mode: str = "hybrid",
+    ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """`search`, each hit with the evidence its score was computed from (memctl.relevance.FEATURES;
         None when the plain formula scored it). scripts/fit_relevance.py fits the calibration on it."""
         if mode not in SEARCH_MODES:
@@ -1026,13 +1144,16 @@ class StoreBase(abc.ABC):
             calibration = self.calibration()
             if mode == "dense":
                 if calibration is None:
-                    return [(h, None) for h in self.search_vector(vector, limit=limit, threshold=threshold,
-                                                                  area=area, filter=flt)]
+                    return [
+                        (h, None)
+                        for h in self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
+                    ]
                 return self._search_dense(query, vector, limit, threshold, area, flt, calibration)
             if mode == "hybrid" and fusion == "score":
                 return self._search_hybrid(query, vector, limit, threshold, area, flt, calibration)
-            return self._search_fused(query, vector, limit, threshold, area, flt, calibration,
-                                      use_dense=mode == "hybrid")
+            return self._search_fused(
+                query, vector, limit, threshold, area, flt, calibration, use_dense=mode == "hybrid"
+            )
 
     # -- what searches keep between calls: facts only a write changes --------------------
     def _generation(self) -> Any:
@@ -1090,8 +1211,9 @@ class StoreBase(abc.ABC):
         """seq -> (area, metadata) of the rows that exist (a backend may read less than a whole row)."""
         return {key: (hit.area, hit.metadata) for key, hit in self._seq_hits([(key, 0.0) for key in seqs])}
 
-    def _facts(self, memo: dict[Any, Any], hits: Mapping[int, Hit],
-               more: Iterable[int] = ()) -> dict[int, _Facts | None]:
+    def _facts(
+        self, memo: dict[Any, Any], hits: Mapping[int, Hit], more: Iterable[int] = ()
+    ) -> dict[int, _Facts | None]:
         """_Facts of the hits and of the rows `more` names (None for a seq with no row), from `memo`."""
         session_keys = tuple(str(k) for k in self.config["hybrid_neighbour_keys"])
         slot = ("facts", session_keys, tuple(str(k) for k in self.config["keyword_metadata_keys"]))
@@ -1117,16 +1239,28 @@ class StoreBase(abc.ABC):
             return None
         return shipped(self.embedder.info.model)
 
-    def _evidence(self, query: str, hits: Mapping[int, Hit], cosines: Mapping[int, float],
-                  keyword: Mapping[int, float], fused: Mapping[int, float],
-                  facts: Mapping[int, _Facts | None] | None = None) -> dict[int, dict[str, float]]:
+    def _evidence(
+        self,
+        query: str,
+        hits: Mapping[int, Hit],
+        cosines: Mapping[int, float],
+        keyword: Mapping[int, float],
+        fused: Mapping[int, float],
+        facts: Mapping[int, _Facts | None] | None = None,
+    ) -> dict[int, dict[str, float]]:
         """The evidence (memctl.relevance.FEATURES) of each candidate; `cosines` of the query as asked."""
         of = self._evidence_of(query, hits, cosines, keyword, fused, facts)
         return {key: of(key) for key in hits}
 
-    def _evidence_of(self, query: str, hits: Mapping[int, Hit], cosines: Mapping[int, float],
-                     keyword: Mapping[int, float], fused: Mapping[int, float],
-                     facts: Mapping[int, _Facts | None] | None = None) -> Callable[[int], dict[str, float]]:
+    def _evidence_of(
+        self,
+        query: str,
+        hits: Mapping[int, Hit],
+        cosines: Mapping[int, float],
+        keyword: Mapping[int, float],
+        fused: Mapping[int, float],
+        facts: Mapping[int, _Facts | None] | None = None,
+    ) -> Callable[[int], dict[str, float]]:
         """`_evidence` one candidate at a time: what depends on all of them is computed now, the rest per call."""
         from memctl.relevance import asks, content_units
         from memctl.store.keyword import query_tokens
@@ -1149,7 +1283,9 @@ class StoreBase(abc.ABC):
             row = rows[key]
             assert row is not None  # every hit has its facts
             return {
-                "cosine": cos, "cosine_gap": cos - best, "cosine_lift": cos - mean_top,
+                "cosine": cos,
+                "cosine_gap": cos - best,
+                "cosine_lift": cos - mean_top,
                 "overlap": len(units & row.content_units(hit.text)) / len(units) if units else 0.0,
                 "keyword": keyword.get(key, 0.0) / best_keyword if best_keyword > 0 else 0.0,
                 "metadata": 1.0 if words and words & row.metadata_words(self, hit) else 0.0,
@@ -1161,9 +1297,15 @@ class StoreBase(abc.ABC):
         return of
 
     @staticmethod
-    def _select(hits: Mapping[int, Hit], scores: Mapping[int, float], rank: Mapping[int, float],
-                rare_hits: Mapping[int, int], evidence: Mapping[int, dict[str, float]] | None, limit: int,
-                threshold: float) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
+    def _select(
+        hits: Mapping[int, Hit],
+        scores: Mapping[int, float],
+        rank: Mapping[int, float],
+        rare_hits: Mapping[int, int],
+        evidence: Mapping[int, dict[str, float]] | None,
+        limit: int,
+        threshold: float,
+    ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """Hits in order (rare-token hits first, then `rank`, then score), score set, those below threshold left
         out unless they hold a rare query token. Scores (and evidence) are read in that order until `limit`
         hits are kept: a lazy mapping (_Lazy) computes no more of them than that."""
@@ -1192,25 +1334,45 @@ class StoreBase(abc.ABC):
         rare = self._rare_tokens(identifier_tokens(query), max(3, int(self._size() * RARE_TOKEN_SHARE)))
         return {key: count_tokens(h.text, rare) if key in from_keyword else 0 for key, h in hits.items()}
 
-    def _calibrated(self, calibration: Calibration, query: str, hits: Mapping[int, Hit],
-                    relevances: Mapping[int, float], keyword: Mapping[int, float], fused: Mapping[int, float],
-                    facts: Mapping[int, _Facts | None] | None = None
-                    ) -> tuple[Mapping[int, float], Mapping[int, dict[str, float]]]:
+    def _calibrated(
+        self,
+        calibration: Calibration,
+        query: str,
+        hits: Mapping[int, Hit],
+        relevances: Mapping[int, float],
+        keyword: Mapping[int, float],
+        fused: Mapping[int, float],
+        facts: Mapping[int, _Facts | None] | None = None,
+    ) -> tuple[Mapping[int, float], Mapping[int, dict[str, float]]]:
         cosines = {key: 2.0 * rel - 1.0 for key, rel in relevances.items()}
         evidence = _Lazy(hits, self._evidence_of(query, hits, cosines, keyword, fused, facts))
         return _Lazy(hits, lambda key: calibration.score(evidence[key])), evidence
 
-    def _search_dense(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
-                      flt: Filter | None,
-                      calibration: Calibration) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
+    def _search_dense(
+        self,
+        query: str,
+        vector: np.ndarray,
+        limit: int,
+        threshold: float,
+        area: str | None,
+        flt: Filter | None,
+        calibration: Calibration,
+    ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """Dense candidates scored by the calibration (the keyword side only adds evidence)."""
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
             return []
         depth = max(limit * 3, int(self.config["hybrid_candidates"]))
         dense = self._dense_pairs(vector, depth, only)
-        keyword = dict(self._keyword_pairs(query, depth, area if flt is None else None,
-                                           only if flt is not None else None, int(self._size() * COMMON_TOKEN_SHARE)))
+        keyword = dict(
+            self._keyword_pairs(
+                query,
+                depth,
+                area if flt is None else None,
+                only if flt is not None else None,
+                int(self._size() * COMMON_TOKEN_SHARE),
+            )
+        )
         hits = dict(self._seq_hits([(key, 0.0) for key, _ in dense]))
         relevances = {key: relevance(ip) for key, ip in dense if key in hits}
         low = min(relevances.values(), default=0.0)
@@ -1218,23 +1380,42 @@ class StoreBase(abc.ABC):
         scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused)
         return self._select(hits, scores, relevances, {}, evidence, limit, threshold)
 
-    def _search_fused(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
-                      flt: Filter | None, calibration: Calibration | None, *, use_dense: bool
-                      ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
+    def _search_fused(
+        self,
+        query: str,
+        vector: np.ndarray,
+        limit: int,
+        threshold: float,
+        area: str | None,
+        flt: Filter | None,
+        calibration: Calibration | None,
+        *,
+        use_dense: bool,
+    ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
             return []
         total = self._size()
         depth = max(limit * 3, int(self.config["hybrid_candidates"]))
         dense = self._dense_pairs(vector, depth, only) if use_dense else []
-        keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
-                                      int(total * COMMON_TOKEN_SHARE))
+        keyword = self._keyword_pairs(
+            query,
+            depth,
+            area if flt is None else None,
+            only if flt is not None else None,
+            int(total * COMMON_TOKEN_SHARE),
+        )
         if use_dense:
             keyword = gate_keyword(keyword, float(self.config["hybrid_keyword_gate"]))
         scores = {key: relevance(ip) for key, ip in dense}
         scores.update(self._relevance_of([key for key, _ in keyword if key not in scores], vector))
-        fused = rrf_fuse([(float(self.config["hybrid_dense_weight"]), dense),
-                          (float(self.config["hybrid_keyword_weight"]), keyword)], float(self.config["hybrid_rrf_k"]))
+        fused = rrf_fuse(
+            [
+                (float(self.config["hybrid_dense_weight"]), dense),
+                (float(self.config["hybrid_keyword_weight"]), keyword),
+            ],
+            float(self.config["hybrid_rrf_k"]),
+        )
         hits = dict(self._seq_hits([(key, 0.0) for key in fused]))
         # A memory holding a rare query token (an order number, a surname) is what the user asked for:
         # it ranks first and passes the threshold whatever its vector similarity.
@@ -1246,9 +1427,16 @@ class StoreBase(abc.ABC):
         calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused)
         return self._select(hits, calibrated, fused, rare_hits, evidence, limit, threshold)
 
-    def _search_hybrid(self, query: str, vector: np.ndarray, limit: int, threshold: float, area: str | None,
-                       flt: Filter | None, calibration: Calibration | None = None
-                       ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
+    def _search_hybrid(
+        self,
+        query: str,
+        vector: np.ndarray,
+        limit: int,
+        threshold: float,
+        area: str | None,
+        flt: Filter | None,
+        calibration: Calibration | None = None,
+    ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """Score fusion, measured in bench/retrieval.py (each step kept only because it moved Recall@k):
 
         1. The vector side ranks with the query minus the names found in over 10 % of the store (a
@@ -1286,8 +1474,9 @@ class StoreBase(abc.ABC):
             dense = self._with_named(dense, ranking, depth, query, names, area, only)
         text_share = float(config["hybrid_common_word_share"])
         common_text_df = max(int(total * text_share), COMMON_WORD_MIN_DF) if text_share > 0 else 0
-        keyword = self._keyword_pairs(query, depth, area if flt is None else None, only if flt is not None else None,
-                                      common_df, common_text_df)
+        keyword = self._keyword_pairs(
+            query, depth, area if flt is None else None, only if flt is not None else None, common_df, common_text_df
+        )
         pool = list(dict.fromkeys([key for key, _ in dense] + [key for key, _ in keyword]))
         hits = dict(self._seq_hits([(key, 0.0) for key in pool]))
         memo = self._memo()
@@ -1303,18 +1492,29 @@ class StoreBase(abc.ABC):
                 if words & row.metadata_words(self, hit):
                     final[key] += boost
         self._add_neighbour_boost(hits, final, base, only, memo)
-        shown = {key: base.dense_relevance[key] for key in hits} if ranking is vector else \
-            self._relevance_of(list(hits), vector)
+        shown = (
+            {key: base.dense_relevance[key] for key in hits}
+            if ranking is vector
+            else self._relevance_of(list(hits), vector)
+        )
         rare_hits = self._rare_hits(query, hits, {key for key, _ in keyword})
         if calibration is None:
             return self._select(hits, shown, final, rare_hits, None, limit, threshold)
-        calibrated, evidence = self._calibrated(calibration, query, hits, shown, dict(keyword), final,
-                                                self._facts(memo, hits))
+        calibrated, evidence = self._calibrated(
+            calibration, query, hits, shown, dict(keyword), final, self._facts(memo, hits)
+        )
         return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
 
-    def _with_named(self, dense: builtins.list[tuple[int, float]], ranking: np.ndarray, depth: int, query: str,
-                    names: set[str], area: str | None,
-                    only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
+    def _with_named(
+        self,
+        dense: builtins.list[tuple[int, float]],
+        ranking: np.ndarray,
+        depth: int,
+        query: str,
+        names: set[str],
+        area: str | None,
+        only: Collection[int] | None,
+    ) -> builtins.list[tuple[int, float]]:
         """`dense` plus the vector side's best `depth` among the memories whose keyword metadata is one of the
         (common) names the query mentions: in a long chat the turn a question is about is one of that
         speaker's hundreds, and the best 50 of the whole store often miss it."""
@@ -1353,8 +1553,14 @@ class StoreBase(abc.ABC):
             merged.setdefault(key, ip)
         return sorted(merged.items(), key=lambda pair: -pair[1])
 
-    def _add_neighbour_boost(self, hits: dict[int, Hit], final: dict[int, float], base: _BaseScores,
-                             only: Collection[int] | None, memo: dict[Any, Any] | None = None) -> None:
+    def _add_neighbour_boost(
+        self,
+        hits: dict[int, Hit],
+        final: dict[int, float],
+        base: _BaseScores,
+        only: Collection[int] | None,
+        memo: dict[Any, Any] | None = None,
+    ) -> None:
         """Raise each chat turn by `hybrid_neighbour_boost` x the best base score of its session neighbours."""
         weight = float(self.config["hybrid_neighbour_boost"])
         window = int(self.config["hybrid_neighbour_window"])
@@ -1363,8 +1569,11 @@ class StoreBase(abc.ABC):
         sessions = {key: facts[key].session for key in hits}  # type: ignore[union-attr]
         if weight <= 0 or window <= 0 or not any(s is not None for s in sessions.values()):
             return
-        near = {key: [n for n in range(key - window, key + window + 1) if n != key]
-                for key, session in sessions.items() if session is not None}
+        near = {
+            key: [n for n in range(key - window, key + window + 1) if n != key]
+            for key, session in sessions.items()
+            if session is not None
+        }
         extra = sorted({n for ns in near.values() for n in ns} - set(hits))
         facts = self._facts(memo, hits, extra)
         allowed = None if only is None else {int(k) for k in only}
@@ -1372,17 +1581,29 @@ class StoreBase(abc.ABC):
         for key, neighbours in near.items():
             own = facts[key]
             assert own is not None
-            same[key] = [n for n in neighbours if (row := facts.get(n)) is not None
-                         and (allowed is None or n in allowed) and row.area == own.area
-                         and row.session == sessions[key]]
+            same[key] = [
+                n
+                for n in neighbours
+                if (row := facts.get(n)) is not None
+                and (allowed is None or n in allowed)
+                and row.area == own.area
+                and row.session == sessions[key]
+            ]
         # Only the neighbours that count need their similarity (each is computed alone, so which others
         # are asked for changes no value).
         base.add_dense(self, sorted({n for ns in same.values() for n in ns} - set(hits)))
         for key, neighbours in same.items():
             final[key] += weight * max((base.of(n) for n in neighbours), default=0.0)
 
-    def search_vector(self, vector: np.ndarray, *, limit: int = 10, threshold: float = 0.0,
-                      area: str | None = None, filter: str | Filter | None = None) -> builtins.list[Hit]:
+    def search_vector(
+        self,
+        vector: np.ndarray,
+        *,
+        limit: int = 10,
+        threshold: float = 0.0,
+        area: str | None = None,
+        filter: str | Filter | None = None,
+    ) -> builtins.list[Hit]:
         """Dense search with a query vector, ordered by relevance."""
         only = self._candidates(area, self.compile(filter))
         if only is not None and len(only) == 0:
@@ -1390,8 +1611,9 @@ class StoreBase(abc.ABC):
         pairs = [(key, relevance(ip)) for key, ip in self._dense_pairs(vector, limit, only)]
         return self._hits([(key, score) for key, score in pairs if score >= threshold])
 
-    def search_all_above(self, query: str, threshold: float, area: str | None = None,
-                         filter: str | Filter | None = None) -> builtins.list[Hit]:
+    def search_all_above(
+        self, query: str, threshold: float, area: str | None = None, filter: str | Filter | None = None
+    ) -> builtins.list[Hit]:
         """Every memory at or above threshold, however many (no silent cap)."""
         flt = self.compile(filter)
         query = self._check_text(query)

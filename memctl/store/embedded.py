@@ -59,12 +59,15 @@ if TYPE_CHECKING:
     from memctl.config import Config
 
 MODEL_META = "model"  # the database's copy of embedding.json (the truth; the file mirrors it)
-REINDEX_HINT = ("run `memctl reindex`: it re-embeds every memory with the configured model and rewrites the "
-                "record (or restore the store from a backup)")
+REINDEX_HINT = (
+    "run `memctl reindex`: it re-embeds every memory with the configured model and rewrites the "
+    "record (or restore the store from a backup)"
+)
 INDEX_TEMP_PREFIX = "index.faiss."  # temp files of checkpoints: .index.faiss.XXXX (vector_index.py)
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
-_ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
-                    " op, actor")
+_ARCHIVE_COLUMNS = (
+    "id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at, op, actor"
+)
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
 # Keyword document frequencies kept between searches (per store generation) before starting afresh.
@@ -74,15 +77,22 @@ TOUCH_WAIT = 1.0
 
 
 def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(id=row[1], text=row[2], area=row[3], created_at=row[4], updated_at=row[5],
-                  metadata=json.loads(row[6]))
+    return Memory(
+        id=row[1], text=row[2], area=row[3], created_at=row[4], updated_at=row[5], metadata=json.loads(row[6])
+    )
 
 
 class EmbeddedStore(StoreBase):
     """A memory store in one folder. Writers lock; readers see committed snapshots (WAL)."""
 
-    def __init__(self, folder: Path, config: Config, embedder: Embedder | None = None,
-                 actor: str = "api", cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        config: Config,
+        embedder: Embedder | None = None,
+        actor: str = "api",
+        cache_dir: Path | None = None,
+    ) -> None:
         self.folder = folder
         self.config = config
         self.actor = actor
@@ -125,8 +135,10 @@ class EmbeddedStore(StoreBase):
         else reported."""
         recover_swap(self.folder, float(self.config["lock_timeout"]))
         if not (self.folder / DB_FILE).is_file():
-            raise StoreError(f"store {self.folder} was removed while this process had it open",
-                             hint="restore it with `memctl restore-backup`, or open it again to start an empty one")
+            raise StoreError(
+                f"store {self.folder} was removed while this process had it open",
+                hint="restore it with `memctl restore-backup`, or open it again to start an empty one",
+            )
         self.db.close()
         self.db = self._connect(create=False)
         self._ident = self._db_ident()
@@ -147,8 +159,9 @@ class EmbeddedStore(StoreBase):
         except OSError:
             return
         try:
-            os.pwrite(fd, f"{value:020d}\n".encode("ascii"), 0) if hasattr(os, "pwrite") else \
-                os.write(fd, f"{value:020d}\n".encode("ascii"))
+            os.pwrite(fd, f"{value:020d}\n".encode("ascii"), 0) if hasattr(os, "pwrite") else os.write(
+                fd, f"{value:020d}\n".encode("ascii")
+            )
         except OSError:
             pass
         finally:
@@ -169,7 +182,8 @@ class EmbeddedStore(StoreBase):
                 f"{stored} of the {recorded} recorded in {path} (its write-ahead log {DB_FILE}-wal was removed "
                 "or damaged)",
                 hint=f"put the -wal file back if you have it, or restore a backup (`memctl restore-backup`); "
-                     f"to go on with what the database holds, delete {path}")
+                f"to go on with what the database holds, delete {path}",
+            )
 
     def _refresh_for_read(self) -> None:
         """Outside any transaction, a read first follows a restore that replaced the store."""
@@ -188,8 +202,9 @@ class EmbeddedStore(StoreBase):
         while True:
             db = None
             try:
-                db = sqlite3.connect(target, timeout=timeout, isolation_level=None, check_same_thread=False,
-                                     uri=not create)
+                db = sqlite3.connect(
+                    target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=not create
+                )
                 # Switching a new file to WAL can fail with "locked" at once (no busy handler) when
                 # another process opens it at the same moment; WAL then persists in the file.
                 if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
@@ -203,14 +218,17 @@ class EmbeddedStore(StoreBase):
                 if db is not None:
                     db.close()
                 if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
-                                     hint=sqlite_hint(str(exc))) from exc
+                    raise StoreError(
+                        f"cannot open store database {self.folder / DB_FILE}: {exc}", hint=sqlite_hint(str(exc))
+                    ) from exc
                 time.sleep(0.05)
             except sqlite3.DatabaseError as exc:
                 if db is not None:
                     db.close()
-                raise StoreError(f"cannot open store database {self.folder / DB_FILE}: {exc}",
-                                 hint="restore it from a backup or export") from exc
+                raise StoreError(
+                    f"cannot open store database {self.folder / DB_FILE}: {exc}",
+                    hint="restore it from a backup or export",
+                ) from exc
 
     def _connect_read_only(self) -> sqlite3.Connection:
         """Read-only media or folder: reading needs no lock and writes nothing. `mode=ro` still uses the
@@ -256,8 +274,7 @@ class EmbeddedStore(StoreBase):
             if not nested and self._replaced():
                 self._reopen()  # before taking the lock: it would re-create a vanished folder
             if self._lock is None:
-                self._lock = filelock.FileLock(str(self.folder / LOCK_FILE),
-                                               timeout=float(self.config["lock_timeout"]))
+                self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=float(self.config["lock_timeout"]))
             try:
                 self._lock.acquire()
             except filelock.Timeout as exc:
@@ -310,14 +327,32 @@ class EmbeddedStore(StoreBase):
                 self._record_commits(int(commits[0]))
             self._checkpoint_after_commit()
 
-    def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
-                 new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
-                 actor: str | None = None) -> None:
+    def _history(
+        self,
+        memory_id: str,
+        op: str,
+        *,
+        area: str | None = None,
+        old_text: str | None = None,
+        new_text: str | None = None,
+        old_metadata: Any = None,
+        new_metadata: Any = None,
+        actor: str | None = None,
+    ) -> None:
         self.db.execute(
             "INSERT INTO history (memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (memory_id, op, actor or self.actor, now_iso(), area, old_text, new_text,
-             _json_or_none(old_metadata), _json_or_none(new_metadata)),
+            (
+                memory_id,
+                op,
+                actor or self.actor,
+                now_iso(),
+                area,
+                old_text,
+                new_text,
+                _json_or_none(old_metadata),
+                _json_or_none(new_metadata),
+            ),
         )
 
     # -- embeddings ----------------------------------------------------------------------
@@ -339,17 +374,25 @@ class EmbeddedStore(StoreBase):
         if self._reindexing_now:
             return found if isinstance(found, dict) else None
         if isinstance(found, str):
-            raise StoreError(f"{self.folder / EMBEDDING_FILE} is unreadable ({found}), and this store keeps no other "
-                             "record of its embedding model", hint=REINDEX_HINT)
+            raise StoreError(
+                f"{self.folder / EMBEDDING_FILE} is unreadable ({found}), and this store keeps no other "
+                "record of its embedding model",
+                hint=REINDEX_HINT,
+            )
         if found is None:
             if self._has_vectors():
-                raise StoreError(f"the store at {self.folder} holds memories but lost its model record "
-                                 f"{EMBEDDING_FILE}", hint=REINDEX_HINT)
+                raise StoreError(
+                    f"the store at {self.folder} holds memories but lost its model record {EMBEDDING_FILE}",
+                    hint=REINDEX_HINT,
+                )
             return None
         stored = self._stored_dimension()
         if stored is not None and stored != found.get("dimension"):
-            raise StoreError(f"{self.folder / EMBEDDING_FILE} says dimension {found.get('dimension')}, but the stored "
-                             f"vectors have {stored}", hint=REINDEX_HINT)
+            raise StoreError(
+                f"{self.folder / EMBEDDING_FILE} says dimension {found.get('dimension')}, but the stored "
+                f"vectors have {stored}",
+                hint=REINDEX_HINT,
+            )
         return found
 
     def _model_file(self) -> dict[str, Any] | str | None:
@@ -361,8 +404,12 @@ class EmbeddedStore(StoreBase):
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             return str(exc)
-        if not isinstance(data, dict) or not {"provider", "model", "dimension"} <= set(data) \
-                or not isinstance(data["dimension"], int) or isinstance(data["dimension"], bool):
+        if (
+            not isinstance(data, dict)
+            or not {"provider", "model", "dimension"} <= set(data)
+            or not isinstance(data["dimension"], int)
+            or isinstance(data["dimension"], bool)
+        ):
             return "not a model record {provider, model, dimension}"
         return data
 
@@ -494,10 +541,13 @@ class EmbeddedStore(StoreBase):
         self.db.executemany(
             "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
             " keywords) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*r[:6], r.vector.astype("float32").tobytes(), *r[7:]) for r in rows])
+            [(*r[:6], r.vector.astype("float32").tobytes(), *r[7:]) for r in rows],
+        )
         self.db.executemany(
             "INSERT INTO history (memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", history)
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            history,
+        )
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -512,8 +562,9 @@ class EmbeddedStore(StoreBase):
 
     def _link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
         stamp = now_iso()
-        self.db.executemany("INSERT OR IGNORE INTO links VALUES (?, ?, ?, ?)",
-                            [(p, child_id, kind, stamp) for p in parent_ids])
+        self.db.executemany(
+            "INSERT OR IGNORE INTO links VALUES (?, ?, ?, ?)", [(p, child_id, kind, stamp) for p in parent_ids]
+        )
 
     def derived_ids(self, ids: Sequence[str]) -> builtins.list[str]:
         """Ids derived (transitively, through the link table) from `ids`, excluding `ids`."""
@@ -572,14 +623,24 @@ class EmbeddedStore(StoreBase):
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute(f"PRAGMA busy_timeout = {int(float(self.config['lock_timeout']) * 1000)}")
 
-    def _update_row(self, memory_id: str, text: str | None, vector: np.ndarray | None, metadata: dict[str, Any],
-                    area: str, updated_at: str) -> None:
+    def _update_row(
+        self,
+        memory_id: str,
+        text: str | None,
+        vector: np.ndarray | None,
+        metadata: dict[str, Any],
+        area: str,
+        updated_at: str,
+    ) -> None:
         if text is not None and vector is not None:
-            self.db.execute("UPDATE memories SET text = ?, vector = ?, content_hash = ? WHERE id = ?",
-                            (text, vector.astype("float32").tobytes(), content_hash(text), memory_id))
-        self.db.execute("UPDATE memories SET metadata = ?, area = ?, updated_at = ?, keywords = ? WHERE id = ?",
-                        (json.dumps(metadata, ensure_ascii=False), area, updated_at, self._keywords(metadata),
-                         memory_id))
+            self.db.execute(
+                "UPDATE memories SET text = ?, vector = ?, content_hash = ? WHERE id = ?",
+                (text, vector.astype("float32").tobytes(), content_hash(text), memory_id),
+            )
+        self.db.execute(
+            "UPDATE memories SET metadata = ?, area = ?, updated_at = ?, keywords = ? WHERE id = ?",
+            (json.dumps(metadata, ensure_ascii=False), area, updated_at, self._keywords(metadata), memory_id),
+        )
 
     # -- reading -------------------------------------------------------------------------
     def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
@@ -624,8 +685,9 @@ class EmbeddedStore(StoreBase):
     def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
         for start in range(0, len(seqs), 900):
             chunk = [int(s) for s in seqs[start : start + 900]]
-            for row in self.db.execute(f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})",
-                                       chunk):
+            for row in self.db.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+            ):
                 yield row[0], _memory(row)
 
     def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
@@ -650,8 +712,10 @@ class EmbeddedStore(StoreBase):
             args += pre_args
         where.append(f"CASE WHEN seq IN ({SQLITE_SUSPECT}) THEN 1 ELSE {compiled.where} END = 1")
         args += compiled.params
-        rows = self.db.execute(f"SELECT seq, id, seq IN ({SQLITE_SUSPECT}) FROM memories WHERE {' AND '.join(where)}"
-                               f" ORDER BY {order}", args).fetchall()
+        rows = self.db.execute(
+            f"SELECT seq, id, seq IN ({SQLITE_SUSPECT}) FROM memories WHERE {' AND '.join(where)} ORDER BY {order}",
+            args,
+        ).fetchall()
         suspects = [seq for seq, _, bad in rows if bad]
         kept = {seq for seq, memory in self._seq_rows(suspects) if flt.matches(memory.filter_names())}
         return [(seq, rid) for seq, rid, bad in rows if not bad or seq in kept]
@@ -675,8 +739,12 @@ class EmbeddedStore(StoreBase):
 
     def links(self) -> builtins.list[tuple[str, str, str, str]]:
         """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
-        return [tuple(r) for r in self.db.execute(
-            "SELECT parent_id, child_id, kind, created_at FROM links ORDER BY created_at, parent_id, child_id")]
+        return [
+            tuple(r)
+            for r in self.db.execute(
+                "SELECT parent_id, child_id, kind, created_at FROM links ORDER BY created_at, parent_id, child_id"
+            )
+        ]
 
     def append_history(self, entries: Sequence[HistoryEntry]) -> None:
         """Copy history entries (oldest first) as they are: op, actor and time kept (`memctl migrate`)."""
@@ -684,8 +752,21 @@ class EmbeddedStore(StoreBase):
             db.executemany(
                 "INSERT INTO history (memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(e.memory_id, e.op, e.actor, e.at, e.area, e.old_text, e.new_text, _json_or_none(e.old_metadata),
-                  _json_or_none(e.new_metadata)) for e in entries])
+                [
+                    (
+                        e.memory_id,
+                        e.op,
+                        e.actor,
+                        e.at,
+                        e.area,
+                        e.old_text,
+                        e.new_text,
+                        _json_or_none(e.old_metadata),
+                        _json_or_none(e.new_metadata),
+                    )
+                    for e in entries
+                ],
+            )
 
     def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
         sql = "SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata FROM history"
@@ -713,12 +794,14 @@ class EmbeddedStore(StoreBase):
             return np.array([r[0] for r in rows], dtype=np.int64)
         return np.array([seq for seq, _ in self._filtered(area, flt)], dtype=np.int64)
 
-    def _keyword_pairs(self, query: str, k: int, area: str | None, only: Any,
-                       common_df: int, common_text_df: int = 0) -> builtins.list[tuple[int, float]]:
+    def _keyword_pairs(
+        self, query: str, k: int, area: str | None, only: Any, common_df: int, common_text_df: int = 0
+    ) -> builtins.list[tuple[int, float]]:
         from memctl.store.keyword import keyword_search
 
-        return keyword_search(self.db, query, k, area, only, common_df=common_df, common_text_df=common_text_df,
-                              cache=self._df_cache())
+        return keyword_search(
+            self.db, query, k, area, only, common_df=common_df, common_text_df=common_text_df, cache=self._df_cache()
+        )
 
     def _rare_tokens(self, tokens: Sequence[str], max_df: int) -> set[str]:
         from memctl.store.keyword import rare_tokens
@@ -763,12 +846,14 @@ class EmbeddedStore(StoreBase):
         for start in range(0, len(seqs), 900):
             chunk = [int(s) for s in seqs[start : start + 900]]
             for seq, area, metadata in self.db.execute(
-                    f"SELECT seq, area, metadata FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk):
+                f"SELECT seq, area, metadata FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+            ):
                 found[seq] = (area, json.loads(metadata))
         return found
 
-    def _dense_pairs(self, vector: np.ndarray, k: int,
-                     only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
+    def _dense_pairs(
+        self, vector: np.ndarray, k: int, only: Collection[int] | None
+    ) -> builtins.list[tuple[int, float]]:
         import numpy as np
 
         index = self._search_index()
@@ -806,8 +891,9 @@ class EmbeddedStore(StoreBase):
                 vector = future.result()[0]
         dim = self.dimension()
         if dim is not None and vector.shape[0] != dim:
-            raise ModelMismatchError(f"embedding dimension {vector.shape[0]} differs from the store's {dim}",
-                                     hint="run `memctl reindex`")
+            raise ModelMismatchError(
+                f"embedding dimension {vector.shape[0]} differs from the store's {dim}", hint="run `memctl reindex`"
+            )
         return vector
 
     def _exact_search(self, vector: np.ndarray, k: int, only: np.ndarray) -> builtins.list[tuple[int, float]]:
@@ -820,7 +906,8 @@ class EmbeddedStore(StoreBase):
         for start in range(0, len(only), 900):
             chunk = [int(x) for x in only[start : start + 900]]
             for seq, blob in self.db.execute(
-                    f"SELECT seq, vector FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk):
+                f"SELECT seq, vector FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+            ):
                 seqs.append(seq)
                 blobs.append(blob)
         if not seqs:
@@ -837,8 +924,12 @@ class EmbeddedStore(StoreBase):
         seqs = [p[0] for p in pairs]
         for start in range(0, len(seqs), 900):
             chunk = seqs[start : start + 900]
-            rows.update((r[0], r) for r in self.db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk))
+            rows.update(
+                (r[0], r)
+                for r in self.db.execute(
+                    f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+                )
+            )
         hits = []
         for seq, score in pairs:
             if seq in rows:
@@ -874,14 +965,18 @@ class EmbeddedStore(StoreBase):
             self._mirrored = False
 
     def _texts_after(self, seq: int, limit: int) -> builtins.list[tuple[int, str]]:
-        return [(int(r[0]), r[1]) for r in self.db.execute(
-            "SELECT seq, text FROM memories WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))]
+        return [
+            (int(r[0]), r[1])
+            for r in self.db.execute("SELECT seq, text FROM memories WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+        ]
 
     def _set_vectors(self, vectors: Sequence[tuple[int, np.ndarray]]) -> None:
         import numpy as np
 
-        self.db.executemany("UPDATE memories SET vector = ? WHERE seq = ?",
-                            [(np.asarray(v, dtype=np.float32).tobytes(), seq) for seq, v in vectors])
+        self.db.executemany(
+            "UPDATE memories SET vector = ? WHERE seq = ?",
+            [(np.asarray(v, dtype=np.float32).tobytes(), seq) for seq, v in vectors],
+        )
 
     def integrity_check(self) -> str:
         return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
@@ -892,8 +987,13 @@ class EmbeddedStore(StoreBase):
         checkpoint and truncate the WAL. False when a reader kept the WAL from being truncated."""
         with self._locked():
             self.db.execute("PRAGMA secure_delete=ON")
-            names = [r[0] for r in self.db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND lower(sql) LIKE 'create virtual table%fts5%'")]
+            names = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    " AND lower(sql) LIKE 'create virtual table%fts5%'"
+                )
+            ]
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 for name in names:
@@ -910,7 +1010,6 @@ class EmbeddedStore(StoreBase):
             self.db.execute("VACUUM")
             busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         return not busy
-
 
     # -- the archive, purging, size and stats --------------------------------------------
     def archived(self, memory_id: str) -> ArchivedMemory | None:
@@ -931,8 +1030,11 @@ class EmbeddedStore(StoreBase):
         with self._write() as db:
             for chunk in iter_chunks(ids, 900):
                 marks = ",".join("?" * len(chunk))
-                db.execute(f"UPDATE history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
-                           f" new_metadata = NULL WHERE memory_id IN ({marks})", chunk)
+                db.execute(
+                    f"UPDATE history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
+                    f" new_metadata = NULL WHERE memory_id IN ({marks})",
+                    chunk,
+                )
                 db.execute(f"DELETE FROM archive WHERE id IN ({marks})", chunk)
 
     @staticmethod
@@ -949,8 +1051,11 @@ class EmbeddedStore(StoreBase):
         h_where, a_where, args = self._purge_where(before)
         hashes: set[str] = set()
         with self._write() as db:
-            for old, new in db.execute(f"SELECT old_text, new_text FROM history WHERE {h_where}"
-                                       f" UNION ALL SELECT text, NULL FROM archive WHERE {a_where}", [*args, *args]):
+            for old, new in db.execute(
+                f"SELECT old_text, new_text FROM history WHERE {h_where}"
+                f" UNION ALL SELECT text, NULL FROM archive WHERE {a_where}",
+                [*args, *args],
+            ):
                 hashes.update(content_hash(t) for t in (old, new) if t)
             hashes -= {r[0] for r in db.execute("SELECT content_hash FROM memories")}
             if found is not None:
@@ -966,26 +1071,34 @@ class EmbeddedStore(StoreBase):
         if not hashes or self._cache_dir is None:
             return set()
         root = self._cache_dir.parent.parent  # <root>/.cache/embeddings
-        return _hashes_in_folder_stores(root, list_subdirs(root) if root.is_dir() else [], hashes,
-                                        skip=self.folder.resolve(), store_dir=store_dir)
+        return _hashes_in_folder_stores(
+            root, list_subdirs(root) if root.is_dir() else [], hashes, skip=self.folder.resolve(), store_dir=store_dir
+        )
 
     def size_bytes(self) -> int:
         return folder_size(self.folder)
 
     def _area_counts(self) -> builtins.list[tuple[str, int, int]]:
-        return [(area, int(count), int(knowledge)) for area, count, knowledge in self.db.execute(
-            "SELECT area, COUNT(*), COALESCE(SUM(json_extract(metadata, '$.knowledge_source') IS 1), 0)"
-            " FROM memories GROUP BY area")]
+        return [
+            (area, int(count), int(knowledge))
+            for area, count, knowledge in self.db.execute(
+                "SELECT area, COUNT(*), COALESCE(SUM(json_extract(metadata, '$.knowledge_source') IS 1), 0)"
+                " FROM memories GROUP BY area"
+            )
+        ]
 
     def _age_summary(self) -> tuple[str | None, str | None, int, str | None]:
         oldest, newest, never, last = self.db.execute(
             "SELECT MIN(created_at), MAX(created_at), COALESCE(SUM(accessed_at IS NULL), 0), MAX(accessed_at)"
-            " FROM memories").fetchone()
+            " FROM memories"
+        ).fetchone()
         return oldest, newest, int(never), last
 
     def _log_counts(self) -> tuple[int, int]:
-        return (int(self.db.execute("SELECT COUNT(*) FROM archive").fetchone()[0]),
-                int(self.db.execute("SELECT COUNT(*) FROM history").fetchone()[0]))
+        return (
+            int(self.db.execute("SELECT COUNT(*) FROM archive").fetchone()[0]),
+            int(self.db.execute("SELECT COUNT(*) FROM history").fetchone()[0]),
+        )
 
     # -- behaviour rules: behaviour.md ---------------------------------------------------
     @property
@@ -999,20 +1112,28 @@ class EmbeddedStore(StoreBase):
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
-            raise StoreError(f"{path} is unreadable: {exc}",
-                             hint="fix it, or run `memctl behaviour reset` to start from the defaults") from exc
+            raise StoreError(
+                f"{path} is unreadable: {exc}",
+                hint="fix it, or run `memctl behaviour reset` to start from the defaults",
+            ) from exc
 
     def write_behaviour(self, rules: str) -> None:
         atomic_write_bytes(self.folder / BEHAVIOUR_FILE, rules.encode("utf-8"))
 
     # -- knowledge import state: knowledge_import.json, a mirror of the chunks' metadata --
     def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
-        return [tuple(r) for r in self.db.execute(
-            "SELECT id, area, json_extract(metadata, '$.knowledge_folder'), json_extract(metadata, '$.source_path'),"
-            " json_extract(metadata, '$.source_checksum'), json_extract(metadata, '$.file_type'),"
-            " json_extract(metadata, '$.chunk') FROM memories"
-            " WHERE json_extract(metadata, '$.knowledge_source') = 1 AND json_extract(metadata, '$.knowledge_folder')"
-            " IS NOT NULL AND json_extract(metadata, '$.source_path') IS NOT NULL ORDER BY seq")]
+        return [
+            tuple(r)
+            for r in self.db.execute(
+                "SELECT id, area, json_extract(metadata, '$.knowledge_folder'),"
+                " json_extract(metadata, '$.source_path'),"
+                " json_extract(metadata, '$.source_checksum'), json_extract(metadata, '$.file_type'),"
+                " json_extract(metadata, '$.chunk') FROM memories"
+                " WHERE json_extract(metadata, '$.knowledge_source') = 1"
+                " AND json_extract(metadata, '$.knowledge_folder')"
+                " IS NOT NULL AND json_extract(metadata, '$.source_path') IS NOT NULL ORDER BY seq"
+            )
+        ]
 
     def knowledge_state(self) -> dict[str, Any]:
         try:
@@ -1026,8 +1147,9 @@ class EmbeddedStore(StoreBase):
 
     def save_knowledge_state(self, document: dict[str, Any]) -> None:
         path = self.folder / KNOWLEDGE_FILE
-        data = (json.dumps({"version": KNOWLEDGE_FILE_VERSION, "folders": document}, indent=1, ensure_ascii=False)
-                + "\n").encode()
+        data = (
+            json.dumps({"version": KNOWLEDGE_FILE_VERSION, "folders": document}, indent=1, ensure_ascii=False) + "\n"
+        ).encode()
         if self._knowledge_bytes is None:
             try:
                 self._knowledge_bytes = path.read_bytes()
@@ -1045,8 +1167,10 @@ class EmbeddedStore(StoreBase):
         try:
             lock.acquire()
         except filelock.Timeout as exc:
-            raise LockTimeoutError(f"another knowledge import into {self.folder} is running",
-                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
+            raise LockTimeoutError(
+                f"another knowledge import into {self.folder} is running",
+                hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
+            ) from exc
         try:
             yield
         finally:
@@ -1054,8 +1178,10 @@ class EmbeddedStore(StoreBase):
 
     def _by_hash(self, hashes: Sequence[str], column: str) -> Iterator[tuple[str, Any]]:
         for chunk in iter_chunks(hashes, 500):
-            yield from self.db.execute(f"SELECT content_hash, {column} FROM memories"
-                                       f" WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk)
+            yield from self.db.execute(
+                f"SELECT content_hash, {column} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
 
     def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         import numpy as np
@@ -1069,8 +1195,12 @@ class EmbeddedStore(StoreBase):
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         found: builtins.list[Memory] = []
         for chunk in iter_chunks(list(hashes), 500):
-            found += [_memory(r) for r in self.db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk)]
+            found += [
+                _memory(r)
+                for r in self.db.execute(
+                    f"SELECT {_COLUMNS} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk
+                )
+            ]
         return found
 
     # -- whole-store copies --------------------------------------------------------------
@@ -1098,8 +1228,22 @@ class EmbeddedStore(StoreBase):
             db.executemany(
                 "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
                 " keywords, accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(m.id, m.text, m.area, m.created_at, m.updated_at, json.dumps(m.metadata, ensure_ascii=False),
-                  blob, content_hash(m.text), self._keywords(m.metadata), accessed) for m, blob, accessed in rows])
+                [
+                    (
+                        m.id,
+                        m.text,
+                        m.area,
+                        m.created_at,
+                        m.updated_at,
+                        json.dumps(m.metadata, ensure_ascii=False),
+                        blob,
+                        content_hash(m.text),
+                        self._keywords(m.metadata),
+                        accessed,
+                    )
+                    for m, blob, accessed in rows
+                ],
+            )
 
     def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
         with self._write() as db:
@@ -1109,19 +1253,36 @@ class EmbeddedStore(StoreBase):
         with self._write() as db:
             db.executemany(
                 f"INSERT OR REPLACE INTO archive ({_ARCHIVE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(a.memory.id, a.memory.text, a.memory.area, a.memory.created_at, a.memory.updated_at,
-                  json.dumps(a.memory.metadata, ensure_ascii=False), a.vector, a.model, a.accessed_at,
-                  a.archived_at, a.op, a.actor) for a in rows])
+                [
+                    (
+                        a.memory.id,
+                        a.memory.text,
+                        a.memory.area,
+                        a.memory.created_at,
+                        a.memory.updated_at,
+                        json.dumps(a.memory.metadata, ensure_ascii=False),
+                        a.vector,
+                        a.model,
+                        a.accessed_at,
+                        a.archived_at,
+                        a.op,
+                        a.actor,
+                    )
+                    for a in rows
+                ],
+            )
 
 
 def _archived(row: Sequence[Any]) -> ArchivedMemory:
-    memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4],
-                    metadata=json.loads(row[5]))
+    memory = Memory(
+        id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4], metadata=json.loads(row[5])
+    )
     return ArchivedMemory(memory, row[6], row[7], row[8], row[9], row[10], row[11])
 
 
-def _hashes_in_folder_stores(root: Path, names: Sequence[str], hashes: set[str], *, skip: Path | None,
-                             store_dir: Any) -> set[str]:
+def _hashes_in_folder_stores(
+    root: Path, names: Sequence[str], hashes: set[str], *, skip: Path | None, store_dir: Any
+) -> set[str]:
     """The hashes among `hashes` that memories of the folder stores `names` under root hold (read-only)."""
     used: set[str] = set()
     keys = sorted(hashes)
@@ -1136,8 +1297,12 @@ def _hashes_in_folder_stores(root: Path, names: Sequence[str], hashes: set[str],
             continue
         try:
             for chunk in iter_chunks(keys, 500):
-                used.update(r[0] for r in db.execute(
-                    f"SELECT content_hash FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk))
+                used.update(
+                    r[0]
+                    for r in db.execute(
+                        f"SELECT content_hash FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk
+                    )
+                )
         except sqlite3.Error:
             used |= hashes
         finally:
@@ -1153,8 +1318,12 @@ def _make_private(folder: Path) -> None:
     try:
         if os.stat(folder).st_uid != os.getuid():
             return
-        for path, private in ((folder, 0o700), (folder / DB_FILE, 0o600), (folder / f"{DB_FILE}-wal", 0o600),
-                              (folder / f"{DB_FILE}-shm", 0o600)):
+        for path, private in (
+            (folder, 0o700),
+            (folder / DB_FILE, 0o600),
+            (folder / f"{DB_FILE}-wal", 0o600),
+            (folder / f"{DB_FILE}-shm", 0o600),
+        ):
             try:
                 mode = stat.S_IMODE(os.stat(path).st_mode)
             except FileNotFoundError:

@@ -44,18 +44,34 @@ from memctl.filters import Filter
 __all__ = ["COLUMNS", "SqlFilter", "compile_filter_sql"]
 
 # Filter names that read the row's columns (Memory.filter_names) instead of its metadata.
-COLUMNS = {"id": "id", "area": "area", "created_at": "created_at", "updated_at": "updated_at",
-           "timestamp": "created_at"}
+COLUMNS = {
+    "id": "id",
+    "area": "area",
+    "created_at": "created_at",
+    "updated_at": "updated_at",
+    "timestamp": "created_at",
+}
 
 # Python's comparison operators, for folding literal-only comparisons at compile time.
 _PY_OPS: dict[type, Any] = {
-    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
 }
 _SQL_ORDER = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
-_FLIP: dict[type, type] = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE,
-                           ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+_FLIP: dict[type, type] = {
+    ast.Lt: ast.Gt,
+    ast.LtE: ast.GtE,
+    ast.Gt: ast.Lt,
+    ast.GtE: ast.LtE,
+    ast.Eq: ast.Eq,
+    ast.NotEq: ast.NotEq,
+}
 _INT64 = (-(2**63), 2**63 - 1)
 _ERROR = "CAST(NULL AS INTEGER)"  # a typed NULL: PostgreSQL reads a bare NULL in `CASE NULL WHEN 1` as text
 # Above this a float's shortest repr has an exponent and `numeric` no longer holds its exact value.
@@ -175,8 +191,13 @@ class _Dialect:
 
 
 # -- SQLite: json_type / json_extract / json_each on the metadata text ----------------------------------
-_SQLITE_KINDS = {"string": ("text",), "number": ("integer", "real", "true", "false"), "null": ("null",),
-                 "array": ("array",), "object": ("object",)}
+_SQLITE_KINDS = {
+    "string": ("text",),
+    "number": ("integer", "real", "true", "false"),
+    "null": ("null",),
+    "array": ("array",),
+    "object": ("object",),
+}
 
 
 class _SqliteField(_Ref):
@@ -232,8 +253,13 @@ _SQLITE = _SqliteDialect()
 
 
 # -- PostgreSQL: jsonb operators on `j` (metadata::jsonb, NULL for a suspect row) -----------------------
-_PG_KINDS = {"string": ("string",), "number": ("number", "boolean"), "null": ("null",), "array": ("array",),
-             "object": ("object",)}
+_PG_KINDS = {
+    "string": ("string",),
+    "number": ("number", "boolean"),
+    "null": ("null",),
+    "array": ("array",),
+    "object": ("object",),
+}
 
 
 class _PgField(_Ref):
@@ -252,8 +278,10 @@ class _PgField(_Ref):
 
     def number(self) -> Frag:
         e = self.expr
-        return (f"(CASE jsonb_typeof({e}) WHEN 'number' THEN ({e} #>> '{{}}')::numeric"
-                f" WHEN 'boolean' THEN CASE WHEN {e} = 'true'::jsonb THEN 1 ELSE 0 END END)"), ()
+        return (
+            f"(CASE jsonb_typeof({e}) WHEN 'number' THEN ({e} #>> '{{}}')::numeric"
+            f" WHEN 'boolean' THEN CASE WHEN {e} = 'true'::jsonb THEN 1 ELSE 0 END END)"
+        ), ()
 
     def elem(self, i: int) -> _Ref:
         return _PgField(f"({self.expr} -> {int(i)})")
@@ -329,8 +357,12 @@ class _Compiler:
         if isinstance(value, list | tuple):
             for item in value:
                 self.literal(item)
-        if isinstance(value, int) and not isinstance(value, bool) and self.d.max_int is not None \
-                and not self.d.max_int[0] <= value <= self.d.max_int[1]:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and self.d.max_int is not None
+            and not self.d.max_int[0] <= value <= self.d.max_int[1]
+        ):
             raise _Unsupported("an integer beyond 64 bits")
         return value
 
@@ -372,10 +404,12 @@ class _Compiler:
             return _case_bool((f"{text[0]} <> ''", ()))
         number, nonempty = ref.number(), ref.non_empty()
         is_text, is_num, is_container = ref.kind_in("string"), ref.kind_in("number"), ref.kind_in("array", "object")
-        return (f"(CASE WHEN {is_text[0]} THEN CASE WHEN {text[0]} <> '' THEN 1 ELSE 0 END"
-                f" WHEN {is_num[0]} THEN CASE WHEN {number[0]} <> 0 THEN 1 ELSE 0 END"
-                f" WHEN {is_container[0]} THEN CASE WHEN {nonempty[0]} THEN 1 ELSE 0 END ELSE 0 END)",
-                is_text[1] + text[1] + is_num[1] + number[1] + is_container[1] + nonempty[1])
+        return (
+            f"(CASE WHEN {is_text[0]} THEN CASE WHEN {text[0]} <> '' THEN 1 ELSE 0 END"
+            f" WHEN {is_num[0]} THEN CASE WHEN {number[0]} <> 0 THEN 1 ELSE 0 END"
+            f" WHEN {is_container[0]} THEN CASE WHEN {nonempty[0]} THEN 1 ELSE 0 END ELSE 0 END)",
+            is_text[1] + text[1] + is_num[1] + number[1] + is_container[1] + nonempty[1],
+        )
 
     def compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr) -> Frag:
         lref, rref = self.ref(left), self.ref(right)
@@ -442,14 +476,18 @@ class _Compiler:
             raise _Unsupported("ordering against a list literal")
         if kind == "string":
             is_text, text = ref.kind_in("string"), ref.text()
-            return (f"(CASE WHEN {is_text[0]} THEN CASE WHEN {self.d.text_order(text[0], op)} THEN 1 ELSE 0 END END)",
-                    is_text[1] + text[1] + (value,))
+            return (
+                f"(CASE WHEN {is_text[0]} THEN CASE WHEN {self.d.text_order(text[0], op)} THEN 1 ELSE 0 END END)",
+                is_text[1] + text[1] + (value,),
+            )
         if isinstance(ref, _Column):
             return _ERROR, ()
         is_num, number = ref.kind_in("number"), ref.number()
         param = self.num(value)
-        return (f"(CASE WHEN {is_num[0]} THEN CASE WHEN {number[0]} {op} {param[0]} THEN 1 ELSE 0 END END)",
-                is_num[1] + number[1] + param[1])
+        return (
+            f"(CASE WHEN {is_num[0]} THEN CASE WHEN {number[0]} {op} {param[0]} THEN 1 ELSE 0 END END)",
+            is_num[1] + number[1] + param[1],
+        )
 
     def member(self, value: Any, ref: _Ref | None) -> Frag:
         """`value in field`."""
@@ -466,15 +504,19 @@ class _Compiler:
         is_array, is_object = ref.kind_in("array"), ref.kind_in("object")
         elem = ref.has_elem(value)
         if kind == "string":
-            on_text: Frag = (f"CASE WHEN {self.d.contains(text[0], self.d.placeholder)} THEN 1 ELSE 0 END",
-                             text[1] + (value,))
+            on_text: Frag = (
+                f"CASE WHEN {self.d.contains(text[0], self.d.placeholder)} THEN 1 ELSE 0 END",
+                text[1] + (value,),
+            )
             key = ref.has_key(value)
             on_object: Frag = f"CASE WHEN {key[0]} THEN 1 ELSE 0 END", key[1]
         else:  # `1 in 'abc'` raises; a number or None is never a key of a JSON object
             on_text, on_object = (_ERROR, ()), ("0", ())
-        return (f"(CASE WHEN {is_text[0]} THEN {on_text[0]} WHEN {is_array[0]} THEN CASE WHEN {elem[0]} THEN 1 ELSE 0"
-                f" END WHEN {is_object[0]} THEN {on_object[0]} END)",
-                is_text[1] + on_text[1] + is_array[1] + elem[1] + is_object[1] + on_object[1])
+        return (
+            f"(CASE WHEN {is_text[0]} THEN {on_text[0]} WHEN {is_array[0]} THEN CASE WHEN {elem[0]} THEN 1 ELSE 0"
+            f" END WHEN {is_object[0]} THEN {on_object[0]} END)",
+            is_text[1] + on_text[1] + is_array[1] + elem[1] + is_object[1] + on_object[1],
+        )
 
     def within(self, ref: _Ref, container: Any) -> Frag:
         """`field in literal`."""
@@ -488,8 +530,10 @@ class _Compiler:
         if kind == "string":
             is_text, text = ref.kind_in("string"), ref.text()
             found = self.d.contains(self.d.placeholder, text[0])
-            return (f"(CASE WHEN {is_text[0]} THEN CASE WHEN {found} THEN 1 ELSE 0 END END)",
-                    is_text[1] + (container,) + text[1])
+            return (
+                f"(CASE WHEN {is_text[0]} THEN CASE WHEN {found} THEN 1 ELSE 0 END END)",
+                is_text[1] + (container,) + text[1],
+            )
         return _ERROR, ()  # `x in 5`, `x in None` raise whatever x is
 
     # -- the prefilter: a superset of the matching rows, in index terms --------------------------------
@@ -592,13 +636,19 @@ def sqlite_prefilter(tree: Any) -> Frag:
     if op == "range":  # numbers and booleans ('n', 1/0) sort numerically, strings ('s') by code point
         sign, bound = value
         kind = "s" if isinstance(bound, str) else "n"
-        return f"SELECT seq FROM meta_terms WHERE key = ? AND kind = ? AND value {sign} ?", \
-            (key, kind, int(bound) if isinstance(bound, bool) else bound)
+        return f"SELECT seq FROM meta_terms WHERE key = ? AND kind = ? AND value {sign} ?", (
+            key,
+            kind,
+            int(bound) if isinstance(bound, bool) else bound,
+        )
     if op == "type":  # every string field k (then tested by substring), or every object field k
         return "SELECT seq FROM meta_terms WHERE key = ? AND kind = ?", (key, "s" if value == "string" else "o")
     kind = "e" if op == "elem" else "s" if isinstance(value, str) else "n"
-    return "SELECT seq FROM meta_terms WHERE key = ? AND kind = ? AND value = ?", \
-        (key, kind, int(value) if isinstance(value, bool) else value)
+    return "SELECT seq FROM meta_terms WHERE key = ? AND kind = ? AND value = ?", (
+        key,
+        kind,
+        int(value) if isinstance(value, bool) else value,
+    )
 
 
 def _sqlite_part(tree: Any) -> Frag:
@@ -608,8 +658,10 @@ def _sqlite_part(tree: Any) -> Frag:
 
 # PostgreSQL: metadata jsonb cannot hold (\u0000) or that `numeric` compares differently from Python
 # (a float written with an exponent, 1e16 and up). memctl_meta() (pg_schema.py m005_filter_meta) marks the same rows.
-PG_SUSPECT = (r"(json_typeof(metadata) <> 'object' OR strpos(metadata::text, '\u0000') > 0"
-              r" OR strpos(metadata::text, 'e+') > 0)")
+PG_SUSPECT = (
+    r"(json_typeof(metadata) <> 'object' OR strpos(metadata::text, '\u0000') > 0"
+    r" OR strpos(metadata::text, 'e+') > 0)"
+)
 PG_SUSPECT_TERM = """meta_index @> '{"id": {"": "suspect"}}'"""
 
 

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from memctl.segment import CJK_STOPWORDS, has_cjk, index_text, phrase, piece_pattern, pieces, words
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again all also am an and any are as at be because been before being below between both
 but by can could did do does doing down during each few for from further had has have having he her here
 hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now
@@ -25,7 +26,8 @@ of off on once only or other our ours ourselves out over own same she should so 
 their theirs them themselves then there these they this those through to too under until up very was we
 were what when where which while who whom why will with would you your yours yourself yourselves
 tell know remember please get got us let lets like one thing things something anything
-""".split())
+""".split()
+)
 
 
 def register_functions(db: sqlite3.Connection) -> None:
@@ -50,8 +52,9 @@ def match_expression(tokens: Sequence[str]) -> str | None:
     return " OR ".join(quoted) if quoted else None
 
 
-def doc_freq(db: sqlite3.Connection, token: str, text_only: bool = False,
-             cache: dict[tuple[str, bool], int] | None = None) -> int:
+def doc_freq(
+    db: sqlite3.Connection, token: str, text_only: bool = False, cache: dict[tuple[str, bool], int] | None = None
+) -> int:
     """Memories containing `token` (as FTS5 tokenises and stems it); in their text only, not in keyword metadata.
 
     `cache`: counts already made since the store last changed (the caller clears it on a write)."""
@@ -68,16 +71,23 @@ def _doc_freq(db: sqlite3.Connection, token: str, text_only: bool) -> int:
     if expression is not None and text_only:
         expression = "text : " + expression
     try:
-        return int(db.execute("SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
-                              (expression,)).fetchone()[0])
+        return int(
+            db.execute("SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?", (expression,)).fetchone()[0]
+        )
     except sqlite3.OperationalError:
         return 0
 
 
-def keyword_search(db: sqlite3.Connection, query: str, k: int, area: str | None = None,
-                   only: Sequence[int] | None = None, common_df: int = 0,
-                   common_text_df: int = 0, cache: dict[tuple[str, bool], int] | None = None
-                   ) -> list[tuple[int, float]]:
+def keyword_search(
+    db: sqlite3.Connection,
+    query: str,
+    k: int,
+    area: str | None = None,
+    only: Sequence[int] | None = None,
+    common_df: int = 0,
+    common_text_df: int = 0,
+    cache: dict[tuple[str, bool], int] | None = None,
+) -> list[tuple[int, float]]:
     """Top-k (seq, bm25 score; higher is better) among memories in `area` / `only`.
 
     Words found in more than `common_df` memories (when > 50) are left out: in a chat store a
@@ -122,8 +132,9 @@ def common_text_words(tokens: list[str], max_df: int, text_df: Callable[[str], i
     return kept or tokens
 
 
-def rare_tokens(db: sqlite3.Connection, tokens: Sequence[str], max_df: int,
-                cache: dict[tuple[str, bool], int] | None = None) -> set[str]:
+def rare_tokens(
+    db: sqlite3.Connection, tokens: Sequence[str], max_df: int, cache: dict[tuple[str, bool], int] | None = None
+) -> set[str]:
     """The tokens that occur in at least one and at most `max_df` memories (`cache`: as for doc_freq)."""
     return {t for t in tokens if 0 < doc_freq(db, t, cache=cache) <= max_df}
 

@@ -17,7 +17,9 @@ LOCK_KEY = 0x6D656D63746C  # "memctl"
 KNOWLEDGE_LOCK_CLASS = 0x6D656D6B  # "memk"
 
 MIGRATIONS: list[tuple[str, str]] = [
-    ("m001_initial", """
+    (
+        "m001_initial",
+        """
 CREATE EXTENSION IF NOT EXISTS vector;
 
 -- One row per store: the model its vectors come from, and the state of an unfinished reindex.
@@ -98,8 +100,11 @@ CREATE TABLE memctl_archive (
     PRIMARY KEY (subdir, id)
 );
 CREATE INDEX memctl_archive_at ON memctl_archive (subdir, archived_at);
-"""),
-    ("m002_behaviour_knowledge", """
+""",
+    ),
+    (
+        "m002_behaviour_knowledge",
+        """
 -- The behaviour rules of a store (an embedded store's behaviour.md).
 CREATE TABLE memctl_behaviour (
     subdir TEXT PRIMARY KEY,
@@ -131,8 +136,11 @@ CREATE TABLE memctl_knowledge_files (
 -- A store's knowledge chunks, found without reading its other memories.
 CREATE INDEX memctl_memories_knowledge ON memctl_memories (subdir, seq)
     WHERE (metadata->>'knowledge_source') = 'true';
-"""),
-    ("m003_fts_cjk_characters", r"""
+""",
+    ),
+    (
+        "m003_fts_cjk_characters",
+        r"""
 -- Keyword search finds Chinese, Japanese and Korean words: each CJK character becomes a token of
 -- its own (as the embedded store's memctl_fts_text does), and queries search each CJK word as the
 -- phrase of its characters (memctl/segment.py). Before, the parser kept a run of Han characters up
@@ -149,14 +157,20 @@ ALTER TABLE memctl_memories DROP COLUMN tsv;
 ALTER TABLE memctl_memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (
     to_tsvector('english'::regconfig, memctl_fts_text(text || ' ' || keywords))) STORED;
 CREATE INDEX memctl_memories_tsv ON memctl_memories USING gin (tsv);
-"""),
-    ("m004_repair_metadata_strings", """
+""",
+    ),
+    (
+        "m004_repair_metadata_strings",
+        """
 -- Batches of 50 or more rows were once copied with their metadata encoded twice: the column held
 -- a JSON string whose text is the object. Decode those back into the object (metadata is always one).
 UPDATE memctl_memories SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
 UPDATE memctl_archive SET metadata = (metadata #>> '{}')::json WHERE json_typeof(metadata) = 'string';
-"""),
-    ("m005_filter_meta", r"""
+""",
+    ),
+    (
+        "m005_filter_meta",
+        r"""
 -- Metadata filters run in SQL (memctl/store/filter_sql.py). memctl_meta(metadata) is the metadata as
 -- jsonb plus, under "id" (a reserved key: a filter's `id` reads the column), each field's JSON type, so
 -- a GIN index answers `tag == 'x'`, `'x' in tags` (array element, or a string/object field) by
@@ -172,7 +186,8 @@ $$;
 -- each candidate row cost 40 ms for 1,000 rows; the stored column makes the recheck a plain containment.
 ALTER TABLE memctl_memories ADD COLUMN meta_index jsonb GENERATED ALWAYS AS (memctl_meta(metadata)) STORED;
 CREATE INDEX memctl_memories_meta ON memctl_memories USING gin (meta_index jsonb_path_ops);
-"""),
+""",
+    ),
 ]
 
 
@@ -187,13 +202,16 @@ def apply_pg_migrations(conn: Any) -> list[str]:
     try:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-            conn.execute("CREATE TABLE IF NOT EXISTS memctl_migrations"
-                         " (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS memctl_migrations"
+                " (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
             done = _applied(conn)
             unknown = sorted(done - set(known))
             if unknown:
-                raise StoreError(f"the database has memctl migrations this memctl does not know: {unknown}",
-                                 hint="upgrade memctl")
+                raise StoreError(
+                    f"the database has memctl migrations this memctl does not know: {unknown}", hint="upgrade memctl"
+                )
             for name, sql in MIGRATIONS:
                 if name in done:
                     continue
@@ -201,15 +219,21 @@ def apply_pg_migrations(conn: Any) -> list[str]:
                 conn.execute("INSERT INTO memctl_migrations (name) VALUES (%s)", (name,))
                 applied.append(name)
     except psycopg.errors.InsufficientPrivilege as exc:
-        raise StoreError(f"cannot create memctl's tables: {str(exc).strip()}",
-                         hint="the pgvector extension must be created once by a superuser (`CREATE EXTENSION vector;` "
-                              "in this database), and memctl's user needs CREATE on its schema") from exc
+        raise StoreError(
+            f"cannot create memctl's tables: {str(exc).strip()}",
+            hint="the pgvector extension must be created once by a superuser (`CREATE EXTENSION vector;` "
+            "in this database), and memctl's user needs CREATE on its schema",
+        ) from exc
     except psycopg.errors.FeatureNotSupported as exc:
-        raise StoreError(f"cannot create memctl's tables: {str(exc).strip()}",
-                         hint="install pgvector >= 0.5 on the server (HNSW indexes)") from exc
+        raise StoreError(
+            f"cannot create memctl's tables: {str(exc).strip()}",
+            hint="install pgvector >= 0.5 on the server (HNSW indexes)",
+        ) from exc
     except psycopg.errors.UndefinedFile as exc:
-        raise StoreError(f"the server has no pgvector extension: {str(exc).strip()}",
-                         hint="install pgvector on the server (https://github.com/pgvector/pgvector)") from exc
+        raise StoreError(
+            f"the server has no pgvector extension: {str(exc).strip()}",
+            hint="install pgvector on the server (https://github.com/pgvector/pgvector)",
+        ) from exc
     return applied
 
 

@@ -50,12 +50,21 @@ EXACT_FILTERED_MAX = 200_000
 TOUCH_WAIT = 1.0
 HNSW_EF_SEARCH = 100
 _COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
-_ARCHIVE_COLUMNS = ("id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at,"
-                    " op, actor")
+_ARCHIVE_COLUMNS = (
+    "id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at, op, actor"
+)
 _KNOWLEDGE_ENTRY = ("checksum", "area", "file_type", "ids", "chunking", "imported_at")
 # Every table holding a store's rows (restore-backup replaces them all).
-_STORE_TABLES = ("memctl_memories", "memctl_history", "memctl_links", "memctl_archive", "memctl_behaviour",
-                 "memctl_knowledge_folders", "memctl_knowledge_files", "memctl_stores")
+_STORE_TABLES = (
+    "memctl_memories",
+    "memctl_history",
+    "memctl_links",
+    "memctl_archive",
+    "memctl_behaviour",
+    "memctl_knowledge_folders",
+    "memctl_knowledge_files",
+    "memctl_stores",
+)
 _TS_CONFIG = "english"
 
 
@@ -87,15 +96,19 @@ def connect(url: str, *, lock_timeout: float | None = None) -> Any:
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
-        raise UsageError(f"--store {redact(url)!r} is not a valid PostgreSQL URL: {exc}",
-                         hint="postgresql://USER:PASSWORD@HOST:PORT/DBNAME") from exc
+        raise UsageError(
+            f"--store {redact(url)!r} is not a valid PostgreSQL URL: {exc}",
+            hint="postgresql://USER:PASSWORD@HOST:PORT/DBNAME",
+        ) from exc
     extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
     try:
         conn = psycopg.connect(url, autocommit=True, application_name="memctl", **extra)
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to PostgreSQL at {redact(url)}: {_first_line(exc)}",
-                         hint="check the host, port, user and password in --store / MEMCTL_STORE / store_url, "
-                              "and that the server accepts connections from this machine") from exc
+        raise StoreError(
+            f"cannot connect to PostgreSQL at {redact(url)}: {_first_line(exc)}",
+            hint="check the host, port, user and password in --store / MEMCTL_STORE / store_url, "
+            "and that the server accepts connections from this machine",
+        ) from exc
     try:
         apply_pg_migrations(conn)
         from pgvector.psycopg import register_vector
@@ -128,8 +141,15 @@ def _first_line(exc: BaseException) -> str:
 class PostgresStore(StoreBase):
     """A memory store as the rows of one subdir in a PostgreSQL database."""
 
-    def __init__(self, url: str, subdir: str, config: Config, embedder: Embedder | None = None,
-                 actor: str = "api", cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        subdir: str,
+        config: Config,
+        embedder: Embedder | None = None,
+        actor: str = "api",
+        cache_dir: Path | None = None,
+    ) -> None:
         self.url = url
         self.subdir = subdir
         self.config = config
@@ -186,8 +206,10 @@ class PostgresStore(StoreBase):
         try:
             self.conn = connect(self.url, lock_timeout=float(self.config["lock_timeout"]))
         except StoreError as exc:
-            raise StoreError(f"lost the connection to PostgreSQL at {redact(self.url)} and could not reconnect: "
-                             f"{exc.message}", hint="check that the server is up; committed changes are kept") from exc
+            raise StoreError(
+                f"lost the connection to PostgreSQL at {redact(self.url)} and could not reconnect: {exc.message}",
+                hint="check that the server is up; committed changes are kept",
+            ) from exc
         self._indexed_dims = set()
 
     def _execute(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
@@ -212,10 +234,14 @@ class PostgresStore(StoreBase):
         import psycopg
 
         if isinstance(exc, psycopg.errors.LockNotAvailable):
-            return LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
-                                    hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)")
-        return StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
-                          hint="check that the server is up; committed changes are kept")
+            return LockTimeoutError(
+                f"another process holds rows of store {self.subdir!r} too long",
+                hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
+            )
+        return StoreError(
+            f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
+            hint="check that the server is up; committed changes are kept",
+        )
 
     def _one(self, sql: str, args: Sequence[Any] | None = None) -> Any:
         return self._execute(sql, args).fetchone()
@@ -240,11 +266,15 @@ class PostgresStore(StoreBase):
             with self._begin():
                 yield self.conn
         except psycopg.errors.LockNotAvailable as exc:
-            raise LockTimeoutError(f"another process holds rows of store {self.subdir!r} too long",
-                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
+            raise LockTimeoutError(
+                f"another process holds rows of store {self.subdir!r} too long",
+                hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
+            ) from exc
         except psycopg.OperationalError as exc:
-            raise StoreError(f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
-                             hint="nothing of this change was written; retry") from exc
+            raise StoreError(
+                f"PostgreSQL at {redact(self.url)} failed: {_first_line(exc)}",
+                hint="nothing of this change was written; retry",
+            ) from exc
         finally:
             self._depth = 0
 
@@ -266,11 +296,33 @@ class PostgresStore(StoreBase):
                 stack.enter_context(self.conn.transaction())
             yield
 
-    def _history(self, memory_id: str, op: str, *, area: str | None = None, old_text: str | None = None,
-                 new_text: str | None = None, old_metadata: Any = None, new_metadata: Any = None,
-                 actor: str | None = None) -> None:
-        self._history_rows([(memory_id, op, actor or self.actor, now_iso(), area, old_text, new_text,
-                             _json(old_metadata), _json(new_metadata))])
+    def _history(
+        self,
+        memory_id: str,
+        op: str,
+        *,
+        area: str | None = None,
+        old_text: str | None = None,
+        new_text: str | None = None,
+        old_metadata: Any = None,
+        new_metadata: Any = None,
+        actor: str | None = None,
+    ) -> None:
+        self._history_rows(
+            [
+                (
+                    memory_id,
+                    op,
+                    actor or self.actor,
+                    now_iso(),
+                    area,
+                    old_text,
+                    new_text,
+                    _json(old_metadata),
+                    _json(new_metadata),
+                )
+            ]
+        )
 
     def _history_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
         if not rows:
@@ -279,12 +331,14 @@ class PostgresStore(StoreBase):
             cur.executemany(
                 "INSERT INTO memctl_history (subdir, memory_id, op, actor, at, area, old_text, new_text,"
                 " old_metadata, new_metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(self.subdir, *row) for row in rows])
+                [(self.subdir, *row) for row in rows],
+            )
 
     # -- the model -----------------------------------------------------------------------
     def _store_row(self) -> Any:
-        return self._one("SELECT provider, model, dimension, reindex FROM memctl_stores WHERE subdir = %s",
-                         (self.subdir,))
+        return self._one(
+            "SELECT provider, model, dimension, reindex FROM memctl_stores WHERE subdir = %s", (self.subdir,)
+        )
 
     def model_info(self) -> dict[str, Any] | None:
         row = self._store_row()
@@ -303,7 +357,8 @@ class PostgresStore(StoreBase):
             "INSERT INTO memctl_stores (subdir, provider, model, dimension, created_at) VALUES (%s, %s, %s, %s, %s)"
             " ON CONFLICT (subdir) DO UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model,"
             " dimension = EXCLUDED.dimension",
-            (self.subdir, info.provider, info.model, int(dimension), now_iso()))
+            (self.subdir, info.provider, info.model, int(dimension), now_iso()),
+        )
 
     def _reindex_state(self) -> Any:
         row = self._store_row()
@@ -313,7 +368,8 @@ class PostgresStore(StoreBase):
         self._execute(
             "INSERT INTO memctl_stores (subdir, reindex, created_at) VALUES (%s, %s, %s)"
             " ON CONFLICT (subdir) DO UPDATE SET reindex = EXCLUDED.reindex",
-            (self.subdir, _json(value), now_iso()))
+            (self.subdir, _json(value), now_iso()),
+        )
 
     def _ensure_vector_index(self, dim: int) -> None:
         """The HNSW index for vectors of `dim` dimensions (one partial index per dimension in use).
@@ -333,7 +389,8 @@ class PostgresStore(StoreBase):
                 self._execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 self._execute(
                     f"CREATE INDEX IF NOT EXISTS {name} ON memctl_memories USING hnsw"
-                    f" ((vector::vector({int(dim)})) vector_ip_ops) WHERE vector_dims(vector) = {int(dim)}")
+                    f" ((vector::vector({int(dim)})) vector_ip_ops) WHERE vector_dims(vector) = {int(dim)}"
+                )
         self._indexed_dims.add(dim)
 
     # -- writing -------------------------------------------------------------------------
@@ -344,11 +401,15 @@ class PostgresStore(StoreBase):
         try:
             yield
         except psycopg.errors.UniqueViolation as exc:  # another process took an id between check and insert
-            raise UsageError("an id of this batch was just stored by another process; nothing was inserted",
-                             hint="retry (with --on-conflict skip to keep the stored ones)") from exc
+            raise UsageError(
+                "an id of this batch was just stored by another process; nothing was inserted",
+                hint="retry (with --on-conflict skip to keep the stored ones)",
+            ) from exc
         except psycopg.DataError as exc:  # NUL characters, untranslatable ones
-            raise UsageError(f"PostgreSQL cannot store this text: {_first_line(exc)}",
-                             hint="PostgreSQL text holds no NUL (U+0000) characters; remove them") from exc
+            raise UsageError(
+                f"PostgreSQL cannot store this text: {_first_line(exc)}",
+                hint="PostgreSQL text holds no NUL (U+0000) characters; remove them",
+            ) from exc
 
     def _insert_prepared(self, rows: Sequence[PreparedRow], history: Sequence[tuple[Any, ...]]) -> None:
         import numpy as np
@@ -372,8 +433,9 @@ class PostgresStore(StoreBase):
             columns, types = columns + ", accessed_at", [*types, "text"]
         with self.conn.cursor() as cur:
             if len(rows) < 50:
-                cur.executemany(f"INSERT INTO memctl_memories ({columns}) VALUES"
-                                f" ({', '.join(['%s'] * len(types))})", rows)
+                cur.executemany(
+                    f"INSERT INTO memctl_memories ({columns}) VALUES ({', '.join(['%s'] * len(types))})", rows
+                )
                 return
             with cur.copy(f"COPY memctl_memories ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
                 copy.set_types(types)
@@ -392,21 +454,42 @@ class PostgresStore(StoreBase):
     def _link(self, parent_ids: Sequence[str], child_id: str, kind: str) -> None:
         stamp = now_iso()
         with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO memctl_links (subdir, parent_id, child_id, kind, created_at)"
-                            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                            [(self.subdir, p, child_id, kind, stamp) for p in parent_ids])
+            cur.executemany(
+                "INSERT INTO memctl_links (subdir, parent_id, child_id, kind, created_at)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(self.subdir, p, child_id, kind, stamp) for p in parent_ids],
+            )
 
     def links(self) -> builtins.list[tuple[str, str, str, str]]:
         """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
-        return [tuple(r) for r in self._all(
-            "SELECT parent_id, child_id, kind, created_at FROM memctl_links WHERE subdir = %s"
-            " ORDER BY created_at, parent_id, child_id", (self.subdir,))]
+        return [
+            tuple(r)
+            for r in self._all(
+                "SELECT parent_id, child_id, kind, created_at FROM memctl_links WHERE subdir = %s"
+                " ORDER BY created_at, parent_id, child_id",
+                (self.subdir,),
+            )
+        ]
 
     def append_history(self, entries: Sequence[HistoryEntry]) -> None:
         """Copy history entries (oldest first) as they are: op, actor and time kept."""
         with self._write():
-            self._history_rows([(e.memory_id, e.op, e.actor, e.at, e.area, e.old_text, e.new_text,
-                                 _json(e.old_metadata), _json(e.new_metadata)) for e in entries])
+            self._history_rows(
+                [
+                    (
+                        e.memory_id,
+                        e.op,
+                        e.actor,
+                        e.at,
+                        e.area,
+                        e.old_text,
+                        e.new_text,
+                        _json(e.old_metadata),
+                        _json(e.new_metadata),
+                    )
+                    for e in entries
+                ]
+            )
 
     def derived_ids(self, ids: Sequence[str]) -> builtins.list[str]:
         """Ids derived (transitively, through the link table) from `ids`, excluding `ids`."""
@@ -417,7 +500,8 @@ class PostgresStore(StoreBase):
             " JOIN d ON l.parent_id = d.id WHERE l.subdir = %s)"
             " SELECT m.id FROM d JOIN memctl_memories m ON m.subdir = %s AND m.id = d.id"
             " WHERE NOT (d.id = ANY(%s::text[])) ORDER BY m.seq",
-            (list(ids), self.subdir, self.subdir, list(ids)))
+            (list(ids), self.subdir, self.subdir, list(ids)),
+        )
         return [r[0] for r in rows]
 
     def _delete_rows(self, ids: Sequence[str]) -> None:
@@ -435,13 +519,17 @@ class PostgresStore(StoreBase):
             " created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, accessed_at = EXCLUDED.accessed_at,"
             " metadata = EXCLUDED.metadata, vector = EXCLUDED.vector, model = EXCLUDED.model,"
             " archived_at = EXCLUDED.archived_at, op = EXCLUDED.op, actor = EXCLUDED.actor",
-            (model, now_iso(), op, actor or self.actor, self.subdir, list(ids)))
+            (model, now_iso(), op, actor or self.actor, self.subdir, list(ids)),
+        )
 
     def forget_text(self, ids: Sequence[str]) -> None:
         """History keeps who did what and when for these ids, not the text; the archive drops them (prune --purge)."""
         with self._write():
-            self._execute("UPDATE memctl_history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
-                          " new_metadata = NULL WHERE subdir = %s AND memory_id = ANY(%s)", (self.subdir, list(ids)))
+            self._execute(
+                "UPDATE memctl_history SET old_text = NULL, new_text = NULL, old_metadata = NULL,"
+                " new_metadata = NULL WHERE subdir = %s AND memory_id = ANY(%s)",
+                (self.subdir, list(ids)),
+            )
             self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
 
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
@@ -463,18 +551,34 @@ class PostgresStore(StoreBase):
         except psycopg.Error:
             return 0
 
-    def _update_row(self, memory_id: str, text: str | None, vector: np.ndarray | None, metadata: dict[str, Any],
-                    area: str, updated_at: str) -> None:
+    def _update_row(
+        self,
+        memory_id: str,
+        text: str | None,
+        vector: np.ndarray | None,
+        metadata: dict[str, Any],
+        area: str,
+        updated_at: str,
+    ) -> None:
         import numpy as np
 
         if text is not None and vector is not None:
-            self._execute("UPDATE memctl_memories SET text = %s, vector = %s, content_hash = %s"
-                          " WHERE subdir = %s AND id = %s",
-                          (text, np.asarray(vector, dtype=np.float32), content_hash(text), self.subdir, memory_id))
-        self._execute("UPDATE memctl_memories SET metadata = %s, area = %s, updated_at = %s, keywords = %s"
-                      " WHERE subdir = %s AND id = %s",
-                      (json.dumps(metadata, ensure_ascii=False), area, updated_at, self._keywords(metadata),
-                       self.subdir, memory_id))
+            self._execute(
+                "UPDATE memctl_memories SET text = %s, vector = %s, content_hash = %s WHERE subdir = %s AND id = %s",
+                (text, np.asarray(vector, dtype=np.float32), content_hash(text), self.subdir, memory_id),
+            )
+        self._execute(
+            "UPDATE memctl_memories SET metadata = %s, area = %s, updated_at = %s, keywords = %s"
+            " WHERE subdir = %s AND id = %s",
+            (
+                json.dumps(metadata, ensure_ascii=False),
+                area,
+                updated_at,
+                self._keywords(metadata),
+                self.subdir,
+                memory_id,
+            ),
+        )
 
     # -- reading -------------------------------------------------------------------------
     def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
@@ -482,8 +586,12 @@ class PostgresStore(StoreBase):
         ids = list(ids)
         if not ids:
             return []
-        found = {r[1]: _memory(r) for r in self._all(
-            f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, ids))}
+        found = {
+            r[1]: _memory(r)
+            for r in self._all(
+                f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, ids)
+            )
+        }
         return [found[i] for i in ids if i in found]
 
     def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
@@ -494,8 +602,9 @@ class PostgresStore(StoreBase):
             args.append(area)
         return [_memory(r) for r in self._all(sql + " ORDER BY seq", args)]
 
-    def _rows(self, area: str | None, flt: Filter | None, order: str = "seq",
-              columns: str = _COLUMNS) -> Iterator[tuple[int, Memory]]:
+    def _rows(
+        self, area: str | None, flt: Filter | None, order: str = "seq", columns: str = _COLUMNS
+    ) -> Iterator[tuple[int, Memory]]:
         sql = f"SELECT {columns} FROM memctl_memories WHERE subdir = %s"
         args: builtins.list[Any] = [self.subdir]
         if area:
@@ -512,15 +621,19 @@ class PostgresStore(StoreBase):
             where += " AND area = %s"
             args.append(area)
         total = int(self._one(f"SELECT count(*) FROM memctl_memories {where}", args)[0])
-        rows = self._all(f"SELECT {_COLUMNS} FROM memctl_memories {where}"
-                         " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s", [*args, limit, offset])
+        rows = self._all(
+            f"SELECT {_COLUMNS} FROM memctl_memories {where} ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s",
+            [*args, limit, offset],
+        )
         return [_memory(r) for r in rows], total
 
     def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
         if not seqs:
             return
-        for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
-                           ([int(seq) for seq in seqs], self.subdir)):
+        for r in self._all(
+            f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+            ([int(seq) for seq in seqs], self.subdir),
+        ):
             yield int(r[0]), _memory(r)
 
     def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
@@ -544,16 +657,24 @@ class PostgresStore(StoreBase):
             where.append(f"({pre} OR {PG_SUSPECT_TERM})")
             args += pre_args
         # OFFSET 0 keeps the subquery whole, so metadata is parsed to jsonb once per row.
-        rows = self._all(f"SELECT seq, id, j IS NULL FROM (SELECT seq, id, area, created_at, updated_at,"
-                         f" CASE WHEN {PG_SUSPECT} THEN NULL ELSE metadata::jsonb END AS j FROM memctl_memories"
-                         f" WHERE {' AND '.join(where)} OFFSET 0) AS s WHERE j IS NULL OR ({compiled.where}) = 1"
-                         f" ORDER BY {order}", [*args, *compiled.params])
+        rows = self._all(
+            f"SELECT seq, id, j IS NULL FROM (SELECT seq, id, area, created_at, updated_at,"
+            f" CASE WHEN {PG_SUSPECT} THEN NULL ELSE metadata::jsonb END AS j FROM memctl_memories"
+            f" WHERE {' AND '.join(where)} OFFSET 0) AS s WHERE j IS NULL OR ({compiled.where}) = 1"
+            f" ORDER BY {order}",
+            [*args, *compiled.params],
+        )
         suspects = [seq for seq, _, bad in rows if bad]
         kept: set[int] = set()
         if suspects:
-            kept = {r[0] for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
-                                            " AND subdir = %s", (suspects, self.subdir))
-                    if flt.matches(_memory(r).filter_names())}
+            kept = {
+                r[0]
+                for r in self._all(
+                    f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+                    (suspects, self.subdir),
+                )
+                if flt.matches(_memory(r).filter_names())
+            }
         return [(int(seq), rid) for seq, rid, bad in rows if not bad or seq in kept]
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
@@ -579,8 +700,10 @@ class PostgresStore(StoreBase):
             last = rows[-1][0]
 
     def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
-        sql = ("SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata"
-               " FROM memctl_history WHERE subdir = %s")
+        sql = (
+            "SELECT hid, memory_id, op, actor, at, area, old_text, new_text, old_metadata, new_metadata"
+            " FROM memctl_history WHERE subdir = %s"
+        )
         args: builtins.list[Any] = [self.subdir]
         if memory_id:
             sql += " AND memory_id = %s"
@@ -596,20 +719,27 @@ class PostgresStore(StoreBase):
         vector = embed_queries(self.embedder, [query])[0]
         dim = self.dimension()
         if dim is not None and vector.shape[0] != dim:
-            raise ModelMismatchError(f"embedding dimension {vector.shape[0]} differs from the store's {dim}",
-                                     hint="run `memctl reindex`")
+            raise ModelMismatchError(
+                f"embedding dimension {vector.shape[0]} differs from the store's {dim}", hint="run `memctl reindex`"
+            )
         return vector
 
     def _candidates(self, area: str | None, flt: Filter | None) -> Collection[int] | None:
         if area is None and flt is None:
             return None
         if flt is None:
-            return [r[0] for r in self._all("SELECT seq FROM memctl_memories WHERE subdir = %s AND area = %s",
-                                            (self.subdir, check_area(area or "")))]
+            return [
+                r[0]
+                for r in self._all(
+                    "SELECT seq FROM memctl_memories WHERE subdir = %s AND area = %s",
+                    (self.subdir, check_area(area or "")),
+                )
+            ]
         return [seq for seq, _ in self._filtered(area, flt)]
 
-    def _dense_pairs(self, vector: np.ndarray, k: int,
-                     only: Collection[int] | None) -> builtins.list[tuple[int, float]]:
+    def _dense_pairs(
+        self, vector: np.ndarray, k: int, only: Collection[int] | None
+    ) -> builtins.list[tuple[int, float]]:
         import numpy as np
 
         dim = self.dimension()
@@ -617,21 +747,27 @@ class PostgresStore(StoreBase):
             return []
         query = np.asarray(vector, dtype=np.float32)
         if only is not None and len(only) <= EXACT_FILTERED_MAX:
-            rows = self._all("SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
-                             " WHERE seq = ANY(%s) AND subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
-                             (query, list(only), self.subdir, query, k))
+            rows = self._all(
+                "SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
+                " WHERE seq = ANY(%s) AND subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
+                (query, list(only), self.subdir, query, k),
+            )
         elif only is None and len(self) <= EXACT_MAX:
-            rows = self._all("SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
-                             " WHERE subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
-                             (query, self.subdir, query, k))
+            rows = self._all(
+                "SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
+                " WHERE subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
+                (query, self.subdir, query, k),
+            )
         else:  # the HNSW index of this dimension, with iterative scans so the subdir filter keeps k rows
             self._ensure_vector_index(dim)
             cast = f"vector({int(dim)})"
             extra, args = ("", []) if only is None else (" AND seq = ANY(%s)", [list(only)])
-            rows = self._all(f"SELECT seq, (vector::{cast} <#> %s::{cast}) * -1 AS ip FROM memctl_memories"
-                             f" WHERE subdir = %s AND vector_dims(vector) = {int(dim)}{extra}"
-                             f" ORDER BY vector::{cast} <#> %s::{cast} LIMIT %s",
-                             (query, self.subdir, *args, query, k))
+            rows = self._all(
+                f"SELECT seq, (vector::{cast} <#> %s::{cast}) * -1 AS ip FROM memctl_memories"
+                f" WHERE subdir = %s AND vector_dims(vector) = {int(dim)}{extra}"
+                f" ORDER BY vector::{cast} <#> %s::{cast} LIMIT %s",
+                (query, self.subdir, *args, query, k),
+            )
             rows.sort(key=lambda r: -r[1])
         return [(int(seq), float(ip)) for seq, ip in rows]
 
@@ -640,8 +776,10 @@ class PostgresStore(StoreBase):
 
         if not keys:
             return {}
-        rows = self._all("SELECT seq, (vector <#> %s) * -1 FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
-                         (np.asarray(vector, dtype=np.float32), list(keys), self.subdir))
+        rows = self._all(
+            "SELECT seq, (vector <#> %s) * -1 FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+            (np.asarray(vector, dtype=np.float32), list(keys), self.subdir),
+        )
         return {int(seq): relevance(ip) for seq, ip in rows}
 
     def _doc_freq(self, token: str, cap: int) -> int:
@@ -649,21 +787,36 @@ class PostgresStore(StoreBase):
         characters), counted up to `cap` + 1 only."""
         from memctl.segment import phrase
 
-        return int(self._one(f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
-                             f" AND tsv @@ phraseto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
-                             (self.subdir, phrase(token), cap + 1))[0])
+        return int(
+            self._one(
+                f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
+                f" AND tsv @@ phraseto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
+                (self.subdir, phrase(token), cap + 1),
+            )[0]
+        )
 
     def _text_doc_freq(self, token: str, cap: int) -> int:
         """Memories holding `token` in their text (not their keyword metadata), counted up to `cap` + 1 only."""
         from memctl.segment import phrase
 
-        return int(self._one(f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories,"
-                             f" phraseto_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q"
-                             f" AND to_tsvector('{_TS_CONFIG}', memctl_fts_text(text)) @@ q LIMIT %s) AS s",
-                             (phrase(token), self.subdir, cap + 1))[0])
+        return int(
+            self._one(
+                f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories,"
+                f" phraseto_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q"
+                f" AND to_tsvector('{_TS_CONFIG}', memctl_fts_text(text)) @@ q LIMIT %s) AS s",
+                (phrase(token), self.subdir, cap + 1),
+            )[0]
+        )
 
-    def _keyword_pairs(self, query: str, k: int, area: str | None, only: Collection[int] | None,
-                       common_df: int, common_text_df: int = 0) -> builtins.list[tuple[int, float]]:
+    def _keyword_pairs(
+        self,
+        query: str,
+        k: int,
+        area: str | None,
+        only: Collection[int] | None,
+        common_df: int,
+        common_text_df: int = 0,
+    ) -> builtins.list[tuple[int, float]]:
         from memctl.segment import has_cjk, phrase
         from memctl.store.keyword import common_text_words, query_tokens
 
@@ -677,8 +830,10 @@ class PostgresStore(StoreBase):
         # websearch_to_tsquery never fails on user text; the tokens are \w+ runs (a CJK word: the
         # quoted phrase of its characters, as the index holds them), joined by OR.
         terms = [f'"{phrase(t)}"' if has_cjk(t) else t for t in tokens]
-        sql = (f"SELECT seq, ts_rank_cd(tsv, q) AS score FROM memctl_memories,"
-               f" websearch_to_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q")
+        sql = (
+            f"SELECT seq, ts_rank_cd(tsv, q) AS score FROM memctl_memories,"
+            f" websearch_to_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q"
+        )
         args: builtins.list[Any] = [" or ".join(terms), self.subdir]
         if area is not None:
             sql += " AND area = %s"
@@ -698,8 +853,13 @@ class PostgresStore(StoreBase):
     def _seq_hits(self, pairs: builtins.list[tuple[int, float]]) -> builtins.list[tuple[int, Hit]]:
         if not pairs:
             return []
-        rows = {r[0]: r for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s)"
-                                           " AND subdir = %s", ([p[0] for p in pairs], self.subdir))}
+        rows = {
+            r[0]: r
+            for r in self._all(
+                f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+                ([p[0] for p in pairs], self.subdir),
+            )
+        }
         return [(seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
 
     def _seq_meta(self, seqs: builtins.list[int]) -> dict[int, tuple[str, dict[str, Any]]]:
@@ -707,8 +867,10 @@ class PostgresStore(StoreBase):
         if not seqs:
             return {}
         found: dict[int, tuple[str, dict[str, Any]]] = {}
-        for seq, area, metadata in self._all("SELECT seq, area, metadata FROM memctl_memories WHERE seq = ANY(%s)"
-                                             " AND subdir = %s", ([int(s) for s in seqs], self.subdir)):
+        for seq, area, metadata in self._all(
+            "SELECT seq, area, metadata FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+            ([int(s) for s in seqs], self.subdir),
+        ):
             found[int(seq)] = (area, json.loads(metadata) if isinstance(metadata, str) else metadata)
         return found
 
@@ -719,31 +881,45 @@ class PostgresStore(StoreBase):
         if dim is None:
             return 0
         self._ensure_vector_index(dim)
-        return int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) = %s",
-                             (self.subdir, dim))[0])
+        return int(
+            self._one(
+                "SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) = %s",
+                (self.subdir, dim),
+            )[0]
+        )
 
     def rebuild_index(self) -> int:
         """PostgreSQL maintains the HNSW index itself: make sure it exists; return the vectors it covers."""
         return self.vector_count()
 
     def _texts_after(self, seq: int, limit: int) -> builtins.list[tuple[int, str]]:
-        return [(int(r[0]), r[1]) for r in self._all(
-            "SELECT seq, text FROM memctl_memories WHERE subdir = %s AND seq > %s ORDER BY seq LIMIT %s",
-            (self.subdir, seq, limit))]
+        return [
+            (int(r[0]), r[1])
+            for r in self._all(
+                "SELECT seq, text FROM memctl_memories WHERE subdir = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (self.subdir, seq, limit),
+            )
+        ]
 
     def _set_vectors(self, vectors: Sequence[tuple[int, np.ndarray]]) -> None:
         import numpy as np
 
         with self.conn.cursor() as cur:
-            cur.executemany("UPDATE memctl_memories SET vector = %s WHERE seq = %s",
-                            [(np.asarray(v, dtype=np.float32), seq) for seq, v in vectors])
+            cur.executemany(
+                "UPDATE memctl_memories SET vector = %s WHERE seq = %s",
+                [(np.asarray(v, dtype=np.float32), seq) for seq, v in vectors],
+            )
 
     def integrity_check(self) -> str:
         dim = self.dimension()
         if dim is None:
             return "ok"
-        bad = int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) <> %s",
-                            (self.subdir, dim))[0])
+        bad = int(
+            self._one(
+                "SELECT count(*) FROM memctl_memories WHERE subdir = %s AND vector_dims(vector) <> %s",
+                (self.subdir, dim),
+            )[0]
+        )
         return "ok" if bad == 0 else f"{bad} vectors differ from the store's dimension {dim}"
 
     def compact(self) -> bool:
@@ -758,39 +934,56 @@ class PostgresStore(StoreBase):
         return True
 
     def _area_counts(self) -> builtins.list[tuple[str, int, int]]:
-        return [(area, int(count), int(knowledge)) for area, count, knowledge in self._all(
-            "SELECT area, count(*), count(*) FILTER (WHERE (metadata->>'knowledge_source') = 'true')"
-            " FROM memctl_memories WHERE subdir = %s GROUP BY area", (self.subdir,))]
+        return [
+            (area, int(count), int(knowledge))
+            for area, count, knowledge in self._all(
+                "SELECT area, count(*), count(*) FILTER (WHERE (metadata->>'knowledge_source') = 'true')"
+                " FROM memctl_memories WHERE subdir = %s GROUP BY area",
+                (self.subdir,),
+            )
+        ]
 
     def _age_summary(self) -> tuple[str | None, str | None, int, str | None]:
         oldest, newest, never, last = self._one(
             "SELECT min(created_at), max(created_at), count(*) FILTER (WHERE accessed_at IS NULL), max(accessed_at)"
-            " FROM memctl_memories WHERE subdir = %s", (self.subdir,))
+            " FROM memctl_memories WHERE subdir = %s",
+            (self.subdir,),
+        )
         return oldest, newest, int(never), last
 
     def _log_counts(self) -> tuple[int, int]:
-        return (int(self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s", (self.subdir,))[0]),
-                int(self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s", (self.subdir,))[0]))
+        return (
+            int(self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s", (self.subdir,))[0]),
+            int(self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s", (self.subdir,))[0]),
+        )
 
     def subdirs(self) -> builtins.list[tuple[str, int]]:
         """Every store in this database with its memory count."""
-        return [(r[0], int(r[1])) for r in self._all(
-            "SELECT s.subdir, (SELECT count(*) FROM memctl_memories m WHERE m.subdir = s.subdir)"
-            " FROM (SELECT subdir FROM memctl_stores UNION SELECT DISTINCT subdir FROM memctl_memories"
-            " UNION SELECT subdir FROM memctl_behaviour UNION SELECT DISTINCT subdir FROM memctl_knowledge_folders) s"
-            " ORDER BY s.subdir")]
+        return [
+            (r[0], int(r[1]))
+            for r in self._all(
+                "SELECT s.subdir, (SELECT count(*) FROM memctl_memories m WHERE m.subdir = s.subdir)"
+                " FROM (SELECT subdir FROM memctl_stores UNION SELECT DISTINCT subdir FROM memctl_memories"
+                " UNION SELECT subdir FROM memctl_behaviour"
+                " UNION SELECT DISTINCT subdir FROM memctl_knowledge_folders) s"
+                " ORDER BY s.subdir"
+            )
+        ]
 
     # -- the archive, purging, size ------------------------------------------------------
     def archived(self, memory_id: str) -> ArchivedMemory | None:
-        row = self._one(f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s AND id = %s",
-                        (self.subdir, memory_id))
+        row = self._one(
+            f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s AND id = %s", (self.subdir, memory_id)
+        )
         return _archived(row) if row else None
 
     def iter_archive(self) -> Iterator[ArchivedMemory]:
         last: tuple[str, str] = ("", "")
-        while rows := self._all(f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s"
-                                " AND (archived_at, id) > (%s, %s) ORDER BY archived_at, id LIMIT 1000",
-                                (self.subdir, *last)):
+        while rows := self._all(
+            f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s"
+            " AND (archived_at, id) > (%s, %s) ORDER BY archived_at, id LIMIT 1000",
+            (self.subdir, *last),
+        ):
             yield from (_archived(row) for row in rows)
             last = (rows[-1][9], rows[-1][0])
 
@@ -799,28 +992,40 @@ class PostgresStore(StoreBase):
             self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
 
     def purge_counts(self, before: str | None) -> tuple[int, int]:
-        history = self._one("SELECT count(*) FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)",
-                            (self.subdir, before, before))[0]
-        archived = self._one("SELECT count(*) FROM memctl_archive WHERE subdir = %s"
-                             " AND (%s::text IS NULL OR archived_at < %s)", (self.subdir, before, before))[0]
+        history = self._one(
+            "SELECT count(*) FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)",
+            (self.subdir, before, before),
+        )[0]
+        archived = self._one(
+            "SELECT count(*) FROM memctl_archive WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
+            (self.subdir, before, before),
+        )[0]
         return int(history), int(archived)
 
     def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         with self._write():
-            rows = self._all("SELECT old_text, new_text FROM memctl_history WHERE subdir = %s"
-                             " AND (%s::text IS NULL OR at < %s) UNION ALL SELECT text, NULL FROM memctl_archive"
-                             " WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
-                             (self.subdir, before, before, self.subdir, before, before))
+            rows = self._all(
+                "SELECT old_text, new_text FROM memctl_history WHERE subdir = %s"
+                " AND (%s::text IS NULL OR at < %s) UNION ALL SELECT text, NULL FROM memctl_archive"
+                " WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
+                (self.subdir, before, before, self.subdir, before, before),
+            )
             hashes = {content_hash(t) for row in rows for t in row if t}
-            live = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
-                             " AND content_hash = ANY(%s)", (self.subdir, sorted(hashes)))
+            live = self._all(
+                "SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)",
+                (self.subdir, sorted(hashes)),
+            )
             hashes -= {r[0] for r in live}
             if found is not None:
                 found(hashes)
-            self._execute("DELETE FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)",
-                          (self.subdir, before, before))
-            self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
-                          (self.subdir, before, before))
+            self._execute(
+                "DELETE FROM memctl_history WHERE subdir = %s AND (%s::text IS NULL OR at < %s)",
+                (self.subdir, before, before),
+            )
+            self._execute(
+                "DELETE FROM memctl_archive WHERE subdir = %s AND (%s::text IS NULL OR archived_at < %s)",
+                (self.subdir, before, before),
+            )
         return hashes
 
     def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
@@ -831,8 +1036,13 @@ class PostgresStore(StoreBase):
 
         if not hashes:
             return set()
-        used = {r[0] for r in self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir <> %s"
-                                        " AND content_hash = ANY(%s)", (self.subdir, sorted(hashes)))}
+        used = {
+            r[0]
+            for r in self._all(
+                "SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir <> %s AND content_hash = ANY(%s)",
+                (self.subdir, sorted(hashes)),
+            )
+        }
         if self._cache_dir is not None and self._cache_dir.parent.parent.is_dir():
             root = self._cache_dir.parent.parent
             used |= _hashes_in_folder_stores(root, list_subdirs(root), hashes, skip=None, store_dir=store_dir)
@@ -840,11 +1050,14 @@ class PostgresStore(StoreBase):
 
     def size_bytes(self) -> int:
         """The size of the store's rows (memories, history, archive); the server decides about files."""
-        return int(self._one(
-            "SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_memories t WHERE subdir = %s)"
-            " + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_history t WHERE subdir = %s)"
-            " + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_archive t WHERE subdir = %s)",
-            (self.subdir, self.subdir, self.subdir))[0])
+        return int(
+            self._one(
+                "SELECT (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_memories t WHERE subdir = %s)"
+                " + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_history t WHERE subdir = %s)"
+                " + (SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM memctl_archive t WHERE subdir = %s)",
+                (self.subdir, self.subdir, self.subdir),
+            )[0]
+        )
 
     # -- behaviour rules: a row of memctl_behaviour --------------------------------------
     @property
@@ -857,10 +1070,12 @@ class PostgresStore(StoreBase):
 
     def write_behaviour(self, rules: str) -> None:
         with self._write():
-            self._execute("INSERT INTO memctl_behaviour (subdir, rules, updated_at) VALUES (%s, %s, %s)"
-                          " ON CONFLICT (subdir) DO UPDATE SET rules = EXCLUDED.rules,"
-                          " updated_at = EXCLUDED.updated_at",
-                          (self.subdir, rules, now_iso()))
+            self._execute(
+                "INSERT INTO memctl_behaviour (subdir, rules, updated_at) VALUES (%s, %s, %s)"
+                " ON CONFLICT (subdir) DO UPDATE SET rules = EXCLUDED.rules,"
+                " updated_at = EXCLUDED.updated_at",
+                (self.subdir, rules, now_iso()),
+            )
 
     # -- knowledge import state: memctl_knowledge_folders / memctl_knowledge_files -------
     def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
@@ -868,48 +1083,76 @@ class PostgresStore(StoreBase):
             "SELECT id, area, metadata->>'knowledge_folder', metadata->>'source_path', metadata->>'source_checksum',"
             " metadata->>'file_type', metadata->>'chunk' FROM memctl_memories WHERE subdir = %s"
             " AND (metadata->>'knowledge_source') = 'true' AND metadata->>'knowledge_folder' IS NOT NULL"
-            " AND metadata->>'source_path' IS NOT NULL ORDER BY seq", (self.subdir,))
+            " AND metadata->>'source_path' IS NOT NULL ORDER BY seq",
+            (self.subdir,),
+        )
         return [(*row[:6], _int_or_none(row[6])) for row in rows]
 
     def knowledge_state(self) -> dict[str, Any]:
         folders: dict[str, Any] = {}
-        for folder, path in self._all("SELECT folder, path FROM memctl_knowledge_folders WHERE subdir = %s",
-                                      (self.subdir,)):
+        for folder, path in self._all(
+            "SELECT folder, path FROM memctl_knowledge_folders WHERE subdir = %s", (self.subdir,)
+        ):
             folders[folder] = {"path": path, "files": {}}
-        for row in self._all("SELECT folder, source_path, checksum, area, file_type, ids, chunking, imported_at"
-                             " FROM memctl_knowledge_files WHERE subdir = %s ORDER BY folder, source_path",
-                             (self.subdir,)):
+        for row in self._all(
+            "SELECT folder, source_path, checksum, area, file_type, ids, chunking, imported_at"
+            " FROM memctl_knowledge_files WHERE subdir = %s ORDER BY folder, source_path",
+            (self.subdir,),
+        ):
             entry = dict(zip(_KNOWLEDGE_ENTRY, row[2:], strict=True))
             folders.setdefault(row[0], {"path": "", "files": {}})["files"][row[1]] = entry
         return folders
 
     def save_knowledge_state(self, document: dict[str, Any]) -> None:
         """One transaction that writes the files and folders whose entries changed, and drops the gone ones."""
-        files = {(folder, rel): (entry.get("checksum"), entry.get("area", "main"), entry.get("file_type", ""),
-                                 json.dumps(list(entry.get("ids") or [])), str(entry.get("chunking", "")),
-                                 str(entry.get("imported_at") or ""))
-                 for folder, data in document.items() for rel, entry in (data.get("files") or {}).items()}
+        files = {
+            (folder, rel): (
+                entry.get("checksum"),
+                entry.get("area", "main"),
+                entry.get("file_type", ""),
+                json.dumps(list(entry.get("ids") or [])),
+                str(entry.get("chunking", "")),
+                str(entry.get("imported_at") or ""),
+            )
+            for folder, data in document.items()
+            for rel, entry in (data.get("files") or {}).items()
+        }
         paths = {folder: str(data.get("path") or "") for folder, data in document.items()}
         with self._write(), self.conn.cursor() as cur:
-            stored = {(r[0], r[1]): tuple(r[2:]) for r in self._all(
-                "SELECT folder, source_path, checksum, area, file_type, ids::text, chunking, imported_at"
-                " FROM memctl_knowledge_files WHERE subdir = %s FOR UPDATE", (self.subdir,))}
-            cur.executemany("DELETE FROM memctl_knowledge_files WHERE subdir = %s AND folder = %s AND source_path = %s",
-                            [(self.subdir, *key) for key in stored if key not in files])
+            stored = {
+                (r[0], r[1]): tuple(r[2:])
+                for r in self._all(
+                    "SELECT folder, source_path, checksum, area, file_type, ids::text, chunking, imported_at"
+                    " FROM memctl_knowledge_files WHERE subdir = %s FOR UPDATE",
+                    (self.subdir,),
+                )
+            }
+            cur.executemany(
+                "DELETE FROM memctl_knowledge_files WHERE subdir = %s AND folder = %s AND source_path = %s",
+                [(self.subdir, *key) for key in stored if key not in files],
+            )
             cur.executemany(
                 "INSERT INTO memctl_knowledge_files (subdir, folder, source_path, checksum, area, file_type, ids,"
                 " chunking, imported_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (subdir, folder,"
                 " source_path) DO UPDATE SET checksum = EXCLUDED.checksum, area = EXCLUDED.area, file_type ="
                 " EXCLUDED.file_type, ids = EXCLUDED.ids, chunking = EXCLUDED.chunking, imported_at ="
                 " EXCLUDED.imported_at",
-                [(self.subdir, *key, *value) for key, value in files.items() if stored.get(key) != value])
-            known = dict(self._all("SELECT folder, path FROM memctl_knowledge_folders WHERE subdir = %s FOR UPDATE",
-                                   (self.subdir,)))
-            cur.executemany("DELETE FROM memctl_knowledge_folders WHERE subdir = %s AND folder = %s",
-                            [(self.subdir, folder) for folder in known if folder not in paths])
-            cur.executemany("INSERT INTO memctl_knowledge_folders (subdir, folder, path) VALUES (%s, %s, %s)"
-                            " ON CONFLICT (subdir, folder) DO UPDATE SET path = EXCLUDED.path",
-                            [(self.subdir, name, path) for name, path in paths.items() if known.get(name) != path])
+                [(self.subdir, *key, *value) for key, value in files.items() if stored.get(key) != value],
+            )
+            known = dict(
+                self._all(
+                    "SELECT folder, path FROM memctl_knowledge_folders WHERE subdir = %s FOR UPDATE", (self.subdir,)
+                )
+            )
+            cur.executemany(
+                "DELETE FROM memctl_knowledge_folders WHERE subdir = %s AND folder = %s",
+                [(self.subdir, folder) for folder in known if folder not in paths],
+            )
+            cur.executemany(
+                "INSERT INTO memctl_knowledge_folders (subdir, folder, path) VALUES (%s, %s, %s)"
+                " ON CONFLICT (subdir, folder) DO UPDATE SET path = EXCLUDED.path",
+                [(self.subdir, name, path) for name, path in paths.items() if known.get(name) != path],
+            )
 
     @contextmanager
     def knowledge_lock(self) -> Iterator[None]:
@@ -920,8 +1163,10 @@ class PostgresStore(StoreBase):
         try:
             self._execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
         except LockTimeoutError as exc:
-            raise LockTimeoutError(f"another knowledge import into store {self.subdir!r} is running",
-                                   hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)") from exc
+            raise LockTimeoutError(
+                f"another knowledge import into store {self.subdir!r} is running",
+                hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
+            ) from exc
         try:
             yield
         finally:
@@ -930,20 +1175,30 @@ class PostgresStore(StoreBase):
     def vectors_for_hashes(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         import numpy as np
 
-        rows = self._all("SELECT DISTINCT ON (content_hash) content_hash, vector FROM memctl_memories"
-                         " WHERE subdir = %s AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
+        rows = self._all(
+            "SELECT DISTINCT ON (content_hash) content_hash, vector FROM memctl_memories"
+            " WHERE subdir = %s AND content_hash = ANY(%s)",
+            (self.subdir, list(hashes)),
+        )
         return {digest: np.frombuffer(_vector_bytes(vector), dtype="<f4") for digest, vector in rows}
 
     def memories_with_hashes(self, hashes: Sequence[str]) -> builtins.list[Memory]:
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         if not hashes:
             return []
-        return [_memory(r) for r in self._all(f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s"
-                                              " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))]
+        return [
+            _memory(r)
+            for r in self._all(
+                f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)",
+                (self.subdir, list(hashes)),
+            )
+        ]
 
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
-        rows = self._all("SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s"
-                         " AND content_hash = ANY(%s)", (self.subdir, list(hashes)))
+        rows = self._all(
+            "SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)",
+            (self.subdir, list(hashes)),
+        )
         return {r[0] for r in rows}
 
     # -- whole-store copies --------------------------------------------------------------
@@ -963,8 +1218,11 @@ class PostgresStore(StoreBase):
 
     def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
         last = 0
-        while rows := self._all(f"SELECT {_COLUMNS}, vector, accessed_at FROM memctl_memories WHERE subdir = %s"
-                                " AND seq > %s ORDER BY seq LIMIT 1000", (self.subdir, last)):
+        while rows := self._all(
+            f"SELECT {_COLUMNS}, vector, accessed_at FROM memctl_memories WHERE subdir = %s"
+            " AND seq > %s ORDER BY seq LIMIT 1000",
+            (self.subdir, last),
+        ):
             yield from ((_memory(row), _vector_bytes(row[7]), row[8]) for row in rows)
             last = rows[-1][0]
 
@@ -976,16 +1234,33 @@ class PostgresStore(StoreBase):
         self._ensure_vector_index(dimension)
         with self._write():
             self._record_model(info, dimension)
-            self._insert_rows([(self.subdir, m.id, m.text, m.area, m.created_at, m.updated_at,
-                                json.dumps(m.metadata, ensure_ascii=False), np.frombuffer(blob, dtype="<f4"),
-                                content_hash(m.text), self._keywords(m.metadata), accessed)
-                               for m, blob, accessed in rows], with_access=True)
+            self._insert_rows(
+                [
+                    (
+                        self.subdir,
+                        m.id,
+                        m.text,
+                        m.area,
+                        m.created_at,
+                        m.updated_at,
+                        json.dumps(m.metadata, ensure_ascii=False),
+                        np.frombuffer(blob, dtype="<f4"),
+                        content_hash(m.text),
+                        self._keywords(m.metadata),
+                        accessed,
+                    )
+                    for m, blob, accessed in rows
+                ],
+                with_access=True,
+            )
 
     def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
         with self._write(), self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO memctl_links (subdir, parent_id, child_id, kind, created_at)"
-                            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                            [(self.subdir, *link) for link in links])
+            cur.executemany(
+                "INSERT INTO memctl_links (subdir, parent_id, child_id, kind, created_at)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(self.subdir, *link) for link in links],
+            )
 
     def put_archive(self, rows: Sequence[ArchivedMemory]) -> None:
         import numpy as np
@@ -994,10 +1269,25 @@ class PostgresStore(StoreBase):
             cur.executemany(
                 f"INSERT INTO memctl_archive (subdir, {_ARCHIVE_COLUMNS}) VALUES"
                 " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (subdir, id) DO NOTHING",
-                [(self.subdir, a.memory.id, a.memory.text, a.memory.area, a.memory.created_at, a.memory.updated_at,
-                  json.dumps(a.memory.metadata, ensure_ascii=False),
-                  None if a.vector is None else np.frombuffer(a.vector, dtype="<f4"), a.model, a.accessed_at,
-                  a.archived_at, a.op, a.actor) for a in rows])
+                [
+                    (
+                        self.subdir,
+                        a.memory.id,
+                        a.memory.text,
+                        a.memory.area,
+                        a.memory.created_at,
+                        a.memory.updated_at,
+                        json.dumps(a.memory.metadata, ensure_ascii=False),
+                        None if a.vector is None else np.frombuffer(a.vector, dtype="<f4"),
+                        a.model,
+                        a.accessed_at,
+                        a.archived_at,
+                        a.op,
+                        a.actor,
+                    )
+                    for a in rows
+                ],
+            )
 
     # -- replacing a whole store (restore-backup) ----------------------------------------
     def lock_writers(self) -> None:
@@ -1006,9 +1296,15 @@ class PostgresStore(StoreBase):
 
     def has_content(self) -> bool:
         """True when the store holds memories, history, archive rows, behaviour rules or knowledge state."""
-        return bool(self._one("SELECT " + " OR ".join(f"EXISTS (SELECT 1 FROM {t} WHERE subdir = %s)"
-                                                      for t in _STORE_TABLES if t != "memctl_stores"),
-                              [self.subdir] * (len(_STORE_TABLES) - 1))[0])
+        return bool(
+            self._one(
+                "SELECT "
+                + " OR ".join(
+                    f"EXISTS (SELECT 1 FROM {t} WHERE subdir = %s)" for t in _STORE_TABLES if t != "memctl_stores"
+                ),
+                [self.subdir] * (len(_STORE_TABLES) - 1),
+            )[0]
+        )
 
     def clear(self) -> None:
         """Delete every row of the store (its model record too). Joins an open transaction."""

@@ -32,12 +32,16 @@ class Memory:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
     def filter_names(self) -> dict[str, Any]:
         """What a filter expression can read: metadata plus the record's own columns."""
         names = dict(self.metadata)
-        names.update(id=self.id, area=self.area, created_at=self.created_at,
-                     updated_at=self.updated_at, timestamp=self.created_at)
+        names.update(
+            id=self.id,
+            area=self.area,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            timestamp=self.created_at,
+        )
         return names
 
 
@@ -108,5 +112,15 @@ class ArchivedMemory:
 
 def history_entry(row: Any, old_metadata: dict[str, Any] | None, new_metadata: dict[str, Any] | None) -> HistoryEntry:
     """A history row (hid, memory_id, op, actor, at, area, old_text, new_text, ...) by name."""
-    return HistoryEntry(hid=row[0], memory_id=row[1], op=row[2], actor=row[3], at=row[4], area=row[5],
-                        old_text=row[6], new_text=row[7], old_metadata=old_metadata, new_metadata=new_metadata)
+    return HistoryEntry(
+        hid=row[0],
+        memory_id=row[1],
+        op=row[2],
+        actor=row[3],
+        at=row[4],
+        area=row[5],
+        old_text=row[6],
+        new_text=row[7],
+        old_metadata=old_metadata,
+        new_metadata=new_metadata,
+    )

@@ -12,8 +12,9 @@ def _terms(seq: str, meta: str, source: str = "") -> str:
     columns of each row of `source` ("FROM memories AS m"), or a trigger's new/old row."""
     ok = f"CASE WHEN json_valid({meta}) THEN json_type({meta}) = 'object' END"  # json_type raises on bad JSON
     safe = f"CASE WHEN {ok} THEN {meta} ELSE '{{}}' END"
-    bad = (f"CASE WHEN json_valid({meta}) THEN json_type({meta}) != 'object' OR {meta} GLOB '*{'[0-9]' * 19}*'"
-           " ELSE 1 END")
+    bad = (
+        f"CASE WHEN json_valid({meta}) THEN json_type({meta}) != 'object' OR {meta} GLOB '*{'[0-9]' * 19}*' ELSE 1 END"
+    )
     rows = f"{source}{', ' if source else 'FROM '}json_each({safe}) AS j"
     return f"""SELECT '', 'bad', '', {seq} {source} WHERE {bad}
     UNION ALL SELECT j.key, CASE j.type WHEN 'text' THEN 's' WHEN 'object' THEN 'o' ELSE 'n' END,
@@ -51,7 +52,9 @@ END;
 
 
 MIGRATIONS: list[tuple[str, str]] = [
-    ("m001_initial", """
+    (
+        "m001_initial",
+        """
 CREATE TABLE memories (
     seq INTEGER PRIMARY KEY,          -- the FAISS id of the row
     id TEXT NOT NULL UNIQUE,
@@ -115,8 +118,11 @@ CREATE TABLE links (
 CREATE INDEX links_child ON links(child_id);
 
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""),
-    ("m002_row_counter", """
+""",
+    ),
+    (
+        "m002_row_counter",
+        """
 -- COUNT(*) scans the table; the index check after every change needs the count in O(1).
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT INTO counters VALUES ('memories', (SELECT COUNT(*) FROM memories));
@@ -126,8 +132,11 @@ END;
 CREATE TRIGGER memories_count_ad AFTER DELETE ON memories BEGIN
     UPDATE counters SET value = value - 1 WHERE name = 'memories';
 END;
-"""),
-    ("m003_lifecycle_archive_access", """
+""",
+    ),
+    (
+        "m003_lifecycle_archive_access",
+        """
 -- When `load` last returned the memory (NULL: never); prune --not-accessed-for reads it.
 ALTER TABLE memories ADD COLUMN accessed_at TEXT;
 
@@ -149,8 +158,11 @@ CREATE TABLE archive (
 );
 CREATE INDEX archive_at ON archive(archived_at);
 CREATE INDEX history_at ON history(at);
-"""),
-    ("m004_fts_porter_keywords", """
+""",
+    ),
+    (
+        "m004_fts_porter_keywords",
+        """
 -- Keyword search v2: Porter stemming (refunds ~ refund) and a second indexed column holding
 -- selected metadata values (speaker, date, tags: config keyword_metadata_keys), which the
 -- vector side never sees.
@@ -178,8 +190,11 @@ CREATE TRIGGER memories_au_fts AFTER UPDATE OF text, keywords ON memories BEGIN
     INSERT INTO memories_fts(rowid, text, keywords) VALUES (new.seq, new.text, new.keywords);
 END;
 INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
-"""),
-    ("m005_fts_cjk_characters", """
+""",
+    ),
+    (
+        "m005_fts_cjk_characters",
+        """
 -- Keyword search v3: Chinese, Japanese and Korean text is indexed one character per token
 -- (memctl_fts_text, registered by memctl on every connection: memctl/store/keyword.py), and
 -- queries search each CJK word as the phrase of its characters (memctl/segment.py). Before, a run
@@ -212,13 +227,17 @@ CREATE TRIGGER memories_au_fts AFTER UPDATE OF text, keywords ON memories BEGIN
         VALUES (new.seq, memctl_fts_text(new.text), memctl_fts_text(new.keywords));
 END;
 INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
-"""),
-    ("m006_commit_counter", """
+""",
+    ),
+    (
+        "m006_commit_counter",
+        """
 -- Every write transaction adds one; the count is also written to the file .commits beside the
 -- database after each commit. A database that opens with a lower count than that file lost
 -- committed transactions (its write-ahead log was removed or damaged), and memctl says so.
 INSERT OR IGNORE INTO counters VALUES ('commits', 0);
-"""),
+""",
+    ),
     ("m007_filter_terms", _FILTER_TERMS),
 ]
 

@@ -114,8 +114,11 @@ class VectorIndex:
             after = self.path.stat()
         except (OSError, UnicodeDecodeError, IndexError):
             return None
-        same_file = (before.st_ino, before.st_size, before.st_mtime_ns) == (after.st_ino, after.st_size,
-                                                                           after.st_mtime_ns)
+        same_file = (before.st_ino, before.st_size, before.st_mtime_ns) == (
+            after.st_ino,
+            after.st_size,
+            after.st_mtime_ns,
+        )
         if index is None or actual != expected or not same_file or index.d != self.dimension:
             return None  # a checkpoint replaced the file mid-read, or it is damaged: rebuild
         return index, int(known[0])
@@ -131,9 +134,7 @@ class VectorIndex:
     def _replay(self, db: sqlite3.Connection) -> None:
         import numpy as np
 
-        rows = db.execute(
-            "SELECT DISTINCT seq FROM index_journal WHERE jseq > ?", (self.applied_jseq,)
-        ).fetchall()
+        rows = db.execute("SELECT DISTINCT seq FROM index_journal WHERE jseq > ?", (self.applied_jseq,)).fetchall()
         top = _journal_top(db)
         if rows:
             self.version += 1

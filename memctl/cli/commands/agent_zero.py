@@ -11,18 +11,35 @@ import typer
 from memctl.cli.app import app, state
 from memctl.cli.render import emit, progress
 
-TimezoneOpt = Annotated[str, typer.Option("--timezone", help="The time zone of Agent Zero's naive timestamps: an "
-                                          "IANA name, or 'local' (this machine's). Its Docker image runs in UTC.")]
+TimezoneOpt = Annotated[
+    str,
+    typer.Option(
+        "--timezone",
+        help="The time zone of Agent Zero's naive timestamps: an "
+        "IANA name, or 'local' (this machine's). Its Docker image runs in UTC.",
+    ),
+]
 
 
 @app.command("import-agent-zero")
 def import_agent_zero(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="Agent Zero memory folder: usr/memory/<subdir>, or a project's "
-                                         "usr/projects/<name>/.a0proj/memory (index.faiss, index.pkl).")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="Agent Zero memory folder: usr/memory/<subdir>, or a project's "
+            "usr/projects/<name>/.a0proj/memory (index.faiss, index.pkl)."
+        ),
+    ],
     timezone: TimezoneOpt = "UTC",
-    sync: Annotated[bool, typer.Option("--sync", help="Apply what Agent Zero added, edited and deleted since this "
-                                       "store last imported or exported the folder.")] = False,
+    sync: Annotated[
+        bool,
+        typer.Option(
+            "--sync",
+            help="Apply what Agent Zero added, edited and deleted since this "
+            "store last imported or exported the folder.",
+        ),
+    ] = False,
 ) -> None:
     """Import an Agent Zero memory folder (its pickle read safely) into --subdir; existing ids are skipped.
 
@@ -36,9 +53,16 @@ def import_agent_zero(
     with st.open_store(actor="import-agent-zero", create=True) as store:
         if sync:
             synced = sync_agent_zero(store, source, batch_size=int(store.config["import_batch_size"]))
-            emit(st, {"subdir": st.subdir, **synced.to_dict()}, lambda c: c.print(
-                f"synced {synced.source}: {synced.added} added, {synced.updated} updated, {synced.deleted} deleted, "
-                f"{synced.unchanged} unchanged", markup=False))
+            emit(
+                st,
+                {"subdir": st.subdir, **synced.to_dict()},
+                lambda c: c.print(
+                    f"synced {synced.source}: {synced.added} added, {synced.updated} updated, "
+                    f"{synced.deleted} deleted, "
+                    f"{synced.unchanged} unchanged",
+                    markup=False,
+                ),
+            )
             return
         bar = progress(st, len(source.documents), "import")
         try:
@@ -53,8 +77,11 @@ def import_agent_zero(
 
 
 def _human_import(console: Any, report: Any) -> None:
-    console.print(f"imported {report.imported} of {report.documents} documents (reused {report.reused_vectors} "
-                  f"vectors, re-embedded {report.reembedded}); skipped {len(report.skipped)}", markup=False)
+    console.print(
+        f"imported {report.imported} of {report.documents} documents (reused {report.reused_vectors} "
+        f"vectors, re-embedded {report.reembedded}); skipped {len(report.skipped)}",
+        markup=False,
+    )
     for reason, count in Counter(s["reason"] for s in report.skipped).items():
         console.print(f"  skipped {count}: {reason}", markup=False)
     for note in report.notes:
@@ -64,10 +91,19 @@ def _human_import(console: Any, report: Any) -> None:
 @app.command("export-agent-zero")
 def export_agent_zero(
     ctx: typer.Context,
-    dest: Annotated[Path, typer.Argument(help="Folder to write (Agent Zero's usr/memory/<subdir>, or a project's "
-                                         "usr/projects/<name>/.a0proj/memory).")],
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty DEST (its knowledge_import.json "
-                                        "is kept). Stop Agent Zero first.")] = False,
+    dest: Annotated[
+        Path,
+        typer.Argument(
+            help="Folder to write (Agent Zero's usr/memory/<subdir>, or a project's "
+            "usr/projects/<name>/.a0proj/memory)."
+        ),
+    ],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Replace a non-empty DEST (its knowledge_import.json is kept). Stop Agent Zero first."
+        ),
+    ] = False,
     timezone: TimezoneOpt = "UTC",
 ) -> None:
     """Write the store as an Agent Zero memory folder (index.faiss, index.pkl, embedding.json)."""
@@ -83,8 +119,11 @@ def export_agent_zero(
 
     def human(console: Any) -> None:
         verb = "replaced" if report.replaced else "wrote"
-        console.print(f"{verb} {report.path}: {report.count} documents, dimension {report.dimension}, "
-                      f"model {report.embedding['model_provider']}/{report.embedding['model_name']}", markup=False)
+        console.print(
+            f"{verb} {report.path}: {report.count} documents, dimension {report.dimension}, "
+            f"model {report.embedding['model_provider']}/{report.embedding['model_name']}",
+            markup=False,
+        )
         for note in report.notes:
             console.print(f"  note: {note}", markup=False)
 

@@ -10,8 +10,11 @@ import typer
 from memctl.cli.app import app, state
 from memctl.cli.render import emit
 
-config_app = typer.Typer(help="Show, get and set configuration (layers: defaults < user file < store file "
-                              "< env MEMCTL_<KEY>).", no_args_is_help=True, rich_markup_mode=None)
+config_app = typer.Typer(
+    help="Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(config_app, name="config")
 
 
@@ -33,10 +36,19 @@ def show(
     st = state(ctx)
     folder = _folder(ctx)
     rows = settings(load_config(folder, st.overrides), effective=effective)
-    doc = {"subdir": st.subdir, "effective": effective, "files": config_paths(folder),
-           "values": {s.key: s.to_dict() for s in rows}}
-    emit(st, doc, lambda c: c.print(_table(rows) if rows else "every key has its default "
-                                    "(`memctl config show --effective` lists them)"))
+    doc = {
+        "subdir": st.subdir,
+        "effective": effective,
+        "files": config_paths(folder),
+        "values": {s.key: s.to_dict() for s in rows},
+    }
+    emit(
+        st,
+        doc,
+        lambda c: c.print(
+            _table(rows) if rows else "every key has its default (`memctl config show --effective` lists them)"
+        ),
+    )
 
 
 def _table(rows: list[Any]) -> Any:
@@ -63,8 +75,11 @@ def get(ctx: typer.Context, key: Annotated[str, typer.Argument(help="A key of de
     st = state(ctx)
     check_key(key)
     setting = next(s for s in settings(load_config(_folder(ctx), st.overrides)) if s.key == key)
-    emit(st, {"subdir": st.subdir, "key": key, **setting.to_dict()},
-         lambda c: c.print(json.dumps(setting.value, ensure_ascii=False), soft_wrap=True))
+    emit(
+        st,
+        {"subdir": st.subdir, "key": key, **setting.to_dict()},
+        lambda c: c.print(json.dumps(setting.value, ensure_ascii=False), soft_wrap=True),
+    )
 
 
 @config_app.command("set")
@@ -72,8 +87,9 @@ def set_(
     ctx: typer.Context,
     key: Annotated[str, typer.Argument(help="A key of default_config.yaml.")],
     value: Annotated[str, typer.Argument(help="Read as YAML: 5, 0.8, true, null, '[a, b]'.")],
-    scope: Annotated[str, typer.Option("--scope", help="user (your config file) or store (this subdir's "
-                                       "config.yaml).")] = "user",
+    scope: Annotated[
+        str, typer.Option("--scope", help="user (your config file) or store (this subdir's config.yaml).")
+    ] = "user",
 ) -> None:
     """Set KEY to VALUE in the user or store config file (validated; other keys and comment lines kept)."""
     from memctl.config_file import parse_value, scope_path, set_value
@@ -82,8 +98,11 @@ def set_(
     path = scope_path(scope, _folder(ctx))
     parsed = parse_value(key, value)
     previous = set_value(path, key, parsed)
-    emit(st, {"subdir": st.subdir, "scope": scope, "path": str(path), "key": key, "value": parsed,
-              "previous": previous}, lambda c: c.print(f"{key} = {parsed!r} in {path}"))
+    emit(
+        st,
+        {"subdir": st.subdir, "scope": scope, "path": str(path), "key": key, "value": parsed, "previous": previous},
+        lambda c: c.print(f"{key} = {parsed!r} in {path}"),
+    )
 
 
 @config_app.command("path")
@@ -95,5 +114,10 @@ def path(ctx: typer.Context) -> None:
     files = config_paths(_folder(ctx))
     exists = {k: Path(v).is_file() for k, v in files.items()}
     doc = {"subdir": st.subdir, **files, "exists": exists}
-    emit(st, doc, lambda c: [c.print(f"{k}: {v}{'' if exists[k] else ' (not present)'}", soft_wrap=True)
-                             for k, v in files.items()])
+    emit(
+        st,
+        doc,
+        lambda c: [
+            c.print(f"{k}: {v}{'' if exists[k] else ' (not present)'}", soft_wrap=True) for k, v in files.items()
+        ],
+    )

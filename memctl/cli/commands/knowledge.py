@@ -18,8 +18,10 @@ LISTED_SKIPS = 20  # skipped paths shown to people; --json has them all
 @app.command("import-knowledge")
 def import_knowledge(
     ctx: typer.Context,
-    dirs: Annotated[list[Path] | None, typer.Argument(
-        metavar="[DIR]...", help="Knowledge folders [config knowledge_dirs].", file_okay=False)] = None,
+    dirs: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="[DIR]...", help="Knowledge folders [config knowledge_dirs].", file_okay=False),
+    ] = None,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Import knowledge folders as chunks: only new and changed files are read and embedded.

@@ -21,23 +21,42 @@ AllSubdirsOpt = Annotated[bool, typer.Option("--all-subdirs", help="Every store 
 @app.command()
 def prune(
     ctx: typer.Context,
-    older_than: Annotated[str | None, typer.Option("--older-than", help="Created more than this long ago "
-                                                   "(12h, 30d, 8w).")] = None,
-    not_accessed_for: Annotated[str | None, typer.Option("--not-accessed-for", help="Not returned by `load` for this "
-                                                         "long (never returned: counted from creation).")] = None,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Created more than this long ago (12h, 30d, 8w).")
+    ] = None,
+    not_accessed_for: Annotated[
+        str | None,
+        typer.Option(
+            "--not-accessed-for", help="Not returned by `load` for this long (never returned: counted from creation)."
+        ),
+    ] = None,
     area: Annotated[str | None, typer.Option("--area", "-a", help="Only this area.")] = None,
-    min_importance: Annotated[float | None, typer.Option(
-        "--min-importance", callback=unit_interval, help="Metadata `importance` below "
-                                                         "this (missing: config prune_default_importance).")] = None,
-    decayed_below: Annotated[float | None, typer.Option(
-        "--decayed-below", callback=unit_interval, help="Effective importance below this: `importance` halved every "
-                                                        "importance_half_life days since last returned (else "
-                                                        "created).")] = None,
-    source: Annotated[str | None, typer.Option("--source", help="knowledge (knowledge_source: true) or "
-                                               "conversation (everything else).")] = None,
+    min_importance: Annotated[
+        float | None,
+        typer.Option(
+            "--min-importance",
+            callback=unit_interval,
+            help="Metadata `importance` below this (missing: config prune_default_importance).",
+        ),
+    ] = None,
+    decayed_below: Annotated[
+        float | None,
+        typer.Option(
+            "--decayed-below",
+            callback=unit_interval,
+            help="Effective importance below this: `importance` halved every "
+            "importance_half_life days since last returned (else "
+            "created).",
+        ),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option("--source", help="knowledge (knowledge_source: true) or conversation (everything else)."),
+    ] = None,
     filter: Annotated[str | None, typer.Option("--filter", "-f", help="Metadata filter expression.")] = None,
-    purge: Annotated[bool, typer.Option("--purge", help="Do not archive: gone for good (history keeps the operation, "
-                                        "not the text).")] = False,
+    purge: Annotated[
+        bool, typer.Option("--purge", help="Do not archive: gone for good (history keeps the operation, not the text).")
+    ] = False,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
 ) -> None:
@@ -67,15 +86,19 @@ def restore(
     st = state(ctx)
     with st.open_store() as store:
         report = run_restore(store, ids)
-    emit(st, {"subdir": st.subdir, **report.to_dict()},
-         lambda c: c.print(memory_table(report.restored, title=f"restored {len(report.restored)}")))
+    emit(
+        st,
+        {"subdir": st.subdir, **report.to_dict()},
+        lambda c: c.print(memory_table(report.restored, title=f"restored {len(report.restored)}")),
+    )
 
 
 @app.command()
 def purge(
     ctx: typer.Context,
-    older_than: Annotated[str | None, typer.Option("--older-than", help="History and archived memories older than "
-                                                   "this (12h, 30d, 8w).")] = None,
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="History and archived memories older than this (12h, 30d, 8w).")
+    ] = None,
     all_: Annotated[bool, typer.Option("--all", help="All history and every archived memory.")] = False,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
@@ -86,15 +109,20 @@ def purge(
     st = state(ctx)
     with st.open_store(actor="purge") as store:
         preview = run_purge(store, older_than=older_than, everything=all_, dry_run=True)
-        question = (f"Purge {preview.history} history entries and {preview.archived} archived memories for good?"
-                    if preview.history or preview.archived else None)
+        question = (
+            f"Purge {preview.history} history entries and {preview.archived} archived memories for good?"
+            if preview.history or preview.archived
+            else None
+        )
         dry_run = decide(ctx, dry_run, yes, question)
         report = preview if dry_run else run_purge(store, older_than=older_than, everything=all_)
 
     def human(console: Any) -> None:
         verb = "would purge" if report.dry_run else "purged"
-        console.print(f"{verb} {report.history} history entries and {report.archived} archived memories"
-                      + ("" if report.dry_run else f"; store {report.bytes_before} -> {report.bytes_after} bytes"))
+        console.print(
+            f"{verb} {report.history} history entries and {report.archived} archived memories"
+            + ("" if report.dry_run else f"; store {report.bytes_before} -> {report.bytes_after} bytes")
+        )
 
     emit(st, {"subdir": st.subdir, **report.to_dict()}, human)
 
@@ -113,8 +141,11 @@ def backup(
 
     st = state(ctx)
     report = backup_subdir(st.root, st.subdir, dest, store=st.store, overrides=st.overrides, force=force)
-    emit(st, {"subdir": st.subdir, **report.to_dict()},
-         lambda c: c.print(f"backed up {report.count} memories to {report.path} ({report.bytes} bytes)"))
+    emit(
+        st,
+        {"subdir": st.subdir, **report.to_dict()},
+        lambda c: c.print(f"backed up {report.count} memories to {report.path} ({report.bytes} bytes)"),
+    )
 
 
 @app.command("restore-backup")
@@ -130,8 +161,11 @@ def restore_backup(
     report = restore_subdir(source, st.root, st.subdir, store=st.store, overrides=st.overrides, force=force)
     if report.kept_old:
         info(st, f"the replaced store was kept at {report.kept_old}; delete it when you no longer need it")
-    emit(st, {"subdir": st.subdir, **report.to_dict()},
-         lambda c: c.print(f"restored {report.count} memories into {report.path}"))
+    emit(
+        st,
+        {"subdir": st.subdir, **report.to_dict()},
+        lambda c: c.print(f"restored {report.count} memories into {report.path}"),
+    )
 
 
 @app.command()
@@ -174,12 +208,17 @@ def _stats_table(rows: list[dict[str, Any]]) -> Any:
         table.add_column("value", overflow="fold")
         areas = ", ".join(f"{a} {v['count']}" for a, v in r["areas"].items())
         model = f"{r['model']['provider']}:{r['model']['model']} ({r['model']['dimension']}-d)" if r["model"] else "-"
-        for what, value in (("memories", f"{r['count']} ({areas})"),
-                            ("knowledge / conversation", f"{r['knowledge']} / {r['conversation']}"),
-                            ("oldest / newest", f"{(r['oldest'] or '-')[:19]} / {(r['newest'] or '-')[:19]}"),
-                            ("never accessed", str(r["never_accessed"])),
-                            ("archived (restorable)", str(r["archived"])), ("history entries", str(r["history"])),
-                            ("size on disk", _size(r["bytes"])), ("model", model), ("path", r["path"])):
+        for what, value in (
+            ("memories", f"{r['count']} ({areas})"),
+            ("knowledge / conversation", f"{r['knowledge']} / {r['conversation']}"),
+            ("oldest / newest", f"{(r['oldest'] or '-')[:19]} / {(r['newest'] or '-')[:19]}"),
+            ("never accessed", str(r["never_accessed"])),
+            ("archived (restorable)", str(r["archived"])),
+            ("history entries", str(r["history"])),
+            ("size on disk", _size(r["bytes"])),
+            ("model", model),
+            ("path", r["path"]),
+        ):
             table.add_row(what, value)
         tables.append(table)
     return Group(*tables)

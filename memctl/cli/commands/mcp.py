@@ -12,13 +12,28 @@ from memctl.cli.app import app, state
 @app.command()
 def mcp(
     ctx: typer.Context,
-    http: Annotated[str | None, typer.Option("--http", metavar="[HOST:]PORT", help="Serve streamable HTTP at "
-                                             "http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host "
-                                             "needs config mcp_token) instead of stdio.", show_default=False)] = None,
-    allow_subdirs: Annotated[str | None, typer.Option("--allow-subdirs", metavar="LIST", help="Comma-separated "
-                                                      "subdirs or patterns ('default,projects/*') a tool's subdir "
-                                                      "argument may choose; default: only --subdir.",
-                                                      show_default=False)] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="[HOST:]PORT",
+            help="Serve streamable HTTP at "
+            "http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host "
+            "needs config mcp_token) instead of stdio.",
+            show_default=False,
+        ),
+    ] = None,
+    allow_subdirs: Annotated[
+        str | None,
+        typer.Option(
+            "--allow-subdirs",
+            metavar="LIST",
+            help="Comma-separated "
+            "subdirs or patterns ('default,projects/*') a tool's subdir "
+            "argument may choose; default: only --subdir.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the store to MCP clients (agents): stdio by default, or --http. Runs until stopped."""
     from memctl.config import load_config

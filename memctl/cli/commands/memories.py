@@ -24,8 +24,10 @@ def _importance(value: float | None) -> float | None:
     return None if value is None else check(value, "--importance")
 
 
-ImportanceOpt = Annotated[float | None, typer.Option(
-    "--importance", callback=_importance, help="Metadata `importance` in [0, 1] (1 = a standing rule).")]
+ImportanceOpt = Annotated[
+    float | None,
+    typer.Option("--importance", callback=_importance, help="Metadata `importance` in [0, 1] (1 = a standing rule)."),
+]
 
 
 def _with_importance(metadata: dict, value: float | None) -> dict:
@@ -63,16 +65,26 @@ def save(
 def load(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for; '-' reads stdin, '@FILE' reads a file.")],
-    threshold: Annotated[float | None, typer.Option(
-        "--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
-        help="Minimum relevance (see README) [config search_threshold: 0.7].",
-    )] = None,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", "-n", min=1, help="Most results [config search_limit: 10].")] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            min=0.0,
+            max=1.0,
+            callback=unit_interval,
+            help="Minimum relevance (see README) [config search_threshold: 0.7].",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="Most results [config search_limit: 10].")
+    ] = None,
     area: AreaOpt = None,
     filter: FilterOpt = None,
-    mode: Annotated[str | None, typer.Option(
-        "--mode", help="hybrid (vector + keyword), dense or keyword [config search_mode: hybrid].")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="hybrid (vector + keyword), dense or keyword [config search_mode: hybrid]."),
+    ] = None,
 ) -> None:
     """Search memories (hybrid vector + keyword by default). Exit 3 when nothing passes the threshold."""
     st = state(ctx)
@@ -80,12 +92,20 @@ def load(
         threshold = store.config["search_threshold"] if threshold is None else threshold
         limit = store.config["search_limit"] if limit is None else limit
         mode = mode or store.config["search_mode"]
-        hits = store.search(read_text(query, "query"), limit=limit, threshold=threshold, area=area, filter=filter,
-                            mode=mode)
+        hits = store.search(
+            read_text(query, "query"), limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
+        )
         if hits and store.config["track_access"]:
             store.touch([h.id for h in hits])  # after the search, one UPDATE (for prune --not-accessed-for)
-    doc = {"subdir": st.subdir, "query": query, "mode": mode, "threshold": threshold, "limit": limit,
-           "count": len(hits), "results": [h.to_dict() for h in hits]}
+    doc = {
+        "subdir": st.subdir,
+        "query": query,
+        "mode": mode,
+        "threshold": threshold,
+        "limit": limit,
+        "count": len(hits),
+        "results": [h.to_dict() for h in hits],
+    }
     emit(st, doc, lambda c: c.print(memory_table(hits, score=True)) if hits else c.print("no memories matched"))
     if not hits:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -95,8 +115,17 @@ def load(
 def forget(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="Delete memories similar to this ('-' stdin, '@FILE').")],
-    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
-                                                    help="Minimum relevance [config forget_threshold: 0.75].")] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            min=0.0,
+            max=1.0,
+            callback=unit_interval,
+            help="Minimum relevance [config forget_threshold: 0.75].",
+        ),
+    ] = None,
     exact: Annotated[bool, typer.Option("--exact", help="Delete only memories whose text is exactly QUERY.")] = False,
     area: AreaOpt = None,
     filter: FilterOpt = None,
@@ -120,8 +149,15 @@ def forget(
             batch = int(store.config["forget_batch_size"])
             for start in range(0, len(matches), batch):
                 store.delete([m.id for m in matches[start : start + batch]], cascade=False)
-    doc = {"subdir": st.subdir, "query": text, "exact": exact, "threshold": threshold, "dry_run": dry_run,
-           "count": len(matches), "deleted": [m.to_dict() for m in matches]}
+    doc = {
+        "subdir": st.subdir,
+        "query": text,
+        "exact": exact,
+        "threshold": threshold,
+        "dry_run": dry_run,
+        "count": len(matches),
+        "deleted": [m.to_dict() for m in matches],
+    }
     title = "would delete" if dry_run else "deleted"
     emit(st, doc, lambda c: c.print(memory_table(matches, score=True, title=f"{title} {len(matches)}")))
     if not matches:
@@ -147,14 +183,20 @@ def delete(
         else:
             if plan.deleted:
                 confirm(ctx, f"Delete {len(plan.deleted) + len(plan.cascaded)} memories?", yes)
-            doc = {"subdir": st.subdir, "dry_run": False,
-                   **store.delete(ids, cascade=not no_cascade).to_dict()}
-    lists: dict[str, list[str]] = {key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
-                                   for key in ("deleted", "cascaded", "missing")}
-    emit(st, doc, lambda c: c.print(
-        f"{'would delete' if dry_run else 'deleted'} {len(lists['deleted'])}"
-        + (f" (+{len(lists['cascaded'])} derived: {' '.join(lists['cascaded'])})" if lists["cascaded"] else "")
-        + (f"; not found: {' '.join(lists['missing'])}" if lists["missing"] else "")))
+            doc = {"subdir": st.subdir, "dry_run": False, **store.delete(ids, cascade=not no_cascade).to_dict()}
+    lists: dict[str, list[str]] = {
+        key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
+        for key in ("deleted", "cascaded", "missing")
+    }
+    emit(
+        st,
+        doc,
+        lambda c: c.print(
+            f"{'would delete' if dry_run else 'deleted'} {len(lists['deleted'])}"
+            + (f" (+{len(lists['cascaded'])} derived: {' '.join(lists['cascaded'])})" if lists["cascaded"] else "")
+            + (f"; not found: {' '.join(lists['missing'])}" if lists["missing"] else "")
+        ),
+    )
     if not plan.deleted:
         raise typer.Exit(EXIT_NO_MATCH)
 
@@ -175,8 +217,10 @@ def _show(console: object, memory: object, derived: list[str]) -> None:
 
     from memctl.cli.render import PlainLines
 
-    lines = [f"{key}: {json.dumps(value, ensure_ascii=False) if key == 'metadata' else value}"
-             for key, value in memory.to_dict().items()]  # type: ignore[attr-defined]
+    lines = [
+        f"{key}: {json.dumps(value, ensure_ascii=False) if key == 'metadata' else value}"
+        for key, value in memory.to_dict().items()  # type: ignore[attr-defined]
+    ]
     if derived:
         lines.append(f"derived: {' '.join(derived)}")
     console.print(PlainLines(lines))  # type: ignore[attr-defined]
@@ -187,8 +231,9 @@ def list_(
     ctx: typer.Context,
     area: AreaOpt = None,
     filter: FilterOpt = None,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", "-n", min=1, help="Page size [config list_page_size].")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="Page size [config list_page_size].")
+    ] = None,
     page: Annotated[int, typer.Option("--page", "-p", min=1, help="Page number, 1 = newest.")] = 1,
 ) -> None:
     """List memories, newest first, a page at a time."""
@@ -223,12 +268,20 @@ def update(
         wanted = dict(changes) if replace_meta else {**before.metadata, **changes}
         for key in unset or []:
             wanted.pop(key, None)
-        changed = (new_text not in (None, before.text) or wanted != before.metadata
-                   or area not in (None, before.area))
-        memory = store.update(memory_id, text=new_text, metadata=changes, unset=unset or [],
-                              replace_metadata=replace_meta, area=area) if changed else before
-    doc = {"subdir": st.subdir, "memory": memory.to_dict(), "changed": changed,
-           "reembedded": memory.text != before.text}
+        changed = new_text not in (None, before.text) or wanted != before.metadata or area not in (None, before.area)
+        memory = (
+            store.update(
+                memory_id, text=new_text, metadata=changes, unset=unset or [], replace_metadata=replace_meta, area=area
+            )
+            if changed
+            else before
+        )
+    doc = {
+        "subdir": st.subdir,
+        "memory": memory.to_dict(),
+        "changed": changed,
+        "reembedded": memory.text != before.text,
+    }
     emit(st, doc, lambda c: c.print(f"updated {memory.id}" if changed else f"{memory.id} already so: nothing changed"))
 
 
@@ -244,8 +297,11 @@ def history(
         entries = store.history(memory_id, limit=limit)
     if memory_id and not entries:
         info(st, f"no history for {memory_id!r}")
-    emit(st, {"subdir": st.subdir, "id": memory_id, "entries": [e.to_dict() for e in entries]},
-         lambda c: c.print(_history_table(entries)))
+    emit(
+        st,
+        {"subdir": st.subdir, "id": memory_id, "entries": [e.to_dict() for e in entries]},
+        lambda c: c.print(_history_table(entries)),
+    )
     if memory_id and not entries:
         raise typer.Exit(EXIT_NO_MATCH)
 

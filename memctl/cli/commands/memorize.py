@@ -20,18 +20,37 @@ BEHAVIOUR_ACTIONS = ("show", "adjust", "reset", "edit")
 @app.command()
 def memorize(
     ctx: typer.Context,
-    transcripts: Annotated[list[Path] | None, typer.Argument(
-        metavar="[TRANSCRIPT]...", help="Conversation files (JSON, JSONL or 'User:/Assistant:' text).",
-        dir_okay=False)] = None,
-    batch: Annotated[str | None, typer.Option("--batch", help="A folder or glob of transcripts, memorized in "
-                                              "name order into one store (unreadable ones are reported).")] = None,
+    transcripts: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[TRANSCRIPT]...",
+            help="Conversation files (JSON, JSONL or 'User:/Assistant:' text).",
+            dir_okay=False,
+        ),
+    ] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            "--batch",
+            help="A folder or glob of transcripts, memorized in "
+            "name order into one store (unreadable ones are reported).",
+        ),
+    ] = None,
     dry_run: DryRunOpt = False,
     no_solutions: Annotated[bool, typer.Option("--no-solutions", help="Extract facts only, no solutions.")] = False,
-    area: Annotated[str, typer.Option("--area", "-a", help="Area for extracted facts (solutions always go to "
-                                      "'solutions').")] = "fragments",
-    recalled: Annotated[Path | None, typer.Option("--recalled", dir_okay=False, help="Memories recalled into the "
-                                                  "conversation (recall's block or JSON): restating them is an "
-                                                  "echo, not a new memory.")] = None,
+    area: Annotated[
+        str, typer.Option("--area", "-a", help="Area for extracted facts (solutions always go to 'solutions').")
+    ] = "fragments",
+    recalled: Annotated[
+        Path | None,
+        typer.Option(
+            "--recalled",
+            dir_okay=False,
+            help="Memories recalled into the "
+            "conversation (recall's block or JSON): restating them is an "
+            "echo, not a new memory.",
+        ),
+    ] = None,
 ) -> None:
     """Extract durable facts and solutions from transcripts, gate them, and consolidate them into the store.
 
@@ -51,8 +70,17 @@ def memorize(
         llm = UtilityModel(store.config)
         bar = progress(st, len(paths), "memorize")
         try:
-            report = memorize_files(store, paths, llm, area=area, solutions=not no_solutions, dry_run=dry_run,
-                                    recalled=remembered, keep_going=batch is not None, progress=bar.update)
+            report = memorize_files(
+                store,
+                paths,
+                llm,
+                area=area,
+                solutions=not no_solutions,
+                dry_run=dry_run,
+                recalled=remembered,
+                keep_going=batch is not None,
+                progress=bar.update,
+            )
         finally:
             bar.close()
     for transcript in report.transcripts:  # people see these in the tables; scripts get them on stderr
@@ -77,8 +105,9 @@ def _render_memorize(console: Any, report: Any) -> None:
         if transcript.error:
             console.print(f"{title}: not read ({transcript.error})")
             continue
-        table = Table(title=f"{title} ({transcript.messages} messages" + (", trimmed" if transcript.trimmed else "")
-                      + ")")
+        table = Table(
+            title=f"{title} ({transcript.messages} messages" + (", trimmed" if transcript.trimmed else "") + ")"
+        )
         for column in ("area", "fate", "why", "ids", "text"):
             table.add_column(column, overflow="fold")
         for c in transcript.candidates:
@@ -148,8 +177,10 @@ def behaviour(
     if action not in BEHAVIOUR_ACTIONS:
         raise UsageError(f"behaviour action must be one of {', '.join(BEHAVIOUR_ACTIONS)}, not {action!r}")
     if (text is not None) != (action == "adjust"):
-        raise UsageError("only `behaviour adjust` takes TEXT" if text is not None else "adjust needs TEXT",
-                         hint='memctl behaviour adjust "Always answer in German"')
+        raise UsageError(
+            "only `behaviour adjust` takes TEXT" if text is not None else "adjust needs TEXT",
+            hint='memctl behaviour adjust "Always answer in German"',
+        )
     with st.open_store(create=action != "show") as store:
         if action == "adjust":
             from memctl.llm import UtilityModel

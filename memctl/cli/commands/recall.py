@@ -20,16 +20,31 @@ FORMATS = ("prompt", "json", "table")
 def recall(
     ctx: typer.Context,
     message: Annotated[str, typer.Argument(help="The message the agent is answering ('-' stdin, '@FILE').")],
-    history: Annotated[Path | None, typer.Option("--history", help="Transcript of the conversation so far "
-                                                 "(used by --query-prep).")] = None,
-    output_format: Annotated[str, typer.Option("--format", help="prompt (the block to inject), json or table.")]
-    = "prompt",
-    query_prep: Annotated[bool, typer.Option("--query-prep", help="Let the utility model write the search "
-                                             "query from the message and history.")] = False,
-    post_filter: Annotated[bool, typer.Option("--post-filter", help="Let the utility model drop results that "
-                                              "do not help with the message.")] = False,
-    threshold: Annotated[float | None, typer.Option("--threshold", "-t", min=0.0, max=1.0, callback=unit_interval,
-                                                    help="Minimum relevance [config search_threshold].")] = None,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="Transcript of the conversation so far (used by --query-prep).")
+    ] = None,
+    output_format: Annotated[
+        str, typer.Option("--format", help="prompt (the block to inject), json or table.")
+    ] = "prompt",
+    query_prep: Annotated[
+        bool,
+        typer.Option("--query-prep", help="Let the utility model write the search query from the message and history."),
+    ] = False,
+    post_filter: Annotated[
+        bool,
+        typer.Option("--post-filter", help="Let the utility model drop results that do not help with the message."),
+    ] = False,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            min=0.0,
+            max=1.0,
+            callback=unit_interval,
+            help="Minimum relevance [config search_threshold].",
+        ),
+    ] = None,
 ) -> None:
     """Recall memories and solutions for MESSAGE, rendered for an agent's prompt. Exit 3 if none."""
     from memctl.llm import UtilityModel
@@ -44,8 +59,9 @@ def recall(
     with st.open_store() as store:
         past = read_transcript(history) if history else None
         llm = UtilityModel(store.config) if (query_prep or post_filter) else None
-        result = run_recall(store, text, past, llm=llm, query_prep=query_prep, post_filter=post_filter,
-                            threshold=threshold)
+        result = run_recall(
+            store, text, past, llm=llm, query_prep=query_prep, post_filter=post_filter, threshold=threshold
+        )
         if not result.empty and store.config["track_access"]:  # a use: the memory's importance stops decaying
             store.touch([h.id for h in [*result.memories, *result.solutions]])
     for note in result.notes:
@@ -58,8 +74,14 @@ def recall(
     elif not sys.stdout.isatty():  # one tab-separated record set for pipes; the area column tells them apart
         emit(st, {}, lambda c: c.print(memory_rows([*result.memories, *result.solutions], score=True)))
     else:
-        emit(st, {}, lambda c: [c.print(memory_table(hits, score=True, title=title))
-                                for title, hits in (("memories", result.memories), ("solutions", result.solutions))
-                                if hits])
+        emit(
+            st,
+            {},
+            lambda c: [
+                c.print(memory_table(hits, score=True, title=title))
+                for title, hits in (("memories", result.memories), ("solutions", result.solutions))
+                if hits
+            ],
+        )
     if result.empty:
         raise typer.Exit(EXIT_NO_MATCH)

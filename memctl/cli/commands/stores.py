@@ -46,8 +46,12 @@ def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
     vectors: Annotated[bool, typer.Option("--vectors", help="Include the stored vectors (base64 float32).")] = False,
     area: Annotated[str | None, typer.Option("--area", "-a", help="Only this area.")] = None,
-    all_subdirs: Annotated[bool, typer.Option("--all-subdirs", help="Every store under the root: -o names a folder "
-                                              "that gets one SUBDIR.jsonl per store.")] = False,
+    all_subdirs: Annotated[
+        bool,
+        typer.Option(
+            "--all-subdirs", help="Every store under the root: -o names a folder that gets one SUBDIR.jsonl per store."
+        ),
+    ] = False,
 ) -> None:
     """Write the store as JSONL: a header line, then one memory per line."""
     from memctl.lifecycle import export_to_file, export_to_stdout
@@ -60,8 +64,7 @@ def export(
         try:
             if output is None or str(output) == "-":
                 sys.stdout.flush()
-                count = export_to_stdout(store, sys.stdout.buffer, with_vectors=vectors, area=area,
-                                         progress=bar.update)
+                count = export_to_stdout(store, sys.stdout.buffer, with_vectors=vectors, area=area, progress=bar.update)
             else:
                 count = export_to_file(store, output, with_vectors=vectors, area=area, progress=bar.update)
         finally:
@@ -69,8 +72,11 @@ def export(
     if output is None or str(output) == "-":
         info(st, f"exported {count} memories")
         return
-    emit(st, {"subdir": st.subdir, "path": str(output), "count": count, "vectors": vectors},
-         lambda c: c.print(f"exported {count} memories to {output}"))
+    emit(
+        st,
+        {"subdir": st.subdir, "path": str(output), "count": count, "vectors": vectors},
+        lambda c: c.print(f"exported {count} memories to {output}"),
+    )
 
 
 def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: str | None) -> None:
@@ -82,13 +88,21 @@ def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: st
         raise UsageError("--all-subdirs needs -o DIR", hint="e.g. memctl export --all-subdirs -o exports/")
     listing = list_stores(st.root, store=st.store, overrides=st.overrides, counts=False)
     where = listing.where
-    written, failed = export_all(None, output, lambda name: State(st.root, name, overrides=st.overrides,
-                                                                  store=st.store).open_store(),
-                                 with_vectors=vectors, area=area, subdirs=[s.name for s in listing.stores])
+    written, failed = export_all(
+        None,
+        output,
+        lambda name: State(st.root, name, overrides=st.overrides, store=st.store).open_store(),
+        with_vectors=vectors,
+        area=area,
+        subdirs=[s.name for s in listing.stores],
+    )
     for bad in failed:
         info(st, f"memctl: store {bad['subdir']!r} was not exported: {bad['error']}")
-    emit(st, {"root": where, "path": str(output), "vectors": vectors, "subdirs": written, "failed": failed},
-         lambda c: c.print(f"exported {len(written)} stores to {output}"))
+    emit(
+        st,
+        {"root": where, "path": str(output), "vectors": vectors, "subdirs": written, "failed": failed},
+        lambda c: c.print(f"exported {len(written)} stores to {output}"),
+    )
     if failed:
         raise typer.Exit(EXIT_PARTIAL)
 
@@ -97,12 +111,19 @@ def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: st
 def import_(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="JSONL file from `memctl export` (or '-' for stdin).")],
-    on_conflict: Annotated[str, typer.Option(
-        "--on-conflict", help="When an id exists already: skip, new-id or error.")] = "skip",
-    batch_size: Annotated[int | None, typer.Option("--batch-size", min=1,
-                                                   help="Records per transaction [config import_batch_size].")] = None,
-    allow_duplicates: Annotated[bool, typer.Option("--allow-duplicates", help="Also import records identical (text, "
-                                                   "area, metadata) to a stored memory or an earlier record.")] = False,
+    on_conflict: Annotated[
+        str, typer.Option("--on-conflict", help="When an id exists already: skip, new-id or error.")
+    ] = "skip",
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", min=1, help="Records per transaction [config import_batch_size].")
+    ] = None,
+    allow_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--allow-duplicates",
+            help="Also import records identical (text, area, metadata) to a stored memory or an earlier record.",
+        ),
+    ] = False,
 ) -> None:
     """Import memories from JSONL (ids, timestamps, metadata kept; vectors reused when the model matches).
 
@@ -117,16 +138,31 @@ def import_(
     with _open_source(path) as handle, st.open_store(actor="import", create=True) as store:
         bar = progress(st, None, "import")
         try:
-            report = import_jsonl(store, path, handle, batch_size=batch_size or int(store.config["import_batch_size"]),
-                                  on_conflict=on_conflict, allow_duplicates=allow_duplicates, progress=bar.update)
+            report = import_jsonl(
+                store,
+                path,
+                handle,
+                batch_size=batch_size or int(store.config["import_batch_size"]),
+                on_conflict=on_conflict,
+                allow_duplicates=allow_duplicates,
+                progress=bar.update,
+            )
         finally:
             bar.close()
     if report.truncated:
-        info(st, f"memctl: {source} is truncated: the header announced {report.expected} records, "
-                 f"{report.records} were complete; those were imported")
-    emit(st, {"subdir": st.subdir, "source": source, **report.to_dict()},
-         lambda c: c.print(f"imported {report.imported}, skipped {report.skipped} (existing ids) and "
-                           f"{report.duplicates} identical, re-embedded {report.reembedded}"))
+        info(
+            st,
+            f"memctl: {source} is truncated: the header announced {report.expected} records, "
+            f"{report.records} were complete; those were imported",
+        )
+    emit(
+        st,
+        {"subdir": st.subdir, "source": source, **report.to_dict()},
+        lambda c: c.print(
+            f"imported {report.imported}, skipped {report.skipped} (existing ids) and "
+            f"{report.duplicates} identical, re-embedded {report.reembedded}"
+        ),
+    )
     if report.truncated:
         raise typer.Exit(EXIT_PARTIAL)
 
@@ -157,8 +193,9 @@ def _open_source(path: Path | None) -> Iterator[IO[bytes]]:
 @app.command()
 def reindex(
     ctx: typer.Context,
-    index_only: Annotated[bool, typer.Option("--index-only", help="Rebuild the vector index from stored vectors; "
-                                             "no re-embedding.")] = False,
+    index_only: Annotated[
+        bool, typer.Option("--index-only", help="Rebuild the vector index from stored vectors; no re-embedding.")
+    ] = False,
 ) -> None:
     """Re-embed every memory with the configured model (after a model change) and rebuild the index."""
     st = state(ctx)
@@ -176,7 +213,9 @@ def reindex(
         model = store.model_info()
         indexed, stored = store.vector_count(), len(store)  # verify: one vector per memory, no more, no less
     if indexed != stored or count != stored:
-        raise StoreError(f"after reindexing, the vector index holds {indexed} vectors for {stored} memories",
-                         hint="run `memctl reindex` again; if it persists, export the store and import it afresh")
+        raise StoreError(
+            f"after reindexing, the vector index holds {indexed} vectors for {stored} memories",
+            hint="run `memctl reindex` again; if it persists, export the store and import it afresh",
+        )
     doc = {"subdir": st.subdir, "index_only": index_only, "reembedded": reembedded, "count": count, "model": model}
     emit(st, doc, lambda c: c.print(f"index holds {count} vectors; re-embedded {reembedded}"))
