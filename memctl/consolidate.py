@@ -80,7 +80,6 @@ _ALIASES = {
     "modify": "update",
     "edit": "update",
 }
-_FILTER_CHUNK = 25  # ids per `id in [...]` filter (the filter language caps expressions at 500 chars)
 
 
 @dataclass
@@ -305,13 +304,7 @@ class Consolidator:
 
     def real_scores(self, vector: np.ndarray, ids: Sequence[str], area: str | None) -> dict[str, float]:
         """Relevance of each stored memory to `vector` (not to whichever query found it)."""
-        scores: dict[str, float] = {}
-        for start in range(0, len(ids), _FILTER_CHUNK):
-            chunk = list(ids[start : start + _FILTER_CHUNK])
-            expression = "id in [" + ", ".join(f"'{i}'" for i in chunk) + "]"
-            for hit in self.store.search_vector(vector, limit=len(chunk), threshold=0.0, area=area, filter=expression):
-                scores[hit.id] = hit.score
-        return scores
+        return self.store.scores_of(vector, ids, area)
 
     # -- asking the model ------------------------------------------------------------------------
     def decide(self, text: str, area: str, similar: Sequence[Similar]) -> Decision:

@@ -286,3 +286,16 @@ def test_ids_are_unique_and_a_forked_child_does_not_repeat_its_parents_ids():
         child = set(pipe.read().split())
     parent = {new_id() for _ in range(100)}
     assert len(child) == 100 and not child & parent
+
+
+def test_scores_of_listed_ids_match_a_vector_search(store):
+    """Consolidation scores the memories it found by id (no `id in [...]` filter strings)."""
+    ids = store.add([f"note number {n} about the garden shed" for n in range(30)])
+    [other] = store.add(["the garden shed in fragments"], area="fragments")
+    vector = store.embed(["garden shed"])[0]
+    expected = {h.id: h.score for h in store.search_vector(vector, limit=100, threshold=0.0)}
+    got = store.scores_of(vector, [*ids, other, "missing", ids[0]])
+    assert set(got) == {*ids, other}
+    assert all(got[i] == pytest.approx(expected[i], abs=1e-6) for i in got)
+    assert set(store.scores_of(vector, [ids[0], other], area="fragments")) == {other}
+    assert store.scores_of(vector, []) == {}

@@ -809,6 +809,15 @@ class StoreBase(abc.ABC):
     def _relevance_of(self, keys: builtins.list[int], vector: np.ndarray) -> dict[int, float]:
         raise NotImplementedError
 
+    @abc.abstractmethod
+    def _keys_of(self, ids: Sequence[str], area: str | None) -> dict[int, str]:
+        """Key -> id of the listed memories that exist (in `area`)."""
+
+    def scores_of(self, vector: np.ndarray, ids: Sequence[str], area: str | None = None) -> dict[str, float]:
+        """Relevance `(1 + cosine) / 2` of each listed memory (in `area`) to `vector`; absent ids left out."""
+        keys = self._keys_of(list(dict.fromkeys(ids)), area)
+        return {keys[key]: score for key, score in self._relevance_of(list(keys), vector).items()}
+
     def _keyword_pairs(
         self,
         query: str,

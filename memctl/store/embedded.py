@@ -864,6 +864,18 @@ class EmbeddedStore(StoreBase):
             return self._exact_search(vector, k, keys)  # a filter must not lose matches to IVF probing
         return index.search(vector, k, keys)
 
+    def _keys_of(self, ids: Sequence[str], area: str | None) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for start in range(0, len(ids), 500):  # below SQLite's bound-variable limit
+            chunk = list(ids[start : start + 500])
+            marks = ", ".join("?" * len(chunk))
+            sql = f"SELECT seq, id FROM memories WHERE id IN ({marks})"  # noqa: S608 - placeholders only
+            args: builtins.list[Any] = chunk
+            if area is not None:
+                sql, args = sql + " AND area = ?", [*chunk, check_area(area)]
+            found.update({int(seq): str(i) for seq, i in self.db.execute(sql, args)})
+        return found
+
     def _relevance_of(self, seqs: builtins.list[int], vector: np.ndarray) -> dict[int, float]:
         import numpy as np
 

@@ -771,6 +771,15 @@ class PostgresStore(StoreBase):
             rows.sort(key=lambda r: -r[1])
         return [(int(seq), float(ip)) for seq, ip in rows]
 
+    def _keys_of(self, ids: Sequence[str], area: str | None) -> dict[int, str]:
+        if not ids:
+            return {}
+        sql = "SELECT seq, id FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)"
+        args: builtins.list[Any] = [self.subdir, list(ids)]
+        if area is not None:
+            sql, args = sql + " AND area = %s", [*args, check_area(area)]
+        return {int(seq): str(i) for seq, i in self._all(sql, tuple(args))}
+
     def _relevance_of(self, keys: builtins.list[int], vector: np.ndarray) -> dict[int, float]:
         import numpy as np
 
