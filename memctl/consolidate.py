@@ -190,6 +190,17 @@ def same_subject(a: str, b: str, min_share: float) -> bool:
     return shared >= 2 and share >= min_share
 
 
+@dataclass
+class Resolved:
+    """What a model decision comes to once the safety rules have judged it (`Consolidator.resolve`):
+    the action carried out, its targets, the notes, and why it was downgraded (or "")."""
+
+    action: str  # skip, keep_separate, update, replace, merge
+    targets: list[Similar] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    downgraded: str = ""
+
+
 class Consolidator:
     """Consolidates candidates into one store; `dry_run` decides without writing."""
 
@@ -362,6 +373,51 @@ class Consolidator:
             )
             return self._insert(base, metadata, vector)
 
+    def resolve(self, action: str, live: list[Similar], text: str, *, skip_needs_close: bool) -> Resolved:
+        """The one rule book of both entry points (a new candidate, a stored group's newest member):
+        - update rewrites the first target the candidate may act on (close by vector, or the same subject);
+        - replace/merge remove only targets at or above replace_similarity_threshold; with none, a target
+          it may act on is updated in place instead (the stale value must not survive), else nothing;
+        - skip: the candidate is dropped (a stored newest member only when a close target keeps its content)."""
+        if action == "keep_separate":
+            return Resolved("keep_separate")
+        actable = [t for t in live if self.may_act(text, t)]
+        close = [t for t in live if t.score >= self.replace_min]
+        notes: list[str] = []
+        if action in ("replace", "merge") and not close and actable:
+            notes.append(
+                f"{action} of {actable[0].id} below replace_similarity_threshold {self.replace_min} "
+                "applied as an update"
+            )
+            action = "update"
+        if action == "update":
+            if not actable:
+                why = (
+                    "its target is gone"
+                    if not live
+                    else f"target similarity {live[0].score:.3f} < consolidation_threshold {self.consider_min} "
+                    f"and too little keyword evidence"
+                )
+                return Resolved("keep_separate", notes=notes, downgraded=f"update downgraded to keep_separate: {why}")
+            return Resolved("update", actable[:1], notes)
+        if action == "skip" and not skip_needs_close:
+            return Resolved("skip", live[:1])
+        if not close:
+            best = f" (best {max(t.score for t in live):.3f})" if live else ""
+            return Resolved(
+                "keep_separate",
+                notes=notes,
+                downgraded=f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
+                f"{self.replace_min}{best}",
+            )
+        for target in live:
+            if target.score < self.replace_min:
+                notes.append(
+                    f"{action}: kept {target.id}, similarity {target.score:.3f} < "
+                    f"replace_similarity_threshold {self.replace_min}"
+                )
+        return Resolved(action, close, notes)
+
     def _plan(
         self,
         out: Outcome,
@@ -387,33 +443,19 @@ class Consolidator:
                 out.notes.append(f"target {target.id} changed since it was read; left out")
             else:
                 live.append(target)
+        resolved = self.resolve(action, live, out.text, skip_needs_close=False)
+        out.notes.extend(resolved.notes)
+        if resolved.downgraded:
+            out.reason = resolved.downgraded
+        action = resolved.action
         if action == "skip":
-            out.fate, out.ids = "skipped", [t.id for t in live[:1]]
+            out.fate, out.ids = "skipped", [t.id for t in resolved.targets]
             return out
         if action == "keep_separate":
             return self._insert(out, metadata, vector, write=write, fate="kept_separate")
         if action == "update":
-            return self._update(out, metadata, vector, live, result_text, write=write)
-        removable = [t for t in live if t.score >= self.replace_min]
-        for target in live:
-            if target.score < self.replace_min:
-                out.notes.append(
-                    f"{action}: kept {target.id}, similarity {target.score:.3f} < "
-                    f"replace_similarity_threshold {self.replace_min}"
-                )
-        if not removable:
-            actable = [t for t in live if self.may_act(out.text, t)]
-            if actable:  # the stale value must not survive: rewrite it in place (history keeps it)
-                out.notes.append(
-                    f"{action} of {actable[0].id} below replace_similarity_threshold "
-                    f"{self.replace_min} applied as an update"
-                )
-                return self._update(out, metadata, vector, actable, result_text, write=write)
-            out.reason = (
-                f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
-                f"{self.replace_min}" + (f" (best {max(t.score for t in live):.3f})" if live else "")
-            )
-            return self._insert(out, metadata, vector, write=write, fate="kept_separate")
+            return self._update(out, metadata, resolved.targets[0], result_text, write=write)
+        removable = resolved.targets
         final_text = result_text if (result_text and (action == "merge" or result_vector is not None)) else out.text
         if action == "merge" and not result_text:
             out.notes.append("merge without a merged text: the candidate's text is stored")
@@ -437,22 +479,11 @@ class Consolidator:
         self,
         out: Outcome,
         metadata: Mapping[str, Any] | None,
-        vector: np.ndarray,
-        live: list[Similar],
+        target: Similar,
         result_text: str | None,
         *,
         write: bool,
     ) -> Outcome:
-        target = live[0] if live else None
-        if target is None or not self.may_act(out.text, target):
-            why = (
-                "its target is gone"
-                if target is None
-                else f"target similarity {target.score:.3f} < consolidation_threshold {self.consider_min} "
-                f"and too little keyword evidence"
-            )
-            out.reason = f"update downgraded to keep_separate: {why}"
-            return self._insert(out, metadata, vector, write=write, fate="kept_separate")
         new_text = result_text or out.text
         meta = merge_metadata(target.metadata, metadata, {"consolidation_action": "update"})
         out.fate, out.ids = "updated", [target.id]
@@ -546,31 +577,16 @@ class Consolidator:
                 out.notes.append(f"target {target.id} changed or vanished; left out")
             else:
                 live.append(target)
-        action = decision.action
+        resolved = self.resolve(decision.action, live, newest.text, skip_needs_close=True)
+        out.notes.extend(resolved.notes)
+        action, close = resolved.action, resolved.targets
         if action == "keep_separate":
             out.fate = "kept_separate"
+            if resolved.downgraded:
+                out.reason = resolved.downgraded
             return out
-        close = [t for t in live if t.score >= self.replace_min]
-        actable = [t for t in live if self.may_act(newest.text, t)]
-        if action in ("replace", "merge") and not close and actable:
-            out.notes.append(
-                f"{action} of {actable[0].id} below replace_similarity_threshold {self.replace_min} "
-                f"applied as an update"
-            )
-            action = "update"
-        if action == "update":  # the first target it may act on is rewritten; the newest is absorbed into it
-            return self._update_group(out, newest, actable, decision.text, write=write)
-        if not close:
-            best = max((t.score for t in live), default=0.0)
-            out.fate = "kept_separate"
-            out.reason = (
-                f"{action} downgraded to keep_separate: no target reaches replace_similarity_threshold "
-                f"{self.replace_min} (best {best:.3f})"
-            )
-            return out
-        for target in live:
-            if target.score < self.replace_min:
-                out.notes.append(f"{action}: kept {target.id}, similarity {target.score:.3f} < {self.replace_min}")
+        if action == "update":  # the target is rewritten; the newest is absorbed into it
+            return self._update_group(out, newest, close[0], decision.text, write=write)
         if action == "skip":  # the newest says nothing new: it goes
             out.fate, out.removed, out.ids = "skipped", [newest.id], [close[0].id]
             if write:
@@ -599,16 +615,9 @@ class Consolidator:
         return out
 
     def _update_group(
-        self, out: GroupOutcome, newest: Similar, actable: list[Similar], text: str | None, *, write: bool
+        self, out: GroupOutcome, newest: Similar, target: Similar, text: str | None, *, write: bool
     ) -> GroupOutcome:
-        if not actable:
-            out.fate = "kept_separate"
-            out.reason = (
-                f"update downgraded to keep_separate: the target is below consolidation_threshold "
-                f"{self.consider_min} and shares too few words"
-            )
-            return out
-        target, text = actable[0], text or newest.text
+        text = text or newest.text
         out.fate, out.removed, out.ids, out.result_text = "updated", [newest.id], [target.id], text
         if write:
             meta = merge_metadata(target.metadata, newest.metadata, {"consolidation_action": "update"})

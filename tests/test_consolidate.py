@@ -338,3 +338,29 @@ def test_consolidate_groups_a_keyword_pair_and_updates_the_old_value(backend, ho
         assert group.fate == "updated" and group.ids == [old] and group.removed == [new]
         assert {m.text for m in store.list()[0]} == {NEW_VALUE, UNRELATED}
         assert store.get_one(old).text == NEW_VALUE and store.derived_ids([new]) == [old]
+
+
+def test_one_rule_book_for_candidates_and_stored_groups(store):
+    """Consolidator.resolve judges the model's decision the same way for `memorize` and `consolidate`;
+    only `skip` differs: dropping a stored member needs a close target that keeps its content."""
+    from memctl.consolidate import Similar
+
+    consolidator = Consolidator(store, None)
+    close = Similar("c", "User's cat is called Miso", 0.95, {})
+    near = Similar("n", "User's cat is called Tofu", 0.80, {})  # may act (>= 0.75), not remove (< 0.9)
+    far = Similar("f", "Deploys happen on Fridays", 0.40, {})
+    text = "User's cat is called Miso now"
+    for group in (False, True):
+        merged = consolidator.resolve("merge", [far, close, near], text, skip_needs_close=group)
+        assert (merged.action, merged.targets) == ("merge", [close])
+        assert any("kept f" in n for n in merged.notes) and any("kept n" in n for n in merged.notes)
+        updated = consolidator.resolve("replace", [far, near], text, skip_needs_close=group)
+        assert (updated.action, updated.targets) == ("update", [near]) and "applied as an update" in updated.notes[0]
+        assert consolidator.resolve("update", [far, near], text, skip_needs_close=group).targets == [near]
+        refused = consolidator.resolve("update", [far], text, skip_needs_close=group)
+        assert refused.action == "keep_separate" and "update downgraded" in refused.downgraded
+        nothing = consolidator.resolve("merge", [far], text, skip_needs_close=group)
+        assert nothing.action == "keep_separate" and "best 0.400" in nothing.downgraded
+    assert consolidator.resolve("skip", [near], text, skip_needs_close=False).action == "skip"
+    assert consolidator.resolve("skip", [near], text, skip_needs_close=True).action == "keep_separate"
+    assert consolidator.resolve("skip", [close], text, skip_needs_close=True).targets == [close]
