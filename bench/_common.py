@@ -12,6 +12,45 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Words of the generated memories of the latency benches (cli_latency.py, mcp_latency.py).
+SUBJECTS = [
+    "the deploy pipeline",
+    "the staging database",
+    "the UI theme",
+    "the backup job",
+    "the API gateway",
+    "customer billing",
+    "the team standup",
+    "the search index",
+    "log retention",
+    "the mobile app",
+]
+VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by"]
+OBJECTS = [
+    "PostgreSQL 16",
+    "Kubernetes",
+    "dark mode",
+    "a nightly cron",
+    "port 8443",
+    "Stripe",
+    "Mondays at 9",
+    "OpenSearch",
+    "30 days",
+    "React Native",
+    "Terraform",
+    "Redis",
+    "the acme-logs bucket",
+    "Frankfurt",
+]
+
+
+def generated_texts(size: int, seed: int = 1) -> list[str]:
+    """`size` short memories ("the backup job runs on Redis (note 7)"), the same for a given seed."""
+    import random
+
+    rng = random.Random(seed)
+    return [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})" for i in range(size)]
+
 
 def median_time(fn: Callable[[], object], runs: int = 5, setup: Callable[[], object] | None = None) -> float:
     samples = []

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench._common import REPO, python, run_child, table  # noqa: E402
+from bench._common import REPO, SUBJECTS, generated_texts, python, run_child, table  # noqa: E402
 
 PEER = """
 import sys, numpy as np
@@ -39,44 +38,13 @@ for i in np.argsort(-scores)[:10]:
         print(round(float(scores[i]), 3), texts[i])
 """
 
-SUBJECTS = [
-    "the deploy pipeline",
-    "the staging database",
-    "the UI theme",
-    "the backup job",
-    "the API gateway",
-    "customer billing",
-    "the team standup",
-    "the search index",
-    "log retention",
-    "the mobile app",
-]
-VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by"]
-OBJECTS = [
-    "PostgreSQL 16",
-    "Kubernetes",
-    "dark mode",
-    "a nightly cron",
-    "port 8443",
-    "Stripe",
-    "Mondays at 9",
-    "OpenSearch",
-    "30 days",
-    "React Native",
-    "Terraform",
-    "Redis",
-    "the acme-logs bucket",
-    "Frankfurt",
-]
-
 
 def build(home: Path, size: int) -> list[str]:
     import numpy as np
 
     import memctl
 
-    rng = random.Random(1)
-    texts = [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})" for i in range(size)]
+    texts = generated_texts(size)
     with memctl.open_store(home, "default", overrides={"embedding_cache": False}) as store:
         store.add(texts)
         vectors = np.stack([np.frombuffer(blob, dtype=np.float32) for _, blob in store.iter_all(with_vectors=True)])

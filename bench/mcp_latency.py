@@ -32,45 +32,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench._common import REPO, python, run_child, table  # noqa: E402
-
-SUBJECTS = [
-    "the deploy pipeline",
-    "the staging database",
-    "the UI theme",
-    "the backup job",
-    "the API gateway",
-    "customer billing",
-    "the team standup",
-    "the search index",
-    "log retention",
-    "the mobile app",
-]
-VERBS = ["uses", "depends on", "moved to", "is configured with", "must avoid", "prefers", "runs on", "is owned by"]
-OBJECTS = [
-    "PostgreSQL 16",
-    "Kubernetes",
-    "dark mode",
-    "a nightly cron",
-    "port 8443",
-    "Stripe",
-    "Mondays at 9",
-    "OpenSearch",
-    "30 days",
-    "React Native",
-    "Terraform",
-    "Redis",
-    "the acme-logs bucket",
-    "Frankfurt",
-]
+from bench._common import REPO, SUBJECTS, generated_texts, python, run_child, table  # noqa: E402
 
 
 def build(home: Path, size: int, embedder: str) -> float:
     """The store, in one batched add; returns the seconds it took."""
     import memctl
 
-    rng = random.Random(1)
-    texts = [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})" for i in range(size)]
+    texts = generated_texts(size)
     start = time.perf_counter()
     with memctl.open_store(
         home, "default", overrides={"embedding_cache": False, "embedding_provider": embedder}
