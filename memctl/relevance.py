@@ -7,6 +7,13 @@ logistic model per embedding model turns that evidence into one number in [0, 1]
 fitted on the tune half of the domain-split corpus by scripts/fit_relevance.py and shipped in
 memctl/data/relevance/<model>.json. Every weight is kept >= 0, so more evidence never lowers the score.
 
+The cosine alone means different things for different queries: with an English model, any two Chinese
+sentences score about 0.6 and a short English question about 0.1 against unrelated text. `cosine_z`
+measures the cosine against what the query scores with unrelated sentences: a fixed background sample
+from the tune half's conversations (memctl/data/relevance/background.json), embedded once per model and
+shipped beside the parameters (<model>.background.npy). The fit uses, for each question, only the
+background sentences of other domains, as a search on an unseen domain does.
+
 A model without shipped parameters (or `search_calibration: false`) keeps the plain formula
 clamp((1 + cosine) / 2, 0, 1). Memory-vs-memory similarity (consolidation, forget) always uses the
 plain formula: it measures closeness, not whether one text answers another.
@@ -19,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -37,9 +44,11 @@ FEATURES = (
     "fused",  # the fusion's ranking score / the best one (hybrid), else the mode's own normalised score
     "answer_type",  # 1 when the query asks for a kind of answer (a time, an amount, a person) the memory holds
     "known_words",  # share of the query's keywords found anywhere in the store (same for every candidate)
+    "cosine_z",  # the cosine's standing among background sentences: (cosine - their mean) / their spread
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+MIN_SPREAD = 0.02  # a floor on the background's spread, so a near-constant model cannot blow cosine_z up
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "ed", "es", "s", "ly")
 
 
@@ -135,6 +144,12 @@ class Calibration:
     weights: tuple[float, ...]
     bias: float
     default_threshold: float | None = None
+    # The background sentences' unit vectors (rows), or None: cosine_z is then 0 for every candidate.
+    background: Any = field(default=None, compare=False, repr=False)
+
+    def standing(self, vector: Any) -> tuple[float, float] | None:
+        """(mean, spread) of the query vector's cosines with the background sentences, or None."""
+        return standing(self.background, vector)
 
     def score(self, evidence: dict[str, float]) -> float:
         z = self.bias
@@ -155,20 +170,26 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "calibration") -> Calibration:
+        """Parameters over FEATURES or a subset of them in the same order (a calibration fitted before a
+        feature existed): a feature it does not list weighs 0."""
         try:
-            if list(data["features"]) != list(FEATURES):
-                raise ValueError(f"features {data['features']} are not {list(FEATURES)}")
+            listed = [str(name) for name in data["features"]]
+            if listed != [name for name in FEATURES if name in listed]:
+                raise ValueError(f"features {listed} are not {list(FEATURES)} or a subset in that order")
             values = [tuple(float(x) for x in data[k]) for k in ("mean", "scale", "weights")]
-            if any(len(v) != len(FEATURES) for v in values):
+            if any(len(v) != len(listed) for v in values):
                 raise ValueError("mean/scale/weights must have one value per feature")
             if any(s <= 0 for s in values[1]) or any(w < 0 for w in values[2]):
                 raise ValueError("scales must be > 0 and weights >= 0")
+            named = [dict(zip(listed, v, strict=True)) for v in values]
+            fill = (0.0, 1.0, 0.0)  # an unlisted feature: mean 0, scale 1, weight 0
+            mean, scale, weights = (tuple(v.get(n, d) for n in FEATURES) for v, d in zip(named, fill, strict=True))
             threshold = data.get("default_threshold")
             return cls(
                 str(data["model"]),
-                values[0],
-                values[1],
-                values[2],
+                mean,
+                scale,
+                weights,
                 float(data["bias"]),
                 None if threshold is None else float(threshold),
             )
@@ -181,14 +202,49 @@ def file_name(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", model) + ".json"
 
 
+def background_file(model: str) -> str:
+    """The file of a model's background vectors, beside its parameters."""
+    return file_name(model)[: -len(".json")] + ".background.npy"
+
+
+def standing(background: Any, vector: Any) -> tuple[float, float] | None:
+    """(mean, spread) of `vector`'s cosines with the rows of `background` (unit vectors), or None."""
+    if background is None or len(background) < 2:
+        return None
+    import numpy as np
+
+    cosines = background @ np.asarray(vector, dtype=np.float32).reshape(-1)
+    return float(cosines.mean()), max(float(cosines.std()), MIN_SPREAD)
+
+
+def z_score(cosine: float, stand: tuple[float, float] | None) -> float:
+    """cosine_z: how many spreads the cosine stands above the background's mean (0 without a background)."""
+    return 0.0 if stand is None else (cosine - stand[0]) / stand[1]
+
+
+def background_texts() -> list[dict[str, str]]:
+    """The background sentences: [{"domain", "text"}] from the tune half (eval/corpus/tune)."""
+    path = resources.files("memctl") / "data" / "relevance" / "background.json"
+    return list(json.loads(path.read_text(encoding="utf-8")))
+
+
 @lru_cache(maxsize=16)
 def shipped(model: str) -> Calibration | None:
     """The calibration shipped for an embedding model name, or None (plain formula)."""
-    path = resources.files("memctl") / "data" / "relevance" / file_name(model)
+    folder = resources.files("memctl") / "data" / "relevance"
+    path = folder / file_name(model)
     if not path.is_file():
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
-    return Calibration.from_dict(data, where=f"memctl/data/relevance/{file_name(model)}")
+    calibration = Calibration.from_dict(data, where=f"memctl/data/relevance/{file_name(model)}")
+    vectors = folder / background_file(model)
+    if not vectors.is_file():
+        return calibration
+    import numpy as np
+
+    with vectors.open("rb") as handle:  # a plain array: no pickle
+        background = np.load(handle, allow_pickle=False).astype(np.float32)
+    return replace(calibration, background=background)
 
 
 def fit(

@@ -8,14 +8,18 @@ Training pairs (query, candidate memory, answers: yes/no), all from the given tu
 - negative probes (should_recall null): the best `--negatives` candidates by the fusion are a no;
 - synthetic negatives: every probe of one series asked of the store of another series (nothing
   there answers it; cross-domain, so never a hidden yes): its best candidates are a no.
-The evidence of each candidate is what the search computes (memctl.relevance.FEATURES). A logistic
+The evidence of each candidate is what the search computes (memctl.relevance.FEATURES), except that
+cosine_z is measured against the background sentences of the OTHER domains only (a search on an unseen
+domain has none of its own in the background). The background (memctl/data/relevance/background.json)
+is `--background-per-domain` sentences of each tune domain's conversations, drawn with a fixed seed. A logistic
 regression with weights >= 0 is fitted (numpy), answers and non-answers weighing the same in total.
 The cut is the score at which the most answerable probes keep their answer (within the recall block's
 `--limit`) plus the most unanswerable ones (negative and synthetic, pooled) stay silent on these same
 tune-half stores (the mean number of non-answers kept beside an answer is printed, not optimised: a
 penalty on it pushed the cut to where half the answers were lost); the odds are then shifted so that
 this cut is the default threshold 0.7 (default_config.yaml search_threshold). `--write` saves
-memctl/data/relevance/<model>.json. Never run on the report half.
+memctl/data/relevance/<model>.json, the background sentences and <model>.background.npy (their unit
+vectors under this model, float16). Never run on the report half.
 """
 
 from __future__ import annotations
@@ -23,15 +27,27 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
+import re
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.recall_probes import Probe, Series, configured, fill, load_series  # noqa: E402
-from memctl.relevance import FEATURES, Calibration, file_name, fit  # noqa: E402
+from memctl.relevance import (  # noqa: E402
+    FEATURES,
+    Calibration,
+    background_file,
+    file_name,
+    fit,
+    standing,
+    z_score,
+)
 
 SYNTHETIC = "\x00synthetic\x00"
 DEFAULT = 0.7  # default_config.yaml search_threshold
@@ -39,15 +55,53 @@ DEFAULT = 0.7  # default_config.yaml search_threshold
 NEUTRAL = Calibration("neutral", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0)
 
 
-def collect(store, probes: list[tuple[Probe, bool]], candidates: int) -> list[tuple[str, list[dict], list[int]]]:
+SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
+
+
+def build_background(folders: list[Path], per_domain: int, seed: int = 20) -> list[dict[str, str]]:
+    """`per_domain` sentences (15-220 characters, any turn) of each domain's conversations, drawn with `seed`."""
+    by_domain: dict[str, list[str]] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.json")):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            found = by_domain.setdefault(str(data.get("domain") or data.get("series") or path.stem), [])
+            for message in data.get("messages", []):
+                found += [t.strip() for t in SENTENCE.split(message["content"]) if 15 <= len(t.strip()) <= 220]
+    rng = random.Random(seed)
+    chosen = []
+    for domain in sorted(by_domain):
+        texts = list(dict.fromkeys(by_domain[domain]))
+        chosen += [{"domain": domain, "text": t} for t in rng.sample(texts, min(per_domain, len(texts)))]
+    return chosen
+
+
+class Background:
+    """The background sentences' vectors under the store's model, and the query's standing without some domains."""
+
+    def __init__(self, embedder, sentences: list[dict[str, str]]) -> None:
+        self.domains = np.array([s["domain"] for s in sentences])
+        self.vectors = np.asarray(embedder.embed([s["text"] for s in sentences]), dtype=np.float32)
+
+    def without(self, domains: set[str]):
+        keep = ~np.isin(self.domains, sorted(domains)) if domains else slice(None)
+        return self.vectors[keep]
+
+
+def collect(
+    store, probes: list[tuple[Probe, bool, set[str]]], candidates: int, background: Background
+) -> list[tuple[str, list[dict], list[int]]]:
     """Per probe: (query, evidence of its top candidates by the fusion, labels); the query of a synthetic
-    negative (asked of another series' store) is marked with a leading SYNTHETIC."""
+    negative (asked of another series' store) is marked with a leading SYNTHETIC. Each probe names the
+    domains its cosine_z must not see in the background (its own and the store's)."""
     out = []
     with configured(store, {"search_threshold": 0.0}):
         store.calibration = lambda: NEUTRAL
         try:
-            for probe, answerable in probes:
+            for probe, answerable, unseen in probes:
                 got = store.search_evidence(probe.query, limit=1000, threshold=0.0, mode="hybrid")
+                stand = standing(background.without(unseen), store._embed_query(probe.query))
+                for _, evidence in got:
+                    evidence["cosine_z"] = z_score(evidence["cosine"], stand)
                 got.sort(key=lambda pair: -pair[1]["fused"])
                 got = got[:candidates]
                 labels = [int(answerable and probe.want is not None and hit.text == probe.want) for hit, _ in got]
@@ -57,25 +111,46 @@ def collect(store, probes: list[tuple[Probe, bool]], candidates: int) -> list[tu
     return out
 
 
-def gather(folders: list[Path], home: Path, candidates: int) -> list[list[tuple[str, list[dict], list[int]]]]:
+def domain_of(folder: Path, series: Series) -> str:
+    """The domain of a series (its transcripts' "domain"; the series name when they name none)."""
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if (data.get("series") or path.stem) == series.name:
+            return str(data.get("domain") or series.name)
+    return series.name
+
+
+def gather(
+    folders: list[Path], home: Path, candidates: int, sentences: list[dict[str, str]]
+) -> list[list[tuple[str, list[dict], list[int]]]]:
     """Groups of probe results: per store layout, the probes asked of it."""
     import memctl
 
     groups = []
+    background = None
     for f_number, folder in enumerate(folders):
         all_series: list[Series] = load_series(folder)
+        domains = {series.name: domain_of(folder, series) for series in all_series}
         for number, series in enumerate(all_series):
             with memctl.open_store(home, f"fit{f_number}-s{number}") as store:
+                background = background or Background(store.embedder, sentences)
                 fill(store, series.memories)
                 if not len(store):
                     continue
-                asked = [(p, True) for p in series.probes]
-                asked += [(p, False) for other in all_series if other is not series for p in other.probes]
-                groups.append(collect(store, asked, candidates))
+                own = domains[series.name]
+                asked = [(p, True, {own}) for p in series.probes]
+                asked += [
+                    (p, False, {own, domains[other.name]})
+                    for other in all_series
+                    if other is not series
+                    for p in other.probes
+                ]
+                groups.append(collect(store, asked, candidates, background))
         with memctl.open_store(home, f"fit{f_number}-half") as store:
             for series in all_series:
                 fill(store, series.memories)
-            groups.append(collect(store, [(p, True) for s in all_series for p in s.probes], candidates))
+            asked = [(p, True, {domains[s.name]}) for s in all_series for p in s.probes]
+            groups.append(collect(store, asked, candidates, background or Background(store.embedder, sentences)))
     return groups
 
 
@@ -158,6 +233,9 @@ def main() -> None:
     )
     parser.add_argument("--l2", type=float, default=0.01)
     parser.add_argument(
+        "--background-per-domain", type=int, default=40, help="background sentences drawn from each tune domain"
+    )
+    parser.add_argument(
         "--limit",
         type=int,
         default=5,
@@ -173,7 +251,8 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="memctl-fit-relevance-"))
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
-    groups = gather(args.corpus, home, args.candidates)
+    sentences = build_background(args.corpus, args.background_per_domain)
+    groups = gather(args.corpus, home, args.candidates, sentences)
     rows, labels, near = training_rows(groups, args.negatives, args.neighbours)
     dropped = [FEATURES.index(name) for name in args.drop]
     rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
@@ -239,8 +318,14 @@ def main() -> None:
                 "non_answers_beside_answer": round(beside, 4),
             },
         }
+        doc["fitted_with"] = {"drop": args.drop, "negatives": args.negatives, "neighbours": args.neighbours}
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {path.relative_to(ROOT)}")
+        texts = path.parent / "background.json"
+        texts.write_text(json.dumps(sentences, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+        with memctl.open_store(home, "info") as store:
+            vectors = Background(store.embedder, sentences).vectors.astype(np.float16)
+        np.save(path.parent / background_file(model), vectors, allow_pickle=False)
+        print(f"wrote {path.relative_to(ROOT)}, {texts.name} and {background_file(model)}")
 
 
 if __name__ == "__main__":

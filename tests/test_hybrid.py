@@ -204,6 +204,7 @@ EVIDENCE = {
     "fused": 0.8,
     "answer_type": 0.0,
     "known_words": 0.5,
+    "cosine_z": 1.0,
 }
 STEPS = {
     "cosine": 0.2,
@@ -215,6 +216,7 @@ STEPS = {
     "fused": 0.2,
     "answer_type": 1.0,
     "known_words": 0.25,
+    "cosine_z": 0.5,
 }
 
 
@@ -254,7 +256,47 @@ def test_a_calibration_with_a_negative_weight_or_other_features_is_refused():
     with pytest.raises(ConfigError, match="weights >= 0"):
         Calibration.from_dict({**good, "weights": [-1.0] + good["weights"][1:]})
     with pytest.raises(ConfigError, match="features"):
+        Calibration.from_dict({**good, "features": good["features"][::-1]})
+    with pytest.raises(ConfigError, match="one value per feature"):
         Calibration.from_dict({**good, "features": good["features"][:-1]})
+
+
+def test_a_calibration_fitted_before_a_feature_existed_weighs_it_zero():
+    from memctl.relevance import FEATURES, Calibration
+
+    older = _calibration(cosine=1.0, known_words=0.5).to_dict()
+    older = {**older, **{k: older[k][:-1] for k in ("features", "mean", "scale", "weights")}}
+    loaded = Calibration.from_dict(older)
+    assert loaded.weights[FEATURES.index("cosine_z")] == 0.0
+    assert loaded.weights[FEATURES.index("known_words")] == 0.5
+    assert loaded.score({**EVIDENCE, "cosine_z": 50.0}) == loaded.score(EVIDENCE)
+
+
+def test_cosine_z_is_the_cosine_against_the_background_sentences(store):
+    """A search's cosine_z is (cosine - mean) / spread of the query's cosines with the calibration's
+    background vectors; without a background it is 0."""
+    import dataclasses
+
+    import numpy as np
+
+    store.add(["apples are red", "zebras are striped", "the sky is blue", "rain falls in april"])
+    background = store.embed(["zebras are striped", "the sky is blue", "rain falls in april"])
+    plain = _calibration(cosine=1.0)
+    with_background = dataclasses.replace(plain, background=np.asarray(background, dtype=np.float32))
+    vector = store.embed(["red apples"])[0]
+    cosines = background @ vector
+    for calibration, expect in ((plain, None), (with_background, (cosines.mean(), cosines.std()))):
+        store.calibration = lambda c=calibration: c
+        try:
+            got = store.search_evidence("red apples", threshold=0.0, mode="dense")
+        finally:
+            del store.calibration
+        assert got
+        for hit, evidence in got:
+            assert evidence is not None
+            want = 0.0 if expect is None else (evidence["cosine"] - expect[0]) / max(expect[1], 0.02)
+            assert evidence["cosine_z"] == pytest.approx(want, abs=1e-5)
+    assert with_background.standing(vector) is not None and plain.standing(vector) is None
 
 
 def test_uncalibrated_model_keeps_the_plain_formula(store):

@@ -1248,19 +1248,6 @@ class StoreBase(abc.ABC):
             return None
         return shipped(self.embedder.info.model)
 
-    def _evidence(
-        self,
-        query: str,
-        hits: Mapping[int, Hit],
-        cosines: Mapping[int, float],
-        keyword: Mapping[int, float],
-        fused: Mapping[int, float],
-        facts: Mapping[int, _Facts | None] | None = None,
-    ) -> dict[int, dict[str, float]]:
-        """The evidence (memctl.relevance.FEATURES) of each candidate; `cosines` of the query as asked."""
-        of = self._evidence_of(query, hits, cosines, keyword, fused, facts)
-        return {key: of(key) for key in hits}
-
     def _evidence_of(
         self,
         query: str,
@@ -1269,9 +1256,12 @@ class StoreBase(abc.ABC):
         keyword: Mapping[int, float],
         fused: Mapping[int, float],
         facts: Mapping[int, _Facts | None] | None = None,
+        stand: tuple[float, float] | None = None,
     ) -> Callable[[int], dict[str, float]]:
-        """`_evidence` one candidate at a time: what depends on all of them is computed now, the rest per call."""
-        from memctl.relevance import asks, content_units
+        """The evidence (memctl.relevance.FEATURES) of one candidate at a time: what depends on all of them is
+        computed now, the rest per call; `cosines` of the query as asked.
+        `stand`: the query's (mean, spread) over the calibration's background sentences (cosine_z)."""
+        from memctl.relevance import asks, content_units, z_score
         from memctl.store.keyword import query_tokens
 
         rows = self._facts({}, hits) if facts is None else facts
@@ -1301,6 +1291,7 @@ class StoreBase(abc.ABC):
                 "fused": max(fused.get(key, 0.0), 0.0) / best_fused if best_fused > 0 else 0.0,
                 "answer_type": row.answer_type(kinds, hit.text),
                 "known_words": known,
+                "cosine_z": z_score(cos, stand),
             }
 
         return of
@@ -1352,9 +1343,11 @@ class StoreBase(abc.ABC):
         keyword: Mapping[int, float],
         fused: Mapping[int, float],
         facts: Mapping[int, _Facts | None] | None = None,
+        vector: np.ndarray | None = None,
     ) -> tuple[Mapping[int, float], Mapping[int, dict[str, float]]]:
         cosines = {key: 2.0 * rel - 1.0 for key, rel in relevances.items()}
-        evidence = _Lazy(hits, self._evidence_of(query, hits, cosines, keyword, fused, facts))
+        stand = None if vector is None else calibration.standing(vector)
+        evidence = _Lazy(hits, self._evidence_of(query, hits, cosines, keyword, fused, facts, stand))
         return _Lazy(hits, lambda key: calibration.score(evidence[key])), evidence
 
     def _search_dense(
@@ -1386,7 +1379,7 @@ class StoreBase(abc.ABC):
         relevances = {key: relevance(ip) for key, ip in dense if key in hits}
         low = min(relevances.values(), default=0.0)
         fused = {key: rel - low for key, rel in relevances.items()}
-        scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused)
+        scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused, vector=vector)
         return self._select(hits, scores, relevances, {}, evidence, limit, threshold)
 
     def _search_fused(
@@ -1433,7 +1426,7 @@ class StoreBase(abc.ABC):
             return self._select(hits, scores, fused, rare_hits, None, limit, threshold)
         if not use_dense:  # keyword mode: the BM25 order is the mode's own score
             fused = dict(keyword)
-        calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused)
+        calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused, vector=vector)
         return self._select(hits, calibrated, fused, rare_hits, evidence, limit, threshold)
 
     def _search_hybrid(
@@ -1510,7 +1503,7 @@ class StoreBase(abc.ABC):
         if calibration is None:
             return self._select(hits, shown, final, rare_hits, None, limit, threshold)
         calibrated, evidence = self._calibrated(
-            calibration, query, hits, shown, dict(keyword), final, self._facts(memo, hits)
+            calibration, query, hits, shown, dict(keyword), final, self._facts(memo, hits), vector
         )
         return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
 
