@@ -292,7 +292,7 @@ def test_cosine_z_is_the_cosine_against_the_background_sentences(store):
         finally:
             del store.calibration
         assert got
-        for hit, evidence in got:
+        for _hit, evidence in got:
             assert evidence is not None
             want = 0.0 if expect is None else (evidence["cosine"] - expect[0]) / max(expect[1], 0.02)
             assert evidence["cosine_z"] == pytest.approx(want, abs=1e-5)
