@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes, recover_swap
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
@@ -23,6 +23,7 @@ from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter
     SEARCH_MODES,
     PreparedRow,
     StoreBase,
+    StoreSpec,
     check_area,
     check_metadata,
     iter_chunks,
@@ -46,6 +47,8 @@ from memctl.store.records import (
     HistoryEntry,
     Hit,
     Memory,
+    StoreList,
+    StoreSummary,
     history_entry,
     now_iso,
     relevance,
@@ -115,6 +118,43 @@ class EmbeddedStore(StoreBase):
             _make_private(folder)
             apply_migrations(self.db)
         self._check_commits()
+
+    # -- finding and opening folder stores (memctl/store/__init__.py) --------------------
+    @classmethod
+    def open_at(cls, spec: StoreSpec) -> EmbeddedStore:
+        from memctl.config import load_config
+
+        folder = cls.folder_at(spec)
+        # A bad store config.yaml is named before anything else.
+        config = spec.config if spec.config is not None else load_config(folder, spec.overrides)
+        check_store_folder(spec.root, folder, spec.create)
+        return cls(folder, config, embedder=spec.embedder, actor=spec.actor, cache_dir=spec.cache_dir)
+
+    @classmethod
+    def stores_at(cls, spec: StoreSpec, *, counts: bool = True) -> StoreList:
+        from memctl.paths import list_subdirs
+
+        root = spec.root
+        return StoreList(
+            str(root),
+            [
+                StoreSummary(name, stored_count(root / name) if counts else None, str(root / name))
+                for name in list_subdirs(root)
+            ],
+        )
+
+    @classmethod
+    def location_at(cls, spec: StoreSpec) -> str:
+        folder = cls.folder_at(spec)
+        if not spec.create and not (folder / DB_FILE).is_file():
+            raise NotFoundError(f"there is no store at {folder}", hint="check --root and --subdir (`memctl subdirs`)")
+        return str(folder)
+
+    @classmethod
+    def folder_at(cls, spec: StoreSpec) -> Path:
+        from memctl.paths import store_dir
+
+        return store_dir(spec.root, spec.subdir)
 
     # -- the store's generation: restore-backup swaps the whole folder -------------------
     def _db_ident(self) -> tuple[int, int] | None:
@@ -1353,3 +1393,37 @@ def stored_count(folder: Path) -> int | None:
             return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     except sqlite3.Error:
         return None
+
+
+# Files only a store that once had a database holds (the cache and config.yaml are not enough).
+_STORE_TRACES = ("index.faiss", "embedding.json", "knowledge_import.json")
+
+
+def check_store_folder(root: Path, folder: Path, create: bool) -> None:
+    """Refuse a root that is not a folder, a store that lost its database, and (unless `create`) a
+    store that does not exist."""
+    from memctl.errors import NotFoundError, StoreError, UsageError
+    from memctl.paths import STORE_MARKER
+
+    if str(root) == "":
+        raise UsageError("--root is empty", hint="name a folder, or leave --root out for the default")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"root {str(root)!r} is not a folder", hint="point --root (or MEMCTL_HOME) at a folder")
+    database = folder / STORE_MARKER
+    if database.exists() and not database.is_file():
+        raise StoreError(f"{database} is not a file", hint="move it away; memctl keeps the store's database there")
+    if database.is_file():
+        return
+    traces = [name for name in _STORE_TRACES if (folder / name).exists()]
+    if traces:
+        raise StoreError(
+            f"the store at {folder} has lost its database {STORE_MARKER} (still there: "
+            f"{', '.join(traces)}); memctl will not create an empty store in its place",
+            hint="restore it with `memctl restore-backup` or from your export (`memctl import`); "
+            "to start over, remove the folder",
+        )
+    if not create:
+        raise NotFoundError(
+            f"no store at {folder}",
+            hint="check --root / --subdir (`memctl subdirs` lists the stores); `memctl save` creates a store",
+        )

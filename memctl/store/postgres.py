@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING, Any
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
-from memctl.store.base import PreparedRow, StoreBase, check_area
+from memctl.store.base import PreparedRow, StoreBase, StoreSpec, check_area
 from memctl.store.records import (
     ArchivedMemory,
     HistoryEntry,
     Hit,
     Memory,
+    StoreList,
+    StoreSummary,
     history_entry,
     now_iso,
     relevance,
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
 
     from memctl.config import Config
 
-URL_SCHEMES = ("postgresql://", "postgres://")
 # Seconds to wait for the server before giving up (a URL's own connect_timeout wins).
 CONNECT_TIMEOUT = 3
 # Below this many memories in a store (or candidates after a filter), dense search is exact:
@@ -66,10 +67,6 @@ _STORE_TABLES = (
     "memctl_stores",
 )
 _TS_CONFIG = "english"
-
-
-def is_postgres_url(value: str | None) -> bool:
-    return bool(value) and str(value).startswith(URL_SCHEMES)
 
 
 def redact(url: str) -> str:
@@ -133,6 +130,12 @@ def _set_optional(conn: Any, name: str, value: str) -> None:
         pass
 
 
+def _url(spec: StoreSpec) -> str:
+    if spec.url is None:  # memctl.store.backend_of gives a PostgresStore only the URLs of its schemes
+        raise UsageError("a PostgreSQL store needs a postgresql:// URL")
+    return spec.url
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(exc).__name__
@@ -140,6 +143,9 @@ def _first_line(exc: BaseException) -> str:
 
 class PostgresStore(StoreBase):
     """A memory store as the rows of one subdir in a PostgreSQL database."""
+
+    schemes = ("postgresql", "postgres")  # postgresql://USER:PASSWORD@HOST:PORT/DB, libpq's two spellings
+    url_example = "postgresql://memctl:PASSWORD@db.example:5432/memctl"
 
     def __init__(
         self,
@@ -160,6 +166,36 @@ class PostgresStore(StoreBase):
         self._indexed_dims: set[int] = set()
         self._count_cache: int | None = None  # set for the length of one search (a count scans an index)
         self.conn = connect(url, lock_timeout=float(config["lock_timeout"]))
+
+    # -- finding and opening the database's stores (memctl/store/__init__.py) ------------
+    @classmethod
+    def open_at(cls, spec: StoreSpec) -> PostgresStore:
+        from memctl.config import load_config
+        from memctl.errors import NotFoundError
+        from memctl.paths import validate_subdir
+
+        name = validate_subdir(spec.subdir)
+        config = spec.config or load_config(None, spec.overrides)
+        opened = cls(_url(spec), name, config, embedder=spec.embedder, actor=spec.actor, cache_dir=spec.cache_dir)
+        if not spec.create and name not in {known for known, _ in opened.subdirs()}:
+            opened.close()
+            raise NotFoundError(
+                f"no store {name!r} in the PostgreSQL database",
+                hint="check --subdir (`memctl subdirs` lists the stores); `memctl save` creates one",
+            )
+        return opened
+
+    @classmethod
+    def stores_at(cls, spec: StoreSpec, *, counts: bool = True) -> StoreList:
+        from memctl.config import load_config
+
+        where = redact(_url(spec))
+        found = database_stores(_url(spec), load_config(None, spec.overrides))
+        return StoreList(where, [StoreSummary(name, count, f"{where}#{name}") for name, count in found])
+
+    @classmethod
+    def location_at(cls, spec: StoreSpec) -> str:
+        return f"{redact(_url(spec))}#{spec.subdir}"  # whether it exists, the connection that follows says
 
     # -- plumbing ------------------------------------------------------------------------
     @property
