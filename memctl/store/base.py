@@ -1070,6 +1070,21 @@ class StoreBase(abc.ABC):
         entries: a backup being restored. Joins an open transaction."""
         raise NotImplementedError
 
+    def _restored_row(self, memory: Memory, vector: Any) -> PreparedRow:
+        """`memory` as the columns of its row, ids and times as given (put_rows: a backup being restored)."""
+        metadata = json.dumps(memory.metadata, ensure_ascii=False)
+        return PreparedRow(
+            memory.id,
+            memory.text,
+            memory.area,
+            memory.created_at,
+            memory.updated_at,
+            metadata,
+            vector,
+            content_hash(memory.text),
+            self._keywords(memory.metadata),
+        )
+
     @abc.abstractmethod
     def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
         """Insert provenance links (parent_id, child_id, kind, created_at) as they are."""
