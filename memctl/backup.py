@@ -35,7 +35,7 @@ from memctl.files import (
     swap_in,
     swap_lock,
 )
-from memctl.store.base import iter_chunks
+from memctl.store.base import StoreBase, iter_chunks
 from memctl.store.layout import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
 from memctl.store.records import now_iso
 from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE
@@ -312,11 +312,11 @@ def _aside_name(folder: Path) -> Path:
     return aside.with_name(f"{aside.name}-{secrets.token_hex(3)}")
 
 
-# -- any backend: a backup folder written from the store's rows (PostgreSQL) -----------------------
+# -- any backend: a backup folder written from the store's rows (a store that is no folder) -------
 COPY_BATCH = 2000
 
 
-def copy_store(source: Any, dest: Any) -> int:
+def copy_store(source: StoreBase, dest: StoreBase) -> int:
     """Everything `source` holds — memories with their vectors and access times, history, links,
     archive, behaviour rules, knowledge state — into the empty `dest` as it is, in one transaction
     at `dest`. Wrap it in `source.snapshot()` for a consistent read. Returns the memories copied."""
@@ -346,11 +346,11 @@ def copy_store(source: Any, dest: Any) -> int:
     return count
 
 
-def _write_folder_store(store: Any, folder: Path) -> int:
+def _write_folder_store(store: StoreBase, folder: Path) -> int:
     """`store` as a folder store in the empty `folder` (read in one snapshot); returns its memory count."""
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store import open_folder
 
-    with EmbeddedStore(folder, store.config) as copy:
+    with open_folder(folder, store.config) as copy:
         with store.snapshot():
             count = copy_store(store, copy)
         if count:
@@ -380,7 +380,7 @@ def _write_manifest(folder: Path, *, subdir: str, source: str, count: int) -> li
     return files
 
 
-def backup_rows(store: Any, dest: Path, *, force: bool = False) -> BackupReport:
+def backup_rows(store: StoreBase, dest: Path, *, force: bool = False) -> BackupReport:
     """Back up a store that is not a folder (PostgreSQL) into the new folder `dest`: a folder store
     holding one consistent snapshot of it (see copy_store) and a backup.json manifest, built in a
     hidden folder beside DEST and renamed into place. It opens as a store and restores into either backend."""
@@ -403,11 +403,11 @@ def backup_rows(store: Any, dest: Path, *, force: bool = False) -> BackupReport:
     return BackupReport(path=str(dest), count=count, bytes=size, index=index, files=files, replaced=replaced)
 
 
-def restore_backup_rows(source: Path, store: Any, *, aside: Path, force: bool = False) -> RestoreBackupReport:
+def restore_backup_rows(source: Path, store: StoreBase, *, aside: Path, force: bool = False) -> RestoreBackupReport:
     """Replace the rows of a store that is not a folder (PostgreSQL) with a backup folder, in one
     transaction during which other writers wait. A replaced store that held anything is first
     written as a backup folder at `aside` (a hidden folder; `restore-backup` brings it back)."""
-    from memctl.store.embedded import EmbeddedStore
+    from memctl.store import open_folder
 
     source = Path(os.path.abspath(source.expanduser()))
     verify_backup(source)
@@ -421,7 +421,7 @@ def restore_backup_rows(source: Path, store: Any, *, aside: Path, force: bool = 
             if (source / name).is_file():
                 shutil.copy2(source / name, stage / name)
         try:
-            with EmbeddedStore(stage, store.config) as backup, store.transaction():
+            with open_folder(stage, store.config) as backup, store.transaction():
                 store.lock_writers()
                 if store.has_content():
                     if not force:
@@ -446,7 +446,7 @@ def restore_backup_rows(source: Path, store: Any, *, aside: Path, force: bool = 
 _NOT_EMPTY_HINT = "restore into another --subdir, or pass --force (the replaced store is kept as a backup folder)"
 
 
-def _keep_replaced(store: Any, aside: Path) -> Path:
+def _keep_replaced(store: StoreBase, aside: Path) -> Path:
     aside.parent.mkdir(parents=True, exist_ok=True)
     folder = _new_folder(aside.parent, aside.name + "-")
     try:
@@ -476,11 +476,11 @@ def backup_subdir(
     """`memctl backup`: the store `subdir` of either backend (`store`, else env MEMCTL_STORE, else config
     store_url) written to the folder `dest`: a folder store is copied file by file, a PostgreSQL store
     row by row (from one snapshot)."""
-    from memctl.paths import resolve_root, store_dir
-    from memctl.store import open_store, resolve_store_url
+    from memctl.store import open_store, store_folder
 
-    if resolve_store_url(store, overrides) is None:
-        return backup_store(store_dir(resolve_root(root), subdir), dest, subdir=subdir, force=force)
+    folder = store_folder(root, subdir, store=store, overrides=overrides)
+    if folder is not None:
+        return backup_store(folder, dest, subdir=subdir, force=force)
     with open_store(root, subdir, store=store, overrides=overrides, actor="backup", create=False) as opened:
         return backup_rows(opened, dest, force=force)
 
@@ -499,11 +499,12 @@ def restore_subdir(
     the replaced one kept as a backup folder under the root."""
     from memctl.config import load_config
     from memctl.paths import resolve_root, store_dir
-    from memctl.store import open_store, resolve_store_url
+    from memctl.store import open_store, store_folder
 
-    folder = store_dir(resolve_root(root), subdir)
-    if resolve_store_url(store, overrides) is None:
+    folder = store_folder(root, subdir, store=store, overrides=overrides)
+    if folder is not None:
         timeout = float(load_config(folder if folder.is_dir() else None, overrides)["lock_timeout"])
         return restore_backup(source, folder, force=force, lock_timeout=timeout)
+    aside = aside_path(store_dir(resolve_root(root), subdir))  # under the root, where a folder store would be
     with open_store(root, subdir, store=store, overrides=overrides, actor="restore-backup", create=True) as opened:
-        return restore_backup_rows(source, opened, aside=aside_path(folder), force=force)
+        return restore_backup_rows(source, opened, aside=aside, force=force)

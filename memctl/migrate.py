@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from memctl.embeddings import ModelInfo
-from memctl.errors import NotFoundError, StoreError, UsageError
-from memctl.store.base import iter_chunks
+from memctl.errors import StoreError, UsageError
+from memctl.store.base import StoreBase, iter_chunks
 
 BATCH = 2000
 
@@ -31,16 +31,16 @@ class MigrateReport:
 
 
 def destination(to: str, root: str | None) -> tuple[str, str | None]:
-    """`--to` as (store argument of open_store, root): a PostgreSQL URL, 'embedded' (--root), or a root DIR."""
-    from memctl.store.postgres import is_postgres_url
+    """`--to` as (store argument of open_store, root): a database URL, 'embedded' (--root), or a root DIR."""
+    from memctl.store import EMBEDDED, is_store_url, url_forms
 
-    if is_postgres_url(to):
+    if is_store_url(to):
         return to, root
-    if to == "embedded":
-        return "embedded", root
+    if to == EMBEDDED:
+        return EMBEDDED, root
     if "://" in to or not to.strip():
-        raise UsageError(f"--to {to.split('@')[-1]!r} is neither a postgresql:// URL, 'embedded' nor a folder")
-    return "embedded", to
+        raise UsageError(f"--to {to.split('@')[-1]!r} is neither a {url_forms()} URL, {EMBEDDED!r} nor a folder")
+    return EMBEDDED, to
 
 
 def describe(
@@ -52,20 +52,14 @@ def describe(
     must_exist: bool = False,
 ) -> str:
     """Where a store is, for messages and the JSON document (a URL without its password, or the folder)."""
-    from memctl.paths import resolve_root, store_dir
-    from memctl.store import resolve_store_url
-    from memctl.store.postgres import redact
+    from memctl.store import store_location
 
-    url = resolve_store_url(store, overrides)
-    if url is not None:
-        return f"{redact(url)}#{subdir}"
-    folder = store_dir(resolve_root(root), subdir)
-    if must_exist and not (folder / "memories.sqlite").is_file():
-        raise NotFoundError(f"there is no store at {folder}", hint="check --root and --subdir (`memctl subdirs`)")
-    return str(folder)
+    return store_location(root, subdir, store=store, overrides=overrides, must_exist=must_exist)
 
 
-def migrate_store(source: Any, dest: Any, *, progress: Callable[[int, int], None] | None = None) -> MigrateReport:
+def migrate_store(
+    source: StoreBase, dest: StoreBase, *, progress: Callable[[int, int], None] | None = None
+) -> MigrateReport:
     """Copy every memory (with its vector), the history and the links of `source` into the empty `dest`."""
     import numpy as np
 
@@ -98,6 +92,7 @@ def migrate_store(source: Any, dest: Any, *, progress: Callable[[int, int], None
                     f"the store says {dimension}",
                     hint="run `memctl reindex` on the source first",
                 )
+            assert info is not None  # a store with memories has a model: checked above
             dest.insert_records(
                 [memory.to_dict() for memory, _ in batch],
                 vectors,

@@ -8,9 +8,10 @@ from typing import Any
 
 from memctl.config import Config, load_config
 from memctl.embeddings import Embedder
-from memctl.paths import DEFAULT_SUBDIR, resolve_root, store_dir, validate_subdir
-from memctl.store.base import StoreBase
-from memctl.store.embedded import EmbeddedStore
+from memctl.paths import DEFAULT_SUBDIR, resolve_root
+from memctl.store.base import StoreBase, StoreSpec
+from memctl.store.embedded import EmbeddedStore, check_store_folder  # noqa: F401 - check_store_folder re-exported
+from memctl.store.postgres import PostgresStore
 from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory, StoreList, StoreSummary
 
 __all__ = [
@@ -22,20 +23,46 @@ __all__ = [
     "Memory",
     "StoreBase",
     "StoreList",
+    "StoreSpec",
     "StoreSummary",
     "list_stores",
     "open_store",
     "resolve_store_url",
 ]
 
+# Every backend, the default (the folder store, no URL scheme) first. A new backend is its module
+# and one entry here: the class says which URL schemes it opens and how (StoreBase.open_at & co).
+BACKENDS: tuple[type[StoreBase], ...] = (EmbeddedStore, PostgresStore)
+
 STORE_ENV = "MEMCTL_STORE"
 EMBEDDED = "embedded"
+
+
+def _by_scheme() -> dict[str, type[StoreBase]]:
+    return {scheme: backend for backend in BACKENDS for scheme in backend.schemes}
+
+
+def backend_of(url: str | None) -> type[StoreBase]:
+    """The backend class that opens `url` (a URL resolve_store_url returned; None: the default)."""
+    if url is None:
+        return BACKENDS[0]
+    return _by_scheme()[url.split("://", 1)[0]]
+
+
+def is_store_url(value: str | None) -> bool:
+    """True when `value` is a URL of a registered backend (`--store`, `migrate --to`)."""
+    return bool(value) and "://" in str(value) and str(value).split("://", 1)[0] in _by_scheme()
+
+
+def url_forms() -> str:
+    """The URL forms a store may be named by, for messages ("postgresql://")."""
+    return " or ".join(f"{backend.schemes[0]}://" for backend in BACKENDS if backend.schemes)
 
 
 def resolve_store_url(
     store: str | None = None, overrides: dict[str, Any] | None = None, config: Config | None = None
 ) -> str | None:
-    """The PostgreSQL URL to use, or None for the embedded store.
+    """The URL of the store's database (a registered backend's scheme), or None for the embedded store.
 
     `store` (--store) beats env MEMCTL_STORE beats config `store_url` (user file or
     MEMCTL_STORE_URL; a store's own config.yaml lives in the embedded folder, so it cannot say).
@@ -49,10 +76,11 @@ def resolve_store_url(
         value, source = cfg["store_url"], "config store_url"
     if value is None or value == EMBEDDED:
         return None
-    if not str(value).startswith(("postgresql://", "postgres://")):
+    if not is_store_url(str(value)):
+        examples = [backend.url_example for backend in BACKENDS if backend.schemes]
         raise UsageError(
-            f"{source} {_redacted(str(value))!r} is neither a postgresql:// URL nor 'embedded'",
-            hint="e.g. --store postgresql://memctl:PASSWORD@db.example:5432/memctl",
+            f"{source} {_redacted(str(value))!r} is neither a {url_forms()} URL nor {EMBEDDED!r}",
+            hint="e.g. --store " + " or ".join(examples),
         )
     return str(value)
 
@@ -84,34 +112,8 @@ def open_store(
     """
     root_path = resolve_root(root)
     url = resolve_store_url(store, overrides, config)
-    if url is not None:
-        from memctl.store.postgres import PostgresStore
-
-        name = validate_subdir(subdir)
-        opened = PostgresStore(
-            url,
-            name,
-            config or load_config(None, overrides),
-            embedder=embedder,
-            actor=actor,
-            cache_dir=Path(root_path) / ".cache" / "embeddings",
-        )
-        if not create and name not in {known for known, _ in opened.subdirs()}:
-            from memctl.errors import NotFoundError
-
-            opened.close()
-            raise NotFoundError(
-                f"no store {name!r} in the PostgreSQL database",
-                hint="check --subdir (`memctl subdirs` lists the stores); `memctl save` creates one",
-            )
-        return opened
-    folder = store_dir(root_path, subdir)
-    if config is None:
-        config = load_config(folder, overrides)  # a bad store config.yaml is named before anything else
-    check_store_folder(root_path, folder, create)
-    return EmbeddedStore(
-        folder, config, embedder=embedder, actor=actor, cache_dir=Path(root_path) / ".cache" / "embeddings"
-    )
+    spec = StoreSpec(url, root_path, subdir, config, overrides, embedder, actor, create)
+    return backend_of(url).open_at(spec)
 
 
 def list_stores(
@@ -125,59 +127,37 @@ def list_stores(
     folder stores under `root`, or the subdirs of the PostgreSQL database, with their memory counts
     (`counts=False`: None for folder stores, which then need not be opened)."""
     url = resolve_store_url(store, overrides)
-    if url is not None:
-        from memctl.store.postgres import database_stores, redact
-
-        where = redact(url)
-        return StoreList(
-            where,
-            [
-                StoreSummary(name, count, f"{where}#{name}")
-                for name, count in database_stores(url, load_config(None, overrides))
-            ],
-        )
-    from memctl.paths import list_subdirs
-    from memctl.store.embedded import stored_count
-
-    root_path = resolve_root(root)
-    return StoreList(
-        str(root_path),
-        [
-            StoreSummary(name, stored_count(root_path / name) if counts else None, str(root_path / name))
-            for name in list_subdirs(root_path)
-        ],
-    )
+    return backend_of(url).stores_at(StoreSpec(url, resolve_root(root), overrides=overrides), counts=counts)
 
 
-# Files only a store that once had a database holds (the cache and config.yaml are not enough).
-_STORE_TRACES = ("index.faiss", "embedding.json", "knowledge_import.json")
+def store_location(
+    root: str | os.PathLike[str] | None,
+    subdir: str,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    must_exist: bool = False,
+) -> str:
+    """Where the store `subdir` is, for messages, without opening it (a URL without its password, or
+    the folder); `must_exist`: NotFoundError when the backend can tell without connecting that it is not there."""
+    url = resolve_store_url(store, overrides)
+    spec = StoreSpec(url, resolve_root(root), subdir, overrides=overrides, create=not must_exist)
+    return backend_of(url).location_at(spec)
 
 
-def check_store_folder(root: Path, folder: Path, create: bool) -> None:
-    """Refuse a root that is not a folder, a store that lost its database, and (unless `create`) a
-    store that does not exist."""
-    from memctl.errors import NotFoundError, StoreError, UsageError
-    from memctl.paths import STORE_MARKER
+def store_folder(
+    root: str | os.PathLike[str] | None,
+    subdir: str,
+    *,
+    store: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Path | None:
+    """The folder of the store `subdir` when its backend keeps it as a memctl store folder (backup
+    copies it file by file, restore swaps it); None when the store is rows elsewhere."""
+    url = resolve_store_url(store, overrides)
+    return backend_of(url).folder_at(StoreSpec(url, resolve_root(root), subdir, overrides=overrides))
 
-    if str(root) == "":
-        raise UsageError("--root is empty", hint="name a folder, or leave --root out for the default")
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"root {str(root)!r} is not a folder", hint="point --root (or MEMCTL_HOME) at a folder")
-    database = folder / STORE_MARKER
-    if database.exists() and not database.is_file():
-        raise StoreError(f"{database} is not a file", hint="move it away; memctl keeps the store's database there")
-    if database.is_file():
-        return
-    traces = [name for name in _STORE_TRACES if (folder / name).exists()]
-    if traces:
-        raise StoreError(
-            f"the store at {folder} has lost its database {STORE_MARKER} (still there: "
-            f"{', '.join(traces)}); memctl will not create an empty store in its place",
-            hint="restore it with `memctl restore-backup` or from your export (`memctl import`); "
-            "to start over, remove the folder",
-        )
-    if not create:
-        raise NotFoundError(
-            f"no store at {folder}",
-            hint="check --root / --subdir (`memctl subdirs` lists the stores); `memctl save` creates a store",
-        )
+
+def open_folder(folder: Path, config: Config) -> StoreBase:
+    """The folder store in `folder` (made if empty), without a root's embedding cache: a backup's format."""
+    return EmbeddedStore(folder, config)

@@ -17,12 +17,14 @@ import string
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
 from memctl.filters import Filter, compile_filter
+from memctl.paths import DEFAULT_SUBDIR
 from memctl.store.records import (
     AREAS,
     RESERVED_METADATA_KEYS,
@@ -31,6 +33,7 @@ from memctl.store.records import (
     HistoryEntry,
     Hit,
     Memory,
+    StoreList,
     now_iso,
     relevance,
 )
@@ -313,6 +316,25 @@ class PreparedRow(NamedTuple):
     keywords: str
 
 
+@dataclass(frozen=True)
+class StoreSpec:
+    """A store as memctl.store resolved it, and how to open it: the URL of its backend's database (None:
+    the default backend, folder stores under `root`), the root (also the embedding cache's home), the subdir."""
+
+    url: str | None
+    root: Path
+    subdir: str = DEFAULT_SUBDIR
+    config: Config | None = None
+    overrides: dict[str, Any] | None = None
+    embedder: Embedder | None = None
+    actor: str = "api"
+    create: bool = True
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / ".cache" / "embeddings"
+
+
 class StoreBase(abc.ABC):
     """The store contract and its backend-neutral half. Subclasses set config, actor, _embedder, _cache_dir."""
 
@@ -320,6 +342,57 @@ class StoreBase(abc.ABC):
     actor: str
     _embedder: Embedder | None
     _cache_dir: Path | None
+
+    # -- how memctl/store/__init__.py finds and opens a backend's stores -----------------
+    # The URL schemes (--store / MEMCTL_STORE / store_url) this backend opens; the default backend
+    # (the folder store, first in memctl.store.BACKENDS) has none and gets url None.
+    schemes: ClassVar[tuple[str, ...]] = ()
+    url_example: ClassVar[str] = ""  # for the hint of a URL no backend opens
+
+    @classmethod
+    @abc.abstractmethod
+    def open_at(cls, spec: StoreSpec) -> StoreBase:
+        """Open the store `spec` names. `spec.create` False: NotFoundError when there is no such store
+        (see memctl.open_store)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abc.abstractmethod
+    def stores_at(cls, spec: StoreSpec, *, counts: bool = True) -> StoreList:
+        """Every store where `spec` points (its subdir aside), with its memory count (`counts=False`:
+        None where a count would mean opening the store)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abc.abstractmethod
+    def location_at(cls, spec: StoreSpec) -> str:
+        """What `location` of the store `spec` names would say, without opening it. `spec.create`
+        False: NotFoundError when the backend can tell without connecting that the store is not there."""
+        raise NotImplementedError
+
+    @classmethod
+    def folder_at(cls, spec: StoreSpec) -> Path | None:
+        """The store's folder when the backend keeps a store as a memctl store folder, which
+        memctl/backup.py then copies file by file and restores by a folder swap; None (this
+        default) when the store is rows elsewhere: backup copies them through iter_rows/put_rows
+        and restore replaces them in place (has_content, lock_writers, clear)."""
+        return None
+
+    # -- replacing a store's rows in place (restore-backup of a store that is no folder) --
+    def has_content(self) -> bool:
+        """True when the store holds memories, history, archive rows, behaviour rules or knowledge state.
+        Needed only where folder_at is None (memctl/backup.py reads a folder store's files instead)."""
+        raise NotImplementedError(f"{type(self).__name__} is restored by a folder swap (folder_at)")
+
+    def lock_writers(self) -> None:
+        """Inside a transaction: make every other writer of the store wait until it ends (reads go on).
+        Needed only where folder_at is None (a folder store is swapped whole instead)."""
+        raise NotImplementedError(f"{type(self).__name__} is restored by a folder swap (folder_at)")
+
+    def clear(self) -> None:
+        """Delete everything the store holds (its model record too), joining an open transaction.
+        Needed only where folder_at is None (a folder store is swapped whole instead)."""
+        raise NotImplementedError(f"{type(self).__name__} is restored by a folder swap (folder_at)")
 
     # -- to be provided by a backend ----------------------------------------------------
     @property
@@ -996,6 +1069,21 @@ class StoreBase(abc.ABC):
         """Insert memories exactly as given (ids, timestamps, access times, vectors), with no history
         entries: a backup being restored. Joins an open transaction."""
         raise NotImplementedError
+
+    def _restored_row(self, memory: Memory, vector: Any) -> PreparedRow:
+        """`memory` as the columns of its row, ids and times as given (put_rows: a backup being restored)."""
+        metadata = json.dumps(memory.metadata, ensure_ascii=False)
+        return PreparedRow(
+            memory.id,
+            memory.text,
+            memory.area,
+            memory.created_at,
+            memory.updated_at,
+            metadata,
+            vector,
+            content_hash(memory.text),
+            self._keywords(memory.metadata),
+        )
 
     @abc.abstractmethod
     def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
-from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, StoreError, sqlite_hint
+from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes, recover_swap
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
@@ -23,6 +23,7 @@ from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter
     SEARCH_MODES,
     PreparedRow,
     StoreBase,
+    StoreSpec,
     check_area,
     check_metadata,
     iter_chunks,
@@ -42,10 +43,17 @@ from memctl.store.layout import (  # noqa: F401 - the file names and folder_size
     folder_size,
 )
 from memctl.store.records import (
+    ARCHIVE_COLUMNS,
+    MEMORY_COLUMNS,
     ArchivedMemory,
     HistoryEntry,
     Hit,
     Memory,
+    RowReader,
+    StoreList,
+    StoreSummary,
+    archive_values,
+    archived_of,
     history_entry,
     now_iso,
     relevance,
@@ -64,22 +72,12 @@ REINDEX_HINT = (
     "record (or restore the store from a backup)"
 )
 INDEX_TEMP_PREFIX = "index.faiss."  # temp files of checkpoints: .index.faiss.XXXX (vector_index.py)
-_COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
-_ARCHIVE_COLUMNS = (
-    "id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at, op, actor"
-)
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
 # Keyword document frequencies kept between searches (per store generation) before starting afresh.
 DF_CACHE_MAX = 100_000
 # Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
 TOUCH_WAIT = 1.0
-
-
-def _memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[1], text=row[2], area=row[3], created_at=row[4], updated_at=row[5], metadata=json.loads(row[6])
-    )
 
 
 class EmbeddedStore(StoreBase):
@@ -115,6 +113,43 @@ class EmbeddedStore(StoreBase):
             _make_private(folder)
             apply_migrations(self.db)
         self._check_commits()
+
+    # -- finding and opening folder stores (memctl/store/__init__.py) --------------------
+    @classmethod
+    def open_at(cls, spec: StoreSpec) -> EmbeddedStore:
+        from memctl.config import load_config
+
+        folder = cls.folder_at(spec)
+        # A bad store config.yaml is named before anything else.
+        config = spec.config if spec.config is not None else load_config(folder, spec.overrides)
+        check_store_folder(spec.root, folder, spec.create)
+        return cls(folder, config, embedder=spec.embedder, actor=spec.actor, cache_dir=spec.cache_dir)
+
+    @classmethod
+    def stores_at(cls, spec: StoreSpec, *, counts: bool = True) -> StoreList:
+        from memctl.paths import list_subdirs
+
+        root = spec.root
+        return StoreList(
+            str(root),
+            [
+                StoreSummary(name, stored_count(root / name) if counts else None, str(root / name))
+                for name in list_subdirs(root)
+            ],
+        )
+
+    @classmethod
+    def location_at(cls, spec: StoreSpec) -> str:
+        folder = cls.folder_at(spec)
+        if not spec.create and not (folder / DB_FILE).is_file():
+            raise NotFoundError(f"there is no store at {folder}", hint="check --root and --subdir (`memctl subdirs`)")
+        return str(folder)
+
+    @classmethod
+    def folder_at(cls, spec: StoreSpec) -> Path:
+        from memctl.paths import store_dir
+
+        return store_dir(spec.root, spec.subdir)
 
     # -- the store's generation: restore-backup swaps the whole folder -------------------
     def _db_ident(self) -> tuple[int, int] | None:
@@ -643,6 +678,11 @@ class EmbeddedStore(StoreBase):
         )
 
     # -- reading -------------------------------------------------------------------------
+    def _named(self, sql: str, args: Sequence[Any] = ()) -> tuple[RowReader, sqlite3.Cursor]:
+        """The cursor of `sql` and the reader of its rows by column name."""
+        cursor = self.db.execute(sql, args)
+        return RowReader(cursor.description), cursor
+
     def get(self, ids: Sequence[str]) -> builtins.list[Memory]:
         """Memories for the ids that exist, in the order asked."""
         found: dict[str, Memory] = {}
@@ -650,45 +690,48 @@ class EmbeddedStore(StoreBase):
         for start in range(0, len(ids), 900):
             chunk = ids[start : start + 900]
             marks = ",".join("?" * len(chunk))
-            for row in self.db.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
-                found[row[1]] = _memory(row)
+            read, rows = self._named(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk)
+            found.update((memory.id, memory) for memory in map(read.memory, rows))
         return [found[i] for i in ids if i in found]
 
     def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
-        sql = f"SELECT {_COLUMNS} FROM memories WHERE content_hash = ? AND text = ?"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE content_hash = ? AND text = ?"
         args: builtins.list[Any] = [content_hash(text), text]
         if area:
             sql += " AND area = ?"
             args.append(area)
-        return [_memory(r) for r in self.db.execute(sql + " ORDER BY seq", args)]
+        read, rows = self._named(sql + " ORDER BY seq", args)
+        return [read.memory(r) for r in rows]
 
     def _rows(self, area: str | None, flt: Filter | None, order: str = "seq") -> Iterator[tuple[int, Memory]]:
-        sql = f"SELECT {_COLUMNS} FROM memories"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories"
         args: builtins.list[Any] = []
         if area:
             sql += " WHERE area = ?"
             args.append(check_area(area))
-        for row in self.db.execute(f"{sql} ORDER BY {order}", args):
-            memory = _memory(row)
+        read, rows = self._named(f"{sql} ORDER BY {order}", args)
+        for row in rows:
+            memory = read.memory(row)
             if flt is None or flt.matches(memory.filter_names()):
-                yield row[0], memory
+                yield read.get(row, "seq"), memory
 
     def _page(self, area: str | None, limit: int, offset: int) -> tuple[builtins.list[Memory], int]:
         where, args = ("WHERE area = ?", [area]) if area else ("", [])
         total = int(self.db.execute(f"SELECT COUNT(*) FROM memories {where}", args).fetchone()[0])
-        rows = self.db.execute(
-            f"SELECT {_COLUMNS} FROM memories {where} ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?",
+        read, rows = self._named(
+            f"SELECT {MEMORY_COLUMNS} FROM memories {where} ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?",
             [*args, limit, offset],
         )
-        return [_memory(r) for r in rows], total
+        return [read.memory(r) for r in rows], total
 
     def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
         for start in range(0, len(seqs), 900):
             chunk = [int(s) for s in seqs[start : start + 900]]
-            for row in self.db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
-            ):
-                yield row[0], _memory(row)
+            read, rows = self._named(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+            )
+            for row in rows:
+                yield read.get(row, "seq"), read.memory(row)
 
     def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
         """(seq, id) of the memories in `area` that `flt` matches, in `order`.
@@ -721,21 +764,21 @@ class EmbeddedStore(StoreBase):
         return [(seq, rid) for seq, rid, bad in rows if not bad or seq in kept]
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
-        sql = f"SELECT {_COLUMNS}, vector FROM memories"
+        sql = f"SELECT {MEMORY_COLUMNS}, vector FROM memories"
         args = [check_area(area)] if area else []
-        cursor = self.db.execute(sql + (" WHERE area = ?" if area else "") + " ORDER BY seq", args)
+        read, cursor = self._named(sql + (" WHERE area = ?" if area else "") + " ORDER BY seq", args)
         while batch := cursor.fetchmany(1000):
             for row in batch:
-                yield _memory(row), (row[7] if with_vectors else None)
+                yield read.memory(row), (read.get(row, "vector") if with_vectors else None)
 
     def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
         """Every memory (oldest first) with when `load` last returned it (None: never)."""
-        sql = f"SELECT {_COLUMNS}, accessed_at FROM memories"
+        sql = f"SELECT {MEMORY_COLUMNS}, accessed_at FROM memories"
         args = [check_area(area)] if area else []
-        cursor = self.db.execute(sql + (" WHERE area = ?" if area else "") + " ORDER BY seq", args)
+        read, cursor = self._named(sql + (" WHERE area = ?" if area else "") + " ORDER BY seq", args)
         while batch := cursor.fetchmany(1000):
             for row in batch:
-                yield _memory(row), row[7]
+                yield read.memory(row), read.get(row, "accessed_at")
 
     def links(self) -> builtins.list[tuple[str, str, str, str]]:
         """Every provenance link of the store: (parent_id, child_id, kind, created_at)."""
@@ -777,10 +820,9 @@ class EmbeddedStore(StoreBase):
         sql += " ORDER BY hid DESC" + (" LIMIT ?" if limit else "")
         if limit:
             args.append(limit)
-        return [
-            history_entry(r, json.loads(r[8]) if r[8] else None, json.loads(r[9]) if r[9] else None)
-            for r in self.db.execute(sql, args)
-        ]
+        read, rows = self._named(sql, args)
+        entries = map(read.record, rows)
+        return [history_entry(e, _json_loads(e["old_metadata"]), _json_loads(e["new_metadata"])) for e in entries]
 
     # -- searching -----------------------------------------------------------------------
     def _candidates(self, area: str | None, flt: Filter | None) -> np.ndarray | None:
@@ -936,16 +978,14 @@ class EmbeddedStore(StoreBase):
         seqs = [p[0] for p in pairs]
         for start in range(0, len(seqs), 900):
             chunk = seqs[start : start + 900]
-            rows.update(
-                (r[0], r)
-                for r in self.db.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
-                )
+            read, found = self._named(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
             )
+            rows.update((read.get(r, "seq"), read.memory(r)) for r in found)
         hits = []
         for seq, score in pairs:
             if seq in rows:
-                hits.append((seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))))
+                hits.append((seq, Hit(**rows[seq].__dict__, score=round(score, 6))))
         return hits
 
     # -- maintenance ---------------------------------------------------------------------
@@ -1025,13 +1065,14 @@ class EmbeddedStore(StoreBase):
 
     # -- the archive, purging, size and stats --------------------------------------------
     def archived(self, memory_id: str) -> ArchivedMemory | None:
-        row = self.db.execute(f"SELECT {_ARCHIVE_COLUMNS} FROM archive WHERE id = ?", (memory_id,)).fetchone()
-        return _archived(row) if row else None
+        read, cursor = self._named(f"SELECT {ARCHIVE_COLUMNS} FROM archive WHERE id = ?", (memory_id,))
+        row = cursor.fetchone()
+        return _archived(read.record(row)) if row else None
 
     def iter_archive(self) -> Iterator[ArchivedMemory]:
-        cursor = self.db.execute(f"SELECT {_ARCHIVE_COLUMNS} FROM archive ORDER BY archived_at, id")
+        read, cursor = self._named(f"SELECT {ARCHIVE_COLUMNS} FROM archive ORDER BY archived_at, id")
         while batch := cursor.fetchmany(1000):
-            yield from (_archived(row) for row in batch)
+            yield from (_archived(read.record(row)) for row in batch)
 
     def unarchive(self, ids: Sequence[str]) -> None:
         with self._write() as db:
@@ -1207,12 +1248,10 @@ class EmbeddedStore(StoreBase):
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         found: builtins.list[Memory] = []
         for chunk in iter_chunks(list(hashes), 500):
-            found += [
-                _memory(r)
-                for r in self.db.execute(
-                    f"SELECT {_COLUMNS} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk
-                )
-            ]
+            read, rows = self._named(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE content_hash IN ({','.join('?' * len(chunk))})", chunk
+            )
+            found += map(read.memory, rows)
         return found
 
     # -- whole-store copies --------------------------------------------------------------
@@ -1229,9 +1268,9 @@ class EmbeddedStore(StoreBase):
             self.db.execute("COMMIT")
 
     def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
-        cursor = self.db.execute(f"SELECT {_COLUMNS}, vector, accessed_at FROM memories ORDER BY seq")
+        read, cursor = self._named(f"SELECT {MEMORY_COLUMNS}, vector, accessed_at FROM memories ORDER BY seq")
         while batch := cursor.fetchmany(1000):
-            yield from ((_memory(row), row[7], row[8]) for row in batch)
+            yield from ((read.memory(row), read.get(row, "vector"), read.get(row, "accessed_at")) for row in batch)
 
     def put_rows(self, rows: Sequence[tuple[Memory, bytes, str | None]], info: ModelInfo, dimension: int) -> None:
         with self._write() as db:
@@ -1240,21 +1279,7 @@ class EmbeddedStore(StoreBase):
             db.executemany(
                 "INSERT INTO memories (id, text, area, created_at, updated_at, metadata, vector, content_hash,"
                 " keywords, accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        m.id,
-                        m.text,
-                        m.area,
-                        m.created_at,
-                        m.updated_at,
-                        json.dumps(m.metadata, ensure_ascii=False),
-                        blob,
-                        content_hash(m.text),
-                        self._keywords(m.metadata),
-                        accessed,
-                    )
-                    for m, blob, accessed in rows
-                ],
+                [(*self._restored_row(m, blob), accessed) for m, blob, accessed in rows],
             )
 
     def put_links(self, links: Sequence[tuple[str, str, str, str]]) -> None:
@@ -1264,32 +1289,17 @@ class EmbeddedStore(StoreBase):
     def put_archive(self, rows: Sequence[ArchivedMemory]) -> None:
         with self._write() as db:
             db.executemany(
-                f"INSERT OR REPLACE INTO archive ({_ARCHIVE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        a.memory.id,
-                        a.memory.text,
-                        a.memory.area,
-                        a.memory.created_at,
-                        a.memory.updated_at,
-                        json.dumps(a.memory.metadata, ensure_ascii=False),
-                        a.vector,
-                        a.model,
-                        a.accessed_at,
-                        a.archived_at,
-                        a.op,
-                        a.actor,
-                    )
-                    for a in rows
-                ],
+                f"INSERT OR REPLACE INTO archive ({ARCHIVE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [archive_values(a, a.vector) for a in rows],
             )
 
 
-def _archived(row: Sequence[Any]) -> ArchivedMemory:
-    memory = Memory(
-        id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4], metadata=json.loads(row[5])
-    )
-    return ArchivedMemory(memory, row[6], row[7], row[8], row[9], row[10], row[11])
+def _archived(record: dict[str, Any]) -> ArchivedMemory:
+    return archived_of(record, record["vector"])  # SQLite keeps the vector as float32 bytes already
+
+
+def _json_loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
 
 
 def _hashes_in_folder_stores(
@@ -1353,3 +1363,37 @@ def stored_count(folder: Path) -> int | None:
             return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     except sqlite3.Error:
         return None
+
+
+# Files only a store that once had a database holds (the cache and config.yaml are not enough).
+_STORE_TRACES = ("index.faiss", "embedding.json", "knowledge_import.json")
+
+
+def check_store_folder(root: Path, folder: Path, create: bool) -> None:
+    """Refuse a root that is not a folder, a store that lost its database, and (unless `create`) a
+    store that does not exist."""
+    from memctl.errors import NotFoundError, StoreError, UsageError
+    from memctl.paths import STORE_MARKER
+
+    if str(root) == "":
+        raise UsageError("--root is empty", hint="name a folder, or leave --root out for the default")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"root {str(root)!r} is not a folder", hint="point --root (or MEMCTL_HOME) at a folder")
+    database = folder / STORE_MARKER
+    if database.exists() and not database.is_file():
+        raise StoreError(f"{database} is not a file", hint="move it away; memctl keeps the store's database there")
+    if database.is_file():
+        return
+    traces = [name for name in _STORE_TRACES if (folder / name).exists()]
+    if traces:
+        raise StoreError(
+            f"the store at {folder} has lost its database {STORE_MARKER} (still there: "
+            f"{', '.join(traces)}); memctl will not create an empty store in its place",
+            hint="restore it with `memctl restore-backup` or from your export (`memctl import`); "
+            "to start over, remove the folder",
+        )
+    if not create:
+        raise NotFoundError(
+            f"no store at {folder}",
+            hint="check --root / --subdir (`memctl subdirs` lists the stores); `memctl save` creates a store",
+        )

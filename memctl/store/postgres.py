@@ -23,12 +23,19 @@ from typing import TYPE_CHECKING, Any
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.filters import Filter
-from memctl.store.base import PreparedRow, StoreBase, check_area
+from memctl.store.base import PreparedRow, StoreBase, StoreSpec, check_area
 from memctl.store.records import (
+    ARCHIVE_COLUMNS,
+    MEMORY_COLUMNS,
     ArchivedMemory,
     HistoryEntry,
     Hit,
     Memory,
+    RowReader,
+    StoreList,
+    StoreSummary,
+    archive_values,
+    archived_of,
     history_entry,
     now_iso,
     relevance,
@@ -39,7 +46,6 @@ if TYPE_CHECKING:
 
     from memctl.config import Config
 
-URL_SCHEMES = ("postgresql://", "postgres://")
 # Seconds to wait for the server before giving up (a URL's own connect_timeout wins).
 CONNECT_TIMEOUT = 3
 # Below this many memories in a store (or candidates after a filter), dense search is exact:
@@ -49,10 +55,6 @@ EXACT_FILTERED_MAX = 200_000
 # Seconds `touch` (access times after `load`) waits for a row lock before skipping.
 TOUCH_WAIT = 1.0
 HNSW_EF_SEARCH = 100
-_COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
-_ARCHIVE_COLUMNS = (
-    "id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at, op, actor"
-)
 _KNOWLEDGE_ENTRY = ("checksum", "area", "file_type", "ids", "chunking", "imported_at")
 # Every table holding a store's rows (restore-backup replaces them all).
 _STORE_TABLES = (
@@ -66,10 +68,6 @@ _STORE_TABLES = (
     "memctl_stores",
 )
 _TS_CONFIG = "english"
-
-
-def is_postgres_url(value: str | None) -> bool:
-    return bool(value) and str(value).startswith(URL_SCHEMES)
 
 
 def redact(url: str) -> str:
@@ -133,6 +131,12 @@ def _set_optional(conn: Any, name: str, value: str) -> None:
         pass
 
 
+def _url(spec: StoreSpec) -> str:
+    if spec.url is None:  # memctl.store.backend_of gives a PostgresStore only the URLs of its schemes
+        raise UsageError("a PostgreSQL store needs a postgresql:// URL")
+    return spec.url
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(exc).__name__
@@ -140,6 +144,9 @@ def _first_line(exc: BaseException) -> str:
 
 class PostgresStore(StoreBase):
     """A memory store as the rows of one subdir in a PostgreSQL database."""
+
+    schemes = ("postgresql", "postgres")  # postgresql://USER:PASSWORD@HOST:PORT/DB, libpq's two spellings
+    url_example = "postgresql://memctl:PASSWORD@db.example:5432/memctl"
 
     def __init__(
         self,
@@ -160,6 +167,36 @@ class PostgresStore(StoreBase):
         self._indexed_dims: set[int] = set()
         self._count_cache: int | None = None  # set for the length of one search (a count scans an index)
         self.conn = connect(url, lock_timeout=float(config["lock_timeout"]))
+
+    # -- finding and opening the database's stores (memctl/store/__init__.py) ------------
+    @classmethod
+    def open_at(cls, spec: StoreSpec) -> PostgresStore:
+        from memctl.config import load_config
+        from memctl.errors import NotFoundError
+        from memctl.paths import validate_subdir
+
+        name = validate_subdir(spec.subdir)
+        config = spec.config or load_config(None, spec.overrides)
+        opened = cls(_url(spec), name, config, embedder=spec.embedder, actor=spec.actor, cache_dir=spec.cache_dir)
+        if not spec.create and name not in {known for known, _ in opened.subdirs()}:
+            opened.close()
+            raise NotFoundError(
+                f"no store {name!r} in the PostgreSQL database",
+                hint="check --subdir (`memctl subdirs` lists the stores); `memctl save` creates one",
+            )
+        return opened
+
+    @classmethod
+    def stores_at(cls, spec: StoreSpec, *, counts: bool = True) -> StoreList:
+        from memctl.config import load_config
+
+        where = redact(_url(spec))
+        found = database_stores(_url(spec), load_config(None, spec.overrides))
+        return StoreList(where, [StoreSummary(name, count, f"{where}#{name}") for name, count in found])
+
+    @classmethod
+    def location_at(cls, spec: StoreSpec) -> str:
+        return f"{redact(_url(spec))}#{spec.subdir}"  # whether it exists, the connection that follows says
 
     # -- plumbing ------------------------------------------------------------------------
     @property
@@ -248,6 +285,11 @@ class PostgresStore(StoreBase):
 
     def _all(self, sql: str, args: Sequence[Any] | None = None) -> builtins.list[Any]:
         return self._execute(sql, args).fetchall()
+
+    def _named(self, sql: str, args: Sequence[Any] | None = None) -> tuple[RowReader, builtins.list[Any]]:
+        """The rows of `sql` and the reader of them by column name."""
+        cursor = self._execute(sql, args)
+        return RowReader(cursor.description), cursor.fetchall()
 
     @contextmanager
     def _write(self) -> Iterator[Any]:
@@ -586,34 +628,32 @@ class PostgresStore(StoreBase):
         ids = list(ids)
         if not ids:
             return []
-        found = {
-            r[1]: _memory(r)
-            for r in self._all(
-                f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, ids)
-            )
-        }
+        read, rows = self._named(
+            f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE subdir = %s AND id = ANY(%s)", (self.subdir, ids)
+        )
+        found = {memory.id: memory for memory in map(read.memory, rows)}
         return [found[i] for i in ids if i in found]
 
     def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
-        sql = f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = %s AND text = %s"
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = %s AND text = %s"
         args: builtins.list[Any] = [self.subdir, content_hash(text), text]
         if area:
             sql += " AND area = %s"
             args.append(area)
-        return [_memory(r) for r in self._all(sql + " ORDER BY seq", args)]
+        read, rows = self._named(sql + " ORDER BY seq", args)
+        return [read.memory(r) for r in rows]
 
-    def _rows(
-        self, area: str | None, flt: Filter | None, order: str = "seq", columns: str = _COLUMNS
-    ) -> Iterator[tuple[int, Memory]]:
-        sql = f"SELECT {columns} FROM memctl_memories WHERE subdir = %s"
+    def _rows(self, area: str | None, flt: Filter | None, order: str = "seq") -> Iterator[tuple[int, Memory]]:
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE subdir = %s"
         args: builtins.list[Any] = [self.subdir]
         if area:
             sql += " AND area = %s"
             args.append(check_area(area))
-        for row in self._all(f"{sql} ORDER BY {order}", args):
-            memory = _memory(row)
+        read, rows = self._named(f"{sql} ORDER BY {order}", args)
+        for row in rows:
+            memory = read.memory(row)
             if flt is None or flt.matches(memory.filter_names()):
-                yield row[0], memory
+                yield read.get(row, "seq"), memory
 
     def _page(self, area: str | None, limit: int, offset: int) -> tuple[builtins.list[Memory], int]:
         where, args = "WHERE subdir = %s", [self.subdir]
@@ -621,20 +661,22 @@ class PostgresStore(StoreBase):
             where += " AND area = %s"
             args.append(area)
         total = int(self._one(f"SELECT count(*) FROM memctl_memories {where}", args)[0])
-        rows = self._all(
-            f"SELECT {_COLUMNS} FROM memctl_memories {where} ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s",
+        read, rows = self._named(
+            f"SELECT {MEMORY_COLUMNS} FROM memctl_memories {where}"
+            " ORDER BY created_at DESC, seq DESC LIMIT %s OFFSET %s",
             [*args, limit, offset],
         )
-        return [_memory(r) for r in rows], total
+        return [read.memory(r) for r in rows], total
 
     def _seq_rows(self, seqs: Sequence[int]) -> Iterator[tuple[int, Memory]]:
         if not seqs:
             return
-        for r in self._all(
-            f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+        read, rows = self._named(
+            f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
             ([int(seq) for seq in seqs], self.subdir),
-        ):
-            yield int(r[0]), _memory(r)
+        )
+        for r in rows:
+            yield int(read.get(r, "seq")), read.memory(r)
 
     def _filtered(self, area: str | None, flt: Filter, order: str = "seq") -> builtins.list[tuple[int, str]]:
         """(seq, id) of the memories in `area` that `flt` matches, in `order`.
@@ -667,37 +709,34 @@ class PostgresStore(StoreBase):
         suspects = [seq for seq, _, bad in rows if bad]
         kept: set[int] = set()
         if suspects:
-            kept = {
-                r[0]
-                for r in self._all(
-                    f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
-                    (suspects, self.subdir),
-                )
-                if flt.matches(_memory(r).filter_names())
-            }
+            kept = {seq for seq, memory in self._seq_rows(suspects) if flt.matches(memory.filter_names())}
         return [(int(seq), rid) for seq, rid, bad in rows if not bad or seq in kept]
 
     def iter_all(self, *, area: str | None = None, with_vectors: bool = False) -> Iterator[tuple[Memory, bytes | None]]:
         """Oldest first, in batches by key (no long-running transaction)."""
-        for row in self._rows_by_seq(", vector" if with_vectors else "", area):
-            yield _memory(row), _vector_bytes(row[7]) if with_vectors else None
+        for read, row in self._rows_by_seq(", vector" if with_vectors else "", area):
+            yield read.memory(row), _vector_bytes(read.get(row, "vector")) if with_vectors else None
 
     def iter_with_access(self, *, area: str | None = None) -> Iterator[tuple[Memory, str | None]]:
         """Every memory (oldest first) with when `load` last returned it (None: never)."""
-        for row in self._rows_by_seq(", accessed_at", area):
-            yield _memory(row), row[7]
+        for read, row in self._rows_by_seq(", accessed_at", area):
+            yield read.memory(row), read.get(row, "accessed_at")
 
-    def _rows_by_seq(self, extra_columns: str, area: str | None) -> Iterator[tuple[Any, ...]]:
-        """The subdir's rows (the memory columns, then `extra_columns`) in pages of 1,000 by key."""
+    def _rows_by_seq(self, extra_columns: str, area: str | None) -> Iterator[tuple[RowReader, Any]]:
+        """The subdir's rows (the memory columns, then `extra_columns`) in pages of 1,000 by key, each with
+        the reader of its page."""
         last = 0
-        sql = f"SELECT {_COLUMNS}{extra_columns} FROM memctl_memories WHERE subdir = %s"
+        sql = f"SELECT {MEMORY_COLUMNS}{extra_columns} FROM memctl_memories WHERE subdir = %s"
         args: builtins.list[Any] = [self.subdir]
         if area:
             sql += " AND area = %s"
             args.append(check_area(area))
-        while rows := self._all(sql + " AND seq > %s ORDER BY seq LIMIT 1000", [*args, last]):
-            yield from rows
-            last = rows[-1][0]
+        while True:
+            read, rows = self._named(sql + " AND seq > %s ORDER BY seq LIMIT 1000", [*args, last])
+            if not rows:
+                return
+            yield from ((read, row) for row in rows)
+            last = read.get(rows[-1], "seq")
 
     def history(self, memory_id: str | None = None, limit: int | None = None) -> builtins.list[HistoryEntry]:
         sql = (
@@ -711,7 +750,8 @@ class PostgresStore(StoreBase):
         sql += " ORDER BY hid DESC" + (" LIMIT %s" if limit else "")
         if limit:
             args.append(limit)
-        return [history_entry(r, r[8], r[9]) for r in self._all(sql, args)]
+        read, rows = self._named(sql, args)
+        return [history_entry(e, e["old_metadata"], e["new_metadata"]) for e in map(read.record, rows)]
 
     # -- searching: the primitives StoreBase builds on -----------------------------------
     def _embed_query(self, query: str) -> np.ndarray:
@@ -862,14 +902,12 @@ class PostgresStore(StoreBase):
     def _seq_hits(self, pairs: builtins.list[tuple[int, float]]) -> builtins.list[tuple[int, Hit]]:
         if not pairs:
             return []
-        rows = {
-            r[0]: r
-            for r in self._all(
-                f"SELECT {_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
-                ([p[0] for p in pairs], self.subdir),
-            )
-        }
-        return [(seq, Hit(**_memory(rows[seq]).__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
+        read, found = self._named(
+            f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
+            ([p[0] for p in pairs], self.subdir),
+        )
+        rows = {read.get(r, "seq"): read.memory(r) for r in found}
+        return [(seq, Hit(**rows[seq].__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
 
     def _seq_meta(self, seqs: builtins.list[int]) -> dict[int, tuple[str, dict[str, Any]]]:
         """seq -> (area, metadata) without the texts (a search's chat neighbours need no more)."""
@@ -981,20 +1019,24 @@ class PostgresStore(StoreBase):
 
     # -- the archive, purging, size ------------------------------------------------------
     def archived(self, memory_id: str) -> ArchivedMemory | None:
-        row = self._one(
-            f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s AND id = %s", (self.subdir, memory_id)
+        read, rows = self._named(
+            f"SELECT {ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s AND id = %s", (self.subdir, memory_id)
         )
-        return _archived(row) if row else None
+        return _archived(read.record(rows[0])) if rows else None
 
     def iter_archive(self) -> Iterator[ArchivedMemory]:
         last: tuple[str, str] = ("", "")
-        while rows := self._all(
-            f"SELECT {_ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s"
-            " AND (archived_at, id) > (%s, %s) ORDER BY archived_at, id LIMIT 1000",
-            (self.subdir, *last),
-        ):
-            yield from (_archived(row) for row in rows)
-            last = (rows[-1][9], rows[-1][0])
+        while True:
+            read, rows = self._named(
+                f"SELECT {ARCHIVE_COLUMNS} FROM memctl_archive WHERE subdir = %s"
+                " AND (archived_at, id) > (%s, %s) ORDER BY archived_at, id LIMIT 1000",
+                (self.subdir, *last),
+            )
+            records = [read.record(row) for row in rows]
+            if not records:
+                return
+            yield from map(_archived, records)
+            last = (records[-1]["archived_at"], records[-1]["id"])
 
     def unarchive(self, ids: Sequence[str]) -> None:
         with self._write():
@@ -1195,13 +1237,11 @@ class PostgresStore(StoreBase):
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         if not hashes:
             return []
-        return [
-            _memory(r)
-            for r in self._all(
-                f"SELECT {_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)",
-                (self.subdir, list(hashes)),
-            )
-        ]
+        read, rows = self._named(
+            f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)",
+            (self.subdir, list(hashes)),
+        )
+        return [read.memory(r) for r in rows]
 
     def known_hashes(self, hashes: Sequence[str]) -> set[str]:
         rows = self._all(
@@ -1226,14 +1266,8 @@ class PostgresStore(StoreBase):
             self._depth = 0
 
     def iter_rows(self) -> Iterator[tuple[Memory, bytes, str | None]]:
-        last = 0
-        while rows := self._all(
-            f"SELECT {_COLUMNS}, vector, accessed_at FROM memctl_memories WHERE subdir = %s"
-            " AND seq > %s ORDER BY seq LIMIT 1000",
-            (self.subdir, last),
-        ):
-            yield from ((_memory(row), _vector_bytes(row[7]), row[8]) for row in rows)
-            last = rows[-1][0]
+        for read, row in self._rows_by_seq(", vector, accessed_at", None):
+            yield read.memory(row), _vector_bytes(read.get(row, "vector")), read.get(row, "accessed_at")
 
     def put_rows(self, rows: Sequence[tuple[Memory, bytes, str | None]], info: ModelInfo, dimension: int) -> None:
         import numpy as np
@@ -1245,19 +1279,7 @@ class PostgresStore(StoreBase):
             self._record_model(info, dimension)
             self._insert_rows(
                 [
-                    (
-                        self.subdir,
-                        m.id,
-                        m.text,
-                        m.area,
-                        m.created_at,
-                        m.updated_at,
-                        json.dumps(m.metadata, ensure_ascii=False),
-                        np.frombuffer(blob, dtype="<f4"),
-                        content_hash(m.text),
-                        self._keywords(m.metadata),
-                        accessed,
-                    )
+                    (self.subdir, *self._restored_row(m, np.frombuffer(blob, dtype="<f4")), accessed)
                     for m, blob, accessed in rows
                 ],
                 with_access=True,
@@ -1276,23 +1298,12 @@ class PostgresStore(StoreBase):
 
         with self._write(), self.conn.cursor() as cur:
             cur.executemany(
-                f"INSERT INTO memctl_archive (subdir, {_ARCHIVE_COLUMNS}) VALUES"
+                f"INSERT INTO memctl_archive (subdir, {ARCHIVE_COLUMNS}) VALUES"
                 " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (subdir, id) DO NOTHING",
                 [
                     (
                         self.subdir,
-                        a.memory.id,
-                        a.memory.text,
-                        a.memory.area,
-                        a.memory.created_at,
-                        a.memory.updated_at,
-                        json.dumps(a.memory.metadata, ensure_ascii=False),
-                        None if a.vector is None else np.frombuffer(a.vector, dtype="<f4"),
-                        a.model,
-                        a.accessed_at,
-                        a.archived_at,
-                        a.op,
-                        a.actor,
+                        *archive_values(a, None if a.vector is None else np.frombuffer(a.vector, dtype="<f4")),
                     )
                     for a in rows
                 ],
@@ -1328,13 +1339,6 @@ def database_stores(url: str, config: Config) -> builtins.list[tuple[str, int]]:
         return store.subdirs()
 
 
-def _memory(row: Sequence[Any]) -> Memory:
-    metadata = row[6]
-    if isinstance(metadata, str):
-        metadata = json.loads(metadata)
-    return Memory(id=row[1], text=row[2], area=row[3], created_at=row[4], updated_at=row[5], metadata=metadata)
-
-
 def _vector_bytes(value: Any) -> bytes:
     """A pgvector value (Vector or ndarray, by pgvector version) as little-endian float32 bytes."""
     import numpy as np
@@ -1347,11 +1351,9 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _archived(row: Sequence[Any]) -> ArchivedMemory:
-    metadata = json.loads(row[5]) if isinstance(row[5], str) else row[5]
-    memory = Memory(id=row[0], text=row[1], area=row[2], created_at=row[3], updated_at=row[4], metadata=metadata)
-    vector = None if row[6] is None else _vector_bytes(row[6])
-    return ArchivedMemory(memory, vector, row[7], row[8], row[9], row[10], row[11])
+def _archived(record: dict[str, Any]) -> ArchivedMemory:
+    vector = record["vector"]
+    return archived_of(record, None if vector is None else _vector_bytes(vector))
 
 
 def _int_or_none(value: Any) -> int | None:
