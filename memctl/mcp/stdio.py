@@ -111,6 +111,15 @@ def _release(fd: int, private: int, was_blocking: bool) -> None:
         os.close(private)
 
 
+def _stderr_or_null() -> int:
+    """Where fd 1 points while serving: stderr, or the null device when there is no stderr."""
+    try:
+        os.fstat(2)
+        return 2
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
+
+
 @asynccontextmanager
 async def event_loop_stdio() -> AsyncIterator[tuple[Any, Any] | None]:
     """(stdin lines, stdout writer) for `stdio_server(stdin=, stdout=)`, or None when stdin or stdout
@@ -124,11 +133,15 @@ async def event_loop_stdio() -> AsyncIterator[tuple[Any, Any] | None]:
         stdin, stdin_blocking = _claim(0, devnull)
     finally:
         os.close(devnull)
+    target = _stderr_or_null()
     try:
-        stdout, stdout_blocking = _claim(1, 2)
+        stdout, stdout_blocking = _claim(1, target)
     except OSError:
         _release(0, stdin, stdin_blocking)
         raise
+    finally:
+        if target != 2:
+            os.close(target)
     try:
         yield LineReader(stdin), Writer(stdout)
     finally:
