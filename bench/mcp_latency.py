@@ -53,11 +53,16 @@ def build(home: Path, size: int, embedder: str) -> float:
     return time.perf_counter() - start
 
 
+# Differs in every run: a store kept with --home keeps its embedding cache, and a query text of an earlier run
+# would be served from it (no embedding) and flatter the warm and the cold figures alike.
+RUN = random.SystemRandom().randrange(10**5, 10**6)
+
+
 def queries(prefix: str, count: int) -> list[str]:
-    """New query texts: none is in the embedding cache, so every call embeds."""
+    """New query texts: none is in the embedding cache (not even from an earlier run), so every call embeds."""
     rng = random.Random(prefix)
     return [
-        f"{prefix} {i}: what does {rng.choice(SUBJECTS)} {rng.choice(['use', 'run on', 'avoid'])}?"
+        f"{prefix} {RUN}.{i}: what does {rng.choice(SUBJECTS)} {rng.choice(['use', 'run on', 'avoid'])}?"
         for i in range(count)
     ]
 
