@@ -68,13 +68,13 @@ def queries(prefix: str, count: int) -> list[str]:
 
 
 def embed_alone(embedder: str, count: int) -> list[float]:
-    """The query embedding by itself (same model, session kind and threads as the warm server), in this process."""
+    """The query embedding by itself (model, session kind and thread settings of the warm server), in-process."""
     from memctl.config import load_config
     from memctl.embeddings import make_embedder
-    from memctl.mcp.pool import SERVER_THREADS
+    from memctl.mcp.pool import SERVER_SPIN
 
     config = load_config(None, {"embedding_provider": embedder, "embedding_cache": False})
-    model = make_embedder(config, threads=SERVER_THREADS)
+    model = make_embedder(config, spin=SERVER_SPIN)
     model.embed([f"warm-up text {i}" for i in range(16)])  # the full session, as the server warms it
     samples = []
     for query in queries("embed alone", count):
@@ -90,10 +90,10 @@ def search_alone(home: Path, embedder: str, count: int) -> list[float]:
     import memctl
     from memctl.config import load_config
     from memctl.embeddings import make_embedder
-    from memctl.mcp.pool import SERVER_THREADS
+    from memctl.mcp.pool import SERVER_SPIN
 
     model = make_embedder(
-        load_config(None, {"embedding_provider": embedder, "embedding_cache": False}), threads=SERVER_THREADS
+        load_config(None, {"embedding_provider": embedder, "embedding_cache": False}), spin=SERVER_SPIN
     )
     texts = queries("search alone", count)
     vectors = {text: vector for text, vector in zip(texts, model.embed(texts), strict=True)}

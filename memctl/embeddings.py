@@ -78,15 +78,15 @@ class LocalEmbedder:
     """
 
     def __init__(
-        self, model: str = DEFAULT_LOCAL_MODEL, batch_size: int = 64, backend: str = "auto", threads: int | None = None
+        self, model: str = DEFAULT_LOCAL_MODEL, batch_size: int = 64, backend: str = "auto", spin: bool = True
     ) -> None:
-        """`threads`: intra-op threads of the ONNX backend (None: onnxruntime's default; see OnnxMiniLM)."""
+        """`spin`: the ONNX backend's threads busy-wait between kernels (onnxruntime's default; see OnnxMiniLM)."""
         if backend not in ("auto", "onnx", "torch"):
             raise ConfigError(f"embedding_backend must be auto, onnx or torch, not {backend!r}")
         self.info = ModelInfo("local", model)
         self.batch_size = batch_size
         self.backend = backend
-        self.threads = threads
+        self.spin = spin
         self._model: Any = None
 
     def _path(self) -> Path:
@@ -123,7 +123,7 @@ class LocalEmbedder:
                 if self._chosen_backend(path) == "onnx":
                     from memctl.embed_onnx import OnnxMiniLM
 
-                    self._model = OnnxMiniLM(path, batch_size=self.batch_size, threads=self.threads)
+                    self._model = OnnxMiniLM(path, batch_size=self.batch_size, spin=self.spin)
                 else:
                     from sentence_transformers import SentenceTransformer
 
@@ -404,9 +404,10 @@ class CachedEmbedder:
             self._db = None
 
 
-def make_embedder(config: Config, cache_dir: Path | None = None, *, threads: int | None = None) -> Embedder:
-    """The configured embedder (cached when `cache_dir` is given). `threads`: CPU threads per inference of a
-    local model (None: the engine's default); a server answering one query at a time passes 1."""
+def make_embedder(config: Config, cache_dir: Path | None = None, *, spin: bool = True) -> Embedder:
+    """The configured embedder (cached when `cache_dir` is given). `spin`: a local model's threads busy-wait
+    between kernels (the engine's default); a server answering one query at a time on a shared machine passes
+    False."""
     provider = config["embedding_provider"]
     batch = config["embedding_batch_size"]
     inner: Embedder
@@ -414,7 +415,7 @@ def make_embedder(config: Config, cache_dir: Path | None = None, *, threads: int
         inner = MultilingualE5Embedder(batch_size=batch)
     elif provider == "local":
         inner = LocalEmbedder(
-            config["embedding_model"], batch_size=batch, backend=config["embedding_backend"], threads=threads
+            config["embedding_model"], batch_size=batch, backend=config["embedding_backend"], spin=spin
         )
     elif provider == "litellm":
         inner = LiteLLMEmbedder(

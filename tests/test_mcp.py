@@ -709,18 +709,18 @@ def test_shared_embedder_embeds_queries_on_the_query_side() -> None:
 
 
 @pytest.mark.integration
-def test_the_servers_one_thread_model_gives_the_cli_s_vectors() -> None:
-    """The server's model runs on one onnxruntime thread (pool.SERVER_THREADS); its vectors are the ones the
-    CLI's default session computes, for a query, a batch and a long text (stores need no reindex)."""
+def test_the_servers_model_gives_the_cli_s_vectors() -> None:
+    """The server's model runs with onnxruntime's threads not spinning (pool.SERVER_SPIN); its vectors are the
+    ones the CLI's default session computes, for a query, a batch and a long text (stores need no reindex)."""
     import numpy as np
 
     pytest.importorskip("onnxruntime")
     from memctl.embeddings import LocalEmbedder
-    from memctl.mcp.pool import SERVER_THREADS
+    from memctl.mcp.pool import SERVER_SPIN
 
     texts = ["what does the deploy pipeline use?", "数据库使用 PostgreSQL 16", "ok", "the cache lives here " * 60]
     default = LocalEmbedder().embed(texts)
-    server = LocalEmbedder(threads=SERVER_THREADS)
+    server = LocalEmbedder(spin=SERVER_SPIN)
     batch = server.embed(texts)
     query = server.embed(texts[:1])
     assert float(np.min(np.sum(default * batch, axis=1))) >= 1 - 1e-6

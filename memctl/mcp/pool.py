@@ -32,7 +32,7 @@ EMBEDDING_KEYS = (
     "embedding_batch_size",
     "embedding_cache",
 )
-SERVER_THREADS = 1  # CPU threads per inference of a local model (calls are serialised anyway)
+SERVER_SPIN = False  # a local model's threads sleep between kernels (embed_onnx.OnnxMiniLM._load)
 MAX_OPEN_STORES = 32  # least recently used stores beyond this are closed (reopened on demand)
 
 
@@ -118,9 +118,8 @@ class StorePool:
         with self._lock:
             shared = self._embedders.get(key)
             if shared is None:
-                # One intra-op thread: the server embeds one query at a time (embed_onnx.OnnxMiniLM._load).
                 shared = SharedEmbedder(
-                    make_embedder(config, cache if config["embedding_cache"] else None, threads=SERVER_THREADS)
+                    make_embedder(config, cache if config["embedding_cache"] else None, spin=SERVER_SPIN)
                 )
                 self._embedders[key] = shared
             return shared
