@@ -1,7 +1,7 @@
 """`memctl mcp`: a warm memory_search against the cold CLI `memctl load`, on one 10k-memory store, in one run.
 
     python bench/mcp_latency.py [--size 10000] [--calls 200] [--cold-runs 7] [--clients 4]
-                                [--per-client 200] [--embedder local|fake]
+                                [--per-client 200] [--embedder local|fake] [--home DIR] [--baseline TREE]
 
 1. Builds a store of `--size` memories (the packaged MiniLM by default; `--embedder fake` when the
    real model is too slow to build it on the machine — the table says which was used).
@@ -11,6 +11,11 @@
 3. Cold: `memctl load QUERY --json` as fresh processes (`--cold-runs`, new queries), wall time.
 4. Concurrency: one `memctl mcp --http 127.0.0.1:0` process, `--clients` SDK clients at once,
    `--per-client` searches each; every error is counted.
+
+`--home DIR` keeps the store there (built on the first run, reused after: the MiniLM build takes minutes).
+`--baseline TREE` also runs another memctl source tree (e.g. `git archive main | tar -x -C /tmp/before`) on the
+same store, in the same run: its warm server beside this one (blocks of 10 calls, taking turns) and its cold CLI
+runs between this one's, so "before" and "after" share the machine's load.
 
 Prints a table (p50/p95 in ms, the cold/warm ratio, the goals) and one JSON line.
 """
@@ -32,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench._common import REPO, SUBJECTS, generated_texts, python, run_child, table  # noqa: E402
+from bench._common import REPO, SUBJECTS, generated_texts, python, table  # noqa: E402
 
 
 def build(home: Path, size: int, embedder: str) -> float:
@@ -48,21 +53,28 @@ def build(home: Path, size: int, embedder: str) -> float:
     return time.perf_counter() - start
 
 
+# Differs in every run: a store kept with --home keeps its embedding cache, and a query text of an earlier run
+# would be served from it (no embedding) and flatter the warm and the cold figures alike.
+RUN = random.SystemRandom().randrange(10**5, 10**6)
+
+
 def queries(prefix: str, count: int) -> list[str]:
-    """New query texts: none is in the embedding cache, so every call embeds."""
+    """New query texts: none is in the embedding cache (not even from an earlier run), so every call embeds."""
     rng = random.Random(prefix)
     return [
-        f"{prefix} {i}: what does {rng.choice(SUBJECTS)} {rng.choice(['use', 'run on', 'avoid'])}?"
+        f"{prefix} {RUN}.{i}: what does {rng.choice(SUBJECTS)} {rng.choice(['use', 'run on', 'avoid'])}?"
         for i in range(count)
     ]
 
 
 def embed_alone(embedder: str, count: int) -> list[float]:
-    """The query embedding by itself (same model and session kind as the warm server), in this process."""
+    """The query embedding by itself (model, session kind and thread settings of the warm server), in-process."""
     from memctl.config import load_config
     from memctl.embeddings import make_embedder
+    from memctl.mcp.pool import SERVER_SPIN
 
-    model = make_embedder(load_config(None, {"embedding_provider": embedder, "embedding_cache": False}))
+    config = load_config(None, {"embedding_provider": embedder, "embedding_cache": False})
+    model = make_embedder(config, spin=SERVER_SPIN)
     model.embed([f"warm-up text {i}" for i in range(16)])  # the full session, as the server warms it
     samples = []
     for query in queries("embed alone", count):
@@ -78,8 +90,11 @@ def search_alone(home: Path, embedder: str, count: int) -> list[float]:
     import memctl
     from memctl.config import load_config
     from memctl.embeddings import make_embedder
+    from memctl.mcp.pool import SERVER_SPIN
 
-    model = make_embedder(load_config(None, {"embedding_provider": embedder, "embedding_cache": False}))
+    model = make_embedder(
+        load_config(None, {"embedding_provider": embedder, "embedding_cache": False}), spin=SERVER_SPIN
+    )
     texts = queries("search alone", count)
     vectors = {text: vector for text, vector in zip(texts, model.embed(texts), strict=True)}
 
@@ -106,25 +121,41 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
-async def warm_stdio(env: dict[str, str], calls: int) -> tuple[list[float], list[float]]:
-    """(memory_search times, memory_list times): the second is the protocol's floor (no embedding, one row)."""
+BLOCK = 10  # calls in a row to one server before the next takes its turn
+
+
+async def warm_stdio(envs: dict[str, dict[str, str]], calls: int) -> dict[str, tuple[list[float], list[float]]]:
+    """Per tree: (memory_search times, memory_list times), the second the protocol's floor (no embedding, one
+    row). The servers run side by side and take turns, `BLOCK` calls each; every query is new to every server
+    (they share the store's embedding cache)."""
+    from contextlib import AsyncExitStack
+
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=python(), args=["-m", "memctl", "mcp", "-q"], env=env, cwd=str(REPO))
-    samples: list[float] = []
-    floor: list[float] = []
-    async with Client(params) as client:
-        for query in queries("warm-up", 5):
-            await _search(client, query)
-        for query in queries("stdio", calls):
-            start = time.perf_counter()
-            await _search(client, query)
-            samples.append(time.perf_counter() - start)
-        for _ in range(50):
-            start = time.perf_counter()
-            await client.call_tool("memory_list", {"limit": 1})
-            floor.append(time.perf_counter() - start)
-    return samples, floor
+    out: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label in envs}
+    async with AsyncExitStack() as stack:
+        clients = {}
+        for label, env in envs.items():
+            tree = env["PYTHONPATH"].split(os.pathsep)[0]
+            params = StdioServerParameters(command=python(), args=["-m", "memctl", "mcp", "-q"], env=env, cwd=tree)
+            clients[label] = await stack.enter_async_context(Client(params))
+            for query in queries(f"warm-up {label}", 5):
+                await _search(clients[label], query)
+        texts = {label: queries(f"stdio {label}", calls) for label in envs}
+        turns = [list(clients.items()), list(clients.items())[::-1]]  # who goes first alternates
+        for start in range(0, calls, BLOCK):
+            for label, client in turns[start // BLOCK % 2]:
+                for query in texts[label][start : start + BLOCK]:
+                    began = time.perf_counter()
+                    await _search(client, query)
+                    out[label][0].append(time.perf_counter() - began)
+        for start in range(0, 50, BLOCK):
+            for label, client in turns[start // BLOCK % 2]:
+                for _ in range(BLOCK):
+                    began = time.perf_counter()
+                    await client.call_tool("memory_list", {"limit": 1})
+                    out[label][1].append(time.perf_counter() - began)
+    return out
 
 
 async def _search(client: Any, query: str) -> dict[str, Any]:
@@ -181,6 +212,55 @@ def start_http(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError("memctl mcp --http did not start")
 
 
+def tree_env(tree: Path, home: Path, embedder: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "MEMCTL_HOME": str(home),
+        "MEMCTL_EMBEDDING_PROVIDER": embedder,
+        "PYTHONPATH": str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    env.pop("MEMCTL_STORE", None)
+    return env
+
+
+def cold_load(tree: Path, env: dict[str, str], query: str) -> float:
+    """Wall time of a fresh `memctl load QUERY --json` of `tree` (its own folder first on sys.path)."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [python(), "-m", "memctl", "load", query, "--json"],
+        cwd=tree,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 3):  # 3: nothing matched (a documented exit code)
+        raise RuntimeError(f"memctl load failed in {tree}: {done.stderr}")
+    return wall
+
+
+def ensure_store(home: Path, size: int, embedder: str, env: dict[str, str]) -> float | None:
+    """Seconds the build took; None when `home` already holds the store (`--home`, a later run)."""
+    if (home / "default" / "memories.sqlite").is_file():
+        return None
+    return float(
+        subprocess.run(
+            [
+                python(),
+                "-c",
+                f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+                f"from bench.mcp_latency import build; from pathlib import Path; "
+                f"print(build(Path({str(home)!r}), {size}, {embedder!r}))",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.split()[-1]
+    )
+
+
 def main() -> None:
     import anyio
 
@@ -191,39 +271,31 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--per-client", type=int, default=200)
     parser.add_argument("--embedder", choices=["local", "fake"], default="local")
+    parser.add_argument("--home", type=Path, help="keep the store in this folder (reused by the next run)")
+    parser.add_argument("--baseline", type=Path, help="another memctl source tree, measured beside this one")
     args = parser.parse_args()
 
-    home = Path(tempfile.mkdtemp(prefix="memctl-bench-mcp-"))
-    env = {
-        **os.environ,
-        "MEMCTL_HOME": str(home),
-        "MEMCTL_EMBEDDING_PROVIDER": args.embedder,
-        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    }
-    env.pop("MEMCTL_STORE", None)
-    built = float(
-        subprocess.run(
-            [
-                python(),
-                "-c",
-                f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-                f"from bench.mcp_latency import build; from pathlib import Path; "
-                f"print(build(Path({str(home)!r}), {args.size}, {args.embedder!r}))",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout.split()[-1]
-    )
-    subprocess.run([python(), "-m", "compileall", "-q", str(REPO / "memctl")], check=True)
+    home = args.home.resolve() if args.home else Path(tempfile.mkdtemp(prefix="memctl-bench-mcp-"))
+    home.mkdir(parents=True, exist_ok=True)
+    trees = {"this tree": REPO}
+    if args.baseline is not None:
+        trees["baseline"] = args.baseline.resolve()
+    envs = {label: tree_env(tree, home, args.embedder) for label, tree in trees.items()}
+    env = envs["this tree"]
+    built = ensure_store(home, args.size, args.embedder, env)
+    for tree in trees.values():
+        subprocess.run([python(), "-m", "compileall", "-q", str(tree / "memctl")], check=True)
 
     load_before = os.getloadavg()[0]
-    warm, floor = anyio.run(warm_stdio, env, args.calls)
+    warm_all = anyio.run(warm_stdio, envs, args.calls)
     alone = embed_alone(args.embedder, min(args.calls, 100))
     searched = search_alone(home, args.embedder, min(args.calls, 100))
-    run_child([python(), "-m", "memctl", "load", "cold warm-up query", "--json"], env)  # page cache
-    cold = [run_child([python(), "-m", "memctl", "load", q, "--json"], env)[0] for q in queries("cold", args.cold_runs)]
+    colds: dict[str, list[float]] = {label: [] for label in trees}
+    for label, tree in trees.items():
+        cold_load(tree, envs[label], f"cold warm-up query ({label})")  # page cache
+    for index, query in enumerate(queries("cold", args.cold_runs)):
+        for label, tree in list(trees.items()) if index % 2 == 0 else list(trees.items())[::-1]:
+            colds[label].append(cold_load(tree, envs[label], f"{query} ({label})"))  # taking turns
     proc, url = start_http(env)
     try:
         samples, errors, wall = anyio.run(concurrent_http, url, args.clients, args.per_client)
@@ -232,6 +304,8 @@ def main() -> None:
         proc.wait(timeout=30)
 
     ms = lambda s: s * 1000  # noqa: E731
+    warm, floor = warm_all["this tree"]
+    cold = colds["this tree"]
     warm_p50, warm_p95 = ms(statistics.median(warm)), ms(percentile(warm, 0.95))
     cold_p50 = ms(statistics.median(cold))
     calls = args.clients * args.per_client
@@ -264,33 +338,51 @@ def main() -> None:
             f"{errors} errors (goal 0); {calls / wall:.0f} calls/s",
         ],
     ]
+    if "baseline" in trees:
+        b_warm, b_floor = warm_all["baseline"]
+        b_cold = colds["baseline"]
+        b_p50 = ms(statistics.median(b_warm))
+        rows += [
+            [f"baseline: warm memory_search, stdio ({args.calls} calls)", b_p50, ms(percentile(b_warm, 0.95)), ""],
+            ["baseline: floor, memory_list of 1", ms(statistics.median(b_floor)), ms(percentile(b_floor, 0.95)), ""],
+            ["baseline: cold `memctl load`", ms(statistics.median(b_cold)), ms(percentile(b_cold, 0.95)), ""],
+            ["baseline: cold / warm (p50)", ms(statistics.median(b_cold)) / b_p50, "", ""],
+            ["warm: baseline / this tree (p50)", b_p50 / warm_p50, "", "same run, taking turns"],
+        ]
     title = (
-        f"memctl mcp: {args.size:,} memories, embedder {args.embedder} (store built in {built:.0f} s); "
-        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} CPUs"
+        f"memctl mcp: {args.size:,} memories, embedder {args.embedder} "
+        + (f"(store built in {built:.0f} s)" if built is not None else f"(store reused from {home})")
+        + f"; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} CPUs"
     )
     print(table(title, ["what", "p50 ms", "p95 ms", "goal / note"], rows))
-    print(
-        json.dumps(
-            {
-                "size": args.size,
-                "embedder": args.embedder,
-                "load_average": load_before,
-                "warm_p50_ms": warm_p50,
-                "warm_p95_ms": warm_p95,
-                "floor_p50_ms": ms(statistics.median(floor)),
-                "embed_alone_p50_ms": ms(statistics.median(alone)),
-                "search_alone_p50_ms": ms(statistics.median(searched)),
-                "cold_p50_ms": cold_p50,
-                "ratio": cold_p50 / warm_p50,
-                "http_clients": args.clients,
-                "http_calls": calls,
-                "http_errors": errors,
-                "http_p50_ms": ms(statistics.median(samples)),
-                "http_p95_ms": ms(percentile(samples, 0.95)),
-                "http_calls_per_s": calls / wall,
-            }
-        )
-    )
+    summary: dict[str, Any] = {
+        "size": args.size,
+        "embedder": args.embedder,
+        "load_average": load_before,
+        "load_average_after": os.getloadavg()[0],
+        "warm_p50_ms": warm_p50,
+        "warm_p95_ms": warm_p95,
+        "floor_p50_ms": ms(statistics.median(floor)),
+        "embed_alone_p50_ms": ms(statistics.median(alone)),
+        "search_alone_p50_ms": ms(statistics.median(searched)),
+        "cold_p50_ms": cold_p50,
+        "ratio": cold_p50 / warm_p50,
+        "http_clients": args.clients,
+        "http_calls": calls,
+        "http_errors": errors,
+        "http_p50_ms": ms(statistics.median(samples)),
+        "http_p95_ms": ms(percentile(samples, 0.95)),
+        "http_calls_per_s": calls / wall,
+    }
+    if "baseline" in trees:
+        summary["baseline"] = {
+            "tree": str(trees["baseline"]),
+            "warm_p50_ms": ms(statistics.median(warm_all["baseline"][0])),
+            "warm_p95_ms": ms(percentile(warm_all["baseline"][0], 0.95)),
+            "floor_p50_ms": ms(statistics.median(warm_all["baseline"][1])),
+            "cold_p50_ms": ms(statistics.median(colds["baseline"])),
+        }
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -61,9 +61,14 @@ def weights_path(graph: Path) -> Path:
 class OnnxMiniLM:
     """Mean-pooled, normalised BERT embeddings from an ONNX export of a sentence-transformers folder."""
 
-    def __init__(self, model_dir: Path, batch_size: int = 64, max_seq_length: int | None = None) -> None:
+    def __init__(
+        self, model_dir: Path, batch_size: int = 64, max_seq_length: int | None = None, spin: bool = True
+    ) -> None:
+        """`spin`: onnxruntime's intra-op threads busy-wait between kernels (its default). A long-lived
+        process that embeds one query at a time on a shared machine wants False: see `_load`."""
         self.model_dir = model_dir
         self.batch_size = batch_size
+        self.spin = spin
         self.max_seq_length = max_seq_length or _max_seq_length(model_dir)
         self._session: Any = None
         self._small_session = False
@@ -87,6 +92,13 @@ class OnnxMiniLM:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         if small:
             options.add_session_config_entry("session.disable_prepacking", "1")
+        if not self.spin:
+            # Workers that sleep between kernels instead of spinning. Spinning, on this 2-vCPU machine with
+            # both cores busy with other jobs, the worker took the CPU from the other processes and from
+            # the search that follows the embedding: a warm `memory_search` went from 66 to 42-45 ms p50
+            # without it (one thread: 45 ms; quiet machine: 20 ms against 19 spinning and 23 on one
+            # thread; bench/README.md, MCP section). Same kernels, same vectors (max |diff| 0).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         tokenizer.enable_truncation(self.max_seq_length)

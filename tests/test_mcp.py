@@ -648,3 +648,80 @@ def test_a_lost_postgresql_connection_is_reopened(backend) -> None:
         assert again["count"] == 1
 
     session("stdio", body)
+
+
+# --- the server's own parts -----------------------------------------------------------------------------------
+
+STDIO_PROBE = """
+import anyio, os, sys
+from memctl.mcp.stdio import event_loop_stdio
+
+async def main():
+    async with event_loop_stdio() as streams:
+        assert streams is not None, "pipes on both sides: the event loop's streams"
+        reader, writer = streams
+        print("stray print", flush=True)  # a library writing to sys.stdout: must not reach the wire
+        os.write(1, b"stray write\\n")
+        assert sys.stdin.read() == ""  # the wire's input is not readable through fd 0
+        lines = [line async for line in reader]
+        for line in lines:
+            await writer.write("echo " + line)
+        await writer.write("x" * 1_000_000 + "\\n")  # past the pipe's buffer: written as the reader drains it
+        await writer.flush()
+
+anyio.run(main)
+"""
+
+
+def test_stdio_streams_keep_stdout_for_the_protocol_and_read_every_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", STDIO_PROBE],
+        input="first\nsecond ünïcode\nlast without newline",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=server_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n")
+    assert lines[:3] == ["echo first", "echo second ünïcode", "echo last without newline" + "x" * 1_000_000]
+    assert "stray print" in proc.stderr and "stray write" in proc.stderr
+    assert "stray" not in proc.stdout
+
+
+def test_shared_embedder_embeds_queries_on_the_query_side() -> None:
+    """An embedder with a query side (E5's "query: " prefix) keeps it behind the server's shared embedder,
+    so `memory_search` ranks as `memctl load` does."""
+    import numpy as np
+
+    from memctl.embeddings import FakeEmbedder, embed_queries
+    from memctl.mcp.pool import SharedEmbedder
+
+    class TwoSided(FakeEmbedder):
+        def embed_queries(self, texts: list[str]) -> np.ndarray:
+            return self.embed(["query: " + t for t in texts])
+
+    inner = TwoSided(8)
+    shared = SharedEmbedder(inner)
+    assert np.array_equal(embed_queries(shared, ["tea"]), inner.embed(["query: tea"]))
+    assert np.array_equal(shared.embed(["tea"]), inner.embed(["tea"]))
+
+
+@pytest.mark.integration
+def test_the_servers_model_gives_the_cli_s_vectors() -> None:
+    """The server's model runs with onnxruntime's threads not spinning (pool.SERVER_SPIN); its vectors are the
+    ones the CLI's default session computes, for a query, a batch and a long text (stores need no reindex)."""
+    import numpy as np
+
+    pytest.importorskip("onnxruntime")
+    from memctl.embeddings import LocalEmbedder
+    from memctl.mcp.pool import SERVER_SPIN
+
+    texts = ["what does the deploy pipeline use?", "数据库使用 PostgreSQL 16", "ok", "the cache lives here " * 60]
+    default = LocalEmbedder().embed(texts)
+    server = LocalEmbedder(spin=SERVER_SPIN)
+    batch = server.embed(texts)
+    query = server.embed(texts[:1])
+    assert float(np.min(np.sum(default * batch, axis=1))) >= 1 - 1e-6
+    assert float(np.sum(default[0] * query[0])) >= 1 - 1e-6

@@ -32,6 +32,7 @@ EMBEDDING_KEYS = (
     "embedding_batch_size",
     "embedding_cache",
 )
+SERVER_SPIN = False  # a local model's threads sleep between kernels (embed_onnx.OnnxMiniLM._load)
 MAX_OPEN_STORES = 32  # least recently used stores beyond this are closed (reopened on demand)
 
 
@@ -47,6 +48,14 @@ class SharedEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             return self.inner.embed(texts)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """The query side of an embedder that has one (E5: "query: " prefix and centring), as the CLI's
+        `load` embeds them; without this method the store fell back to `embed`, the passage side."""
+        from memctl.embeddings import embed_queries
+
+        with self._lock:
+            return embed_queries(self.inner, texts)
 
     def warm(self) -> None:
         """Load the model now, past the embedding cache (a cached text would skip it), so the first call is as
@@ -109,7 +118,9 @@ class StorePool:
         with self._lock:
             shared = self._embedders.get(key)
             if shared is None:
-                shared = SharedEmbedder(make_embedder(config, cache if config["embedding_cache"] else None))
+                shared = SharedEmbedder(
+                    make_embedder(config, cache if config["embedding_cache"] else None, spin=SERVER_SPIN)
+                )
                 self._embedders[key] = shared
             return shared
 
@@ -165,17 +176,41 @@ class StorePool:
         slot = self._slot(subdir, create)
         try:
             with slot.lock:
-                try:
-                    yield slot.store
-                except (LockTimeoutError, ModelMismatchError):
-                    raise
-                except StoreError:
-                    if self.url is not None:  # a lost PostgreSQL connection: reopen on next use
-                        self._drop(subdir, slot)
-                    raise
+                yield from self._serving(subdir, slot)
         finally:
             with self._lock:
                 slot.users -= 1
+
+    @contextmanager
+    def use_now(self, subdir: str) -> Iterator[Any]:
+        """`use` without waiting: the store if it is open and no other call holds it, else None (the caller
+        then goes the waiting way, on a thread of its own). Never opens a store (that can take long)."""
+        with self._lock:
+            slot = self._slots.get(subdir)
+            if slot is None or not slot.lock.acquire(blocking=False):
+                slot = None
+            else:
+                self._slots.move_to_end(subdir)
+                slot.users += 1
+        if slot is None:
+            yield None
+            return
+        try:
+            yield from self._serving(subdir, slot)
+        finally:
+            slot.lock.release()
+            with self._lock:
+                slot.users -= 1
+
+    def _serving(self, subdir: str, slot: _Slot) -> Iterator[Any]:
+        try:
+            yield slot.store
+        except (LockTimeoutError, ModelMismatchError):
+            raise
+        except StoreError:
+            if self.url is not None:  # a lost PostgreSQL connection: reopen on next use
+                self._drop(subdir, slot)
+            raise
 
     def _drop(self, subdir: str, slot: _Slot) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -47,8 +48,14 @@ def tool_error(exc: MemctlError) -> ToolError:
     return ToolError(f"{type(exc).__name__}: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
 
 
-def build_server(pool: StorePool, scope: Scope) -> MCPServer:
-    """An MCPServer whose tools and resources work on `pool`'s stores, within `scope`."""
+def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPServer:
+    """An MCPServer whose tools and resources work on `pool`'s stores, within `scope`.
+
+    `inline`: the short read tools (search, recall without the utility model, get, list, behaviour) run on
+    the event loop itself when their store is open and free, instead of on a worker thread. For stdio,
+    where one client waits for each answer anyway: the hop to a worker thread and back cost a warm
+    `memory_search` ~3 ms p50 on this 2-core machine under load (bench/README.md, MCP section). Over HTTP
+    every tool keeps its worker thread, so one client's call never holds up another client's requests."""
     from memctl import __version__
     from memctl.paths import resolve_root
 
@@ -63,6 +70,19 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
                 return work(store, name)
         except MemctlError as exc:
             raise tool_error(exc) from exc
+
+    async def run_short(subdir: str | None, work: Callable[[Any, str], Any]) -> Any:
+        """`run` for a short read: inline when allowed and the store is warm and free, else on a worker thread
+        as the SDK runs a plain tool (a store still to open, or held by a longer call, waits there)."""
+        if inline:
+            try:
+                name = scope.resolve(subdir)
+                with pool.use_now(name) as store:
+                    if store is not None:
+                        return work(store, name)
+            except MemctlError as exc:
+                raise tool_error(exc) from exc
+        return await anyio.to_thread.run_sync(run, subdir, work)
 
     def run_apart(subdir: str | None, work: Callable[[Any, str], Any]) -> Any:
         """On a store opened for this call alone: long calls do not hold up the warm store."""
@@ -110,7 +130,7 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         return run(subdir, lambda s, n: tools.save(s, n, text, area, metadata), create=True)
 
     @server.tool(annotations=READ)
-    def memory_search(
+    async def memory_search(
         query: Annotated[str, Field(min_length=1, description="What to look for.")],
         limit: Limit = None,
         threshold: Threshold = None,
@@ -120,7 +140,7 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         subdir: Subdir = None,
     ) -> models.SearchOut:
         """Search memories, best first (like `memctl load`); count 0 when nothing passes the threshold."""
-        return run(
+        return await run_short(
             subdir,
             lambda s, n: tools.search(
                 s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
@@ -128,7 +148,7 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         )
 
     @server.tool(annotations=READ)
-    def memory_recall(
+    async def memory_recall(
         message: Annotated[str, Field(min_length=1, description="The message the agent is answering.")],
         history: ChatMessages = None,
         threshold: Threshold = None,
@@ -140,22 +160,32 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
     ) -> Annotated[CallToolResult, models.RecallOut]:
         """Memories and solutions for a message, rendered as the block `memctl recall` prints (the text
         content); the structured result has each hit with its score."""
-        doc = run(
-            subdir,
-            lambda s, n: tools.recall(
-                s, n, message, history=history, threshold=threshold, query_prep=query_prep, post_filter=post_filter
-            ),
-        )
+
+        def work(store: Any, name: str) -> Any:
+            return tools.recall(
+                store,
+                name,
+                message,
+                history=history,
+                threshold=threshold,
+                query_prep=query_prep,
+                post_filter=post_filter,
+            )
+
+        if query_prep or post_filter:  # the utility model: seconds, on a worker thread
+            doc = await anyio.to_thread.run_sync(run, subdir, work)
+        else:
+            doc = await run_short(subdir, work)
         text = doc["prompt"] or "nothing recalled for this message\n"
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=doc)
 
     @server.tool(annotations=READ)
-    def memory_get(ids: Ids, subdir: Subdir = None) -> models.GetOut:
+    async def memory_get(ids: Ids, subdir: Subdir = None) -> models.GetOut:
         """Memories by id, with their metadata and the ids derived from them; unknown ids are listed in missing."""
-        return run(subdir, lambda s, n: tools.get(s, n, ids))
+        return await run_short(subdir, lambda s, n: tools.get(s, n, ids))
 
     @server.tool(annotations=READ)
-    def memory_list(
+    async def memory_list(
         area: AreaArg = None,
         filter: FilterArg = None,
         limit: Annotated[int | None, Field(ge=1, le=1000, description="Page size [config list_page_size].")] = None,
@@ -163,7 +193,7 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         subdir: Subdir = None,
     ) -> models.ListOut:
         """Memories newest first, a page at a time."""
-        return run(subdir, lambda s, n: tools.list_(s, n, area=area, filter=filter, limit=limit, page=page))
+        return await run_short(subdir, lambda s, n: tools.list_(s, n, area=area, filter=filter, limit=limit, page=page))
 
     @server.tool(annotations=_writes(destructive=True, idempotent=False))
     def memory_update(
@@ -262,12 +292,12 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         )
 
     @server.tool(annotations=READ)
-    def behaviour_get(subdir: Subdir = None) -> models.BehaviourOut:
+    async def behaviour_get(subdir: Subdir = None) -> models.BehaviourOut:
         """The store's behaviour rules (for the agent's system prompt); the defaults until changed."""
-        return run(subdir, tools.behaviour)
+        return await run_short(subdir, tools.behaviour)
 
     @server.tool(annotations=READ)
-    def knowledge_search(
+    async def knowledge_search(
         query: Annotated[str, Field(min_length=1, description="What to look for.")],
         limit: Limit = None,
         threshold: Threshold = None,
@@ -277,7 +307,7 @@ def build_server(pool: StorePool, scope: Scope) -> MCPServer:
         subdir: Subdir = None,
     ) -> models.KnowledgeSearchOut:
         """Search imported knowledge chunks only (memctl import-knowledge), e.g. filter "file_type == 'md'"."""
-        return run(
+        return await run_short(
             subdir,
             lambda s, n: tools.knowledge_search(
                 s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
@@ -409,12 +439,14 @@ def serve(
             "Authorization: Bearer <token>",
         )
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
-    server = build_server(pool, scope)
+    server = build_server(pool, scope, inline=bind is None)
     pool.warm(scope.default)
     try:
         if bind is None:
+            from memctl.mcp.stdio import serve_stdio
+
             _say(quiet, f"memctl mcp: serving {scope.describe()} of {_where(pool)} on stdio")
-            server.run("stdio")
+            anyio.run(serve_stdio, server)
         else:
             _serve_http(server, pool, scope, bind, token, quiet)
     finally:
