@@ -133,9 +133,7 @@ def test_a_backend_without_a_store_folder_can_be_replaced_in_place(backend: type
 
 
 # Modules above memctl/store that still import a concrete backend, each with why (drop it once fixed).
-KNOWN_BACKEND_IMPORTS = {
-    "memctl/mcp/server.py": "postgres.redact() for its startup line; mcp/ is being changed in another branch",
-}
+KNOWN_BACKEND_IMPORTS: dict[str, str] = {}
 
 
 def _backend_imports(path: Path, concrete: set[str]) -> list[str]:

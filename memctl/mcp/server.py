@@ -491,13 +491,9 @@ def _serve_http(
 
 
 def _where(pool: StorePool) -> str:
-    if pool.url is not None:
-        from memctl.store.postgres import redact
+    from memctl.store import store_place
 
-        return redact(pool.url)
-    from memctl.paths import resolve_root
-
-    return str(resolve_root(pool.root))
+    return store_place(pool.root, store=pool.store_option, overrides=pool.overrides)
 
 
 def _say(quiet: bool, line: str) -> None:

@@ -145,6 +145,15 @@ def store_location(
     return backend_of(url).location_at(spec)
 
 
+def store_place(
+    root: str | os.PathLike[str] | None, *, store: str | None = None, overrides: dict[str, Any] | None = None
+) -> str:
+    """Where the backend `store` names keeps its stores, for messages: a URL without its password, or
+    the root folder; nothing is opened or created."""
+    url = resolve_store_url(store, overrides)
+    return backend_of(url).where_at(StoreSpec(url, resolve_root(root), overrides=overrides))
+
+
 def store_folder(
     root: str | os.PathLike[str] | None,
     subdir: str,

@@ -371,6 +371,12 @@ class StoreBase(abc.ABC):
         raise NotImplementedError
 
     @classmethod
+    def where_at(cls, spec: StoreSpec) -> str:
+        """Where the backend keeps the stores `spec` points to, for messages (no secret, no connection):
+        this default says the root folder."""
+        return str(spec.root)
+
+    @classmethod
     def folder_at(cls, spec: StoreSpec) -> Path | None:
         """The store's folder when the backend keeps a store as a memctl store folder, which
         memctl/backup.py then copies file by file and restores by a folder swap; None (this

@@ -195,6 +195,10 @@ class PostgresStore(StoreBase):
         return StoreList(where, [StoreSummary(name, count, f"{where}#{name}") for name, count in found])
 
     @classmethod
+    def where_at(cls, spec: StoreSpec) -> str:
+        return redact(_url(spec))
+
+    @classmethod
     def location_at(cls, spec: StoreSpec) -> str:
         return f"{redact(_url(spec))}#{spec.subdir}"  # whether it exists, the connection that follows says
 
