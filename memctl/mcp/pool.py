@@ -103,11 +103,11 @@ class StorePool:
     # -- opening ---------------------------------------------------------------------------
     def config_for(self, subdir: str) -> Any:
         from memctl.config import load_config
-        from memctl.paths import resolve_root, store_dir
+        from memctl.store import store_folder
 
-        if self.url is not None:
-            return load_config(None, self.overrides)
-        return load_config(store_dir(resolve_root(self.root), subdir), self.overrides)
+        # a store kept as a folder may hold its own config.yaml; a store that is rows elsewhere has none
+        folder = store_folder(self.root, subdir, store=self.store_option, overrides=self.overrides)
+        return load_config(folder, self.overrides)
 
     def embedder_for(self, config: Any) -> SharedEmbedder:
         from memctl.embeddings import make_embedder
