@@ -1,6 +1,6 @@
 """Fit the relevance calibration of an embedding model on the TUNE half of the corpus and ship it.
 
-    python scripts/fit_relevance.py --corpus eval/corpus/tune [--corpus DIR ...] [--write]
+    python scripts/fit_relevance.py --corpus eval/corpus/tune [--corpus DIR ...] [--write | --cross-validate]
 
 Training pairs (query, candidate memory, answers: yes/no), all from the given tune-half folders:
 - each recall probe against a store of its series' memories, and against one store of every memory
@@ -88,16 +88,16 @@ class Background:
 
 
 def collect(
-    store, probes: list[tuple[Probe, bool, set[str]]], candidates: int, background: Background
-) -> list[tuple[str, list[dict], list[int]]]:
+    store, probes: list[tuple[Probe, bool, set[str], str]], candidates: int, background: Background
+) -> list[tuple[str, list[dict], list[int], str]]:
     """Per probe: (query, evidence of its top candidates by the fusion, labels); the query of a synthetic
-    negative (asked of another series' store) is marked with a leading SYNTHETIC. Each probe names the
-    domains its cosine_z must not see in the background (its own and the store's)."""
+    negative (asked of another series' store) is marked with a leading SYNTHETIC; last, the probe's domain.
+    Each probe names the domains its cosine_z must not see in the background (its own and the store's)."""
     out = []
     with configured(store, {"search_threshold": 0.0}):
         store.calibration = lambda: NEUTRAL
         try:
-            for probe, answerable, unseen in probes:
+            for probe, answerable, unseen, domain in probes:
                 got = store.search_evidence(probe.query, limit=1000, threshold=0.0, mode="hybrid")
                 stand = standing(background.without(unseen), store._embed_query(probe.query))
                 for _, evidence in got:
@@ -105,7 +105,8 @@ def collect(
                 got.sort(key=lambda pair: -pair[1]["fused"])
                 got = got[:candidates]
                 labels = [int(answerable and probe.want is not None and hit.text == probe.want) for hit, _ in got]
-                out.append((probe.query if answerable else SYNTHETIC + probe.query, [ev for _, ev in got], labels))
+                query = probe.query if answerable else SYNTHETIC + probe.query
+                out.append((query, [ev for _, ev in got], labels, domain))
         finally:
             del store.calibration
     return out
@@ -122,11 +123,13 @@ def domain_of(folder: Path, series: Series) -> str:
 
 def gather(
     folders: list[Path], home: Path, candidates: int, sentences: list[dict[str, str]]
-) -> list[list[tuple[str, list[dict], list[int]]]]:
-    """Groups of probe results: per store layout, the probes asked of it."""
+) -> tuple[list[list[tuple[str, list[dict], list[int], str]]], list[str | None]]:
+    """Groups of probe results, one per store (a series' store, or the whole folder's), with the probes
+    asked of it; and each group's store domain (None: the whole folder)."""
     import memctl
 
     groups = []
+    store_domains: list[str | None] = []
     background = None
     for f_number, folder in enumerate(folders):
         all_series: list[Series] = load_series(folder)
@@ -138,20 +141,22 @@ def gather(
                 if not len(store):
                     continue
                 own = domains[series.name]
-                asked = [(p, True, {own}) for p in series.probes]
+                asked = [(p, True, {own}, own) for p in series.probes]
                 asked += [
-                    (p, False, {own, domains[other.name]})
+                    (p, False, {own, domains[other.name]}, domains[other.name])
                     for other in all_series
                     if other is not series
                     for p in other.probes
                 ]
                 groups.append(collect(store, asked, candidates, background))
+                store_domains.append(own)
         with memctl.open_store(home, f"fit{f_number}-half") as store:
             for series in all_series:
                 fill(store, series.memories)
-            asked = [(p, True, {domains[s.name]}) for s in all_series for p in s.probes]
+            asked = [(p, True, {domains[s.name]}, domains[s.name]) for s in all_series for p in s.probes]
             groups.append(collect(store, asked, candidates, background or Background(store.embedder, sentences)))
-    return groups
+            store_domains.append(None)
+    return groups, store_domains
 
 
 def training_rows(groups, negatives: int, neighbours: int) -> tuple[list[list[float]], list[int], list[bool]]:
@@ -162,7 +167,7 @@ def training_rows(groups, negatives: int, neighbours: int) -> tuple[list[list[fl
     Returns rows, labels and which rows are neighbours (weighed apart: a few of them are hidden yeses)."""
     rows, labels, near = [], [], []
     for group in groups:
-        for _, evidence, ys in group:
+        for _, evidence, ys, _ in group:
             if any(ys):
                 chosen = [(ev, 1, False) for ev, y in zip(evidence, ys, strict=True) if y]
                 chosen += [(ev, 0, True) for ev, y in zip(evidence, ys, strict=True) if not y][:neighbours]
@@ -176,14 +181,19 @@ def training_rows(groups, negatives: int, neighbours: int) -> tuple[list[list[fl
 
 
 def pass_rates(
-    groups, calibration: Calibration, threshold: float, limit: int, synthetic: bool = False, pooled: bool = False
+    groups,
+    calibration: Calibration | Scored,
+    threshold: float,
+    limit: int,
+    synthetic: bool = False,
+    pooled: bool = False,
 ) -> tuple[float, float, int, int]:
     """(share of answerable probes whose answer scores >= threshold within the top `limit`, share of
     unanswerable probes with nothing >= threshold, counts); unanswerable = the corpus' negative probes,
     or with `synthetic` the probes asked of another series' store."""
     found = positives = silent = negatives = 0
     for group in groups:
-        for query, evidence, labels in group:
+        for query, evidence, labels, _ in group:
             if not pooled and query.startswith(SYNTHETIC) != synthetic and not any(labels):
                 continue
             # the search's order (the fusion's), the calibrated score deciding what passes
@@ -198,11 +208,11 @@ def pass_rates(
     return found / max(positives, 1), silent / max(negatives, 1), positives, negatives
 
 
-def companions(groups, calibration: Calibration, threshold: float, limit: int) -> float:
+def companions(groups, calibration: Calibration | Scored, threshold: float, limit: int) -> float:
     """Mean number of non-answers kept (>= threshold, within the top `limit`) beside an answerable probe's answer."""
     kept_others = answered = 0
     for group in groups:
-        for _, evidence, labels in group:
+        for _, evidence, labels, _ in group:
             if not any(labels):
                 continue
             ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
@@ -210,6 +220,88 @@ def companions(groups, calibration: Calibration, threshold: float, limit: int) -
             answered += 1
             kept_others += len(kept) - sum(kept)
     return kept_others / max(answered, 1)
+
+
+class Scored:
+    """A calibration's scores, each candidate's computed once (the cut search asks for them 97 times)."""
+
+    def __init__(self, calibration: Calibration) -> None:
+        self.calibration = calibration
+        self.memo: dict[int, float] = {}
+
+    def score(self, evidence: dict) -> float:
+        key = id(evidence)
+        if key not in self.memo:
+            self.memo[key] = self.calibration.score(evidence)
+        return self.memo[key]
+
+
+def fit_and_cut(groups, model: str, args, verbose: bool = False) -> tuple[Calibration, float]:
+    """The calibration fitted on `groups` with its odds shifted so that the cut chosen on them is DEFAULT."""
+    rows, labels, near = training_rows(groups, args.negatives, args.neighbours)
+    dropped = [FEATURES.index(name) for name in args.drop]
+    rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
+    # Answers and non-answers weigh the same in total; among the non-answers, the neighbours carry
+    # --neighbour-weight of it.
+    n_yes, n_near = sum(labels), sum(near)
+    n_far = len(labels) - n_yes - n_near
+    share = args.neighbour_weight if n_near else 0.0
+    weights = [
+        0.5 / n_yes if y else (0.5 * share / n_near if is_near else 0.5 * (1 - share) / n_far)
+        for y, is_near in zip(labels, near, strict=True)
+    ]
+    calibration = fit(rows, labels, model, l2=args.l2, sample_weight=weights)
+    # The cut: most answers kept plus most unanswerable probes (the corpus' and the synthetic ones, pooled)
+    # silent; ties go to the higher threshold.
+    best = None
+    scored = Scored(calibration)
+    for step in range(2, 99):
+        threshold = step / 100
+        found, silent, positives, negatives = pass_rates(groups, scored, threshold, args.limit, pooled=True)
+        key = (round(found + silent, 6), threshold)
+        if best is None or key > best[0]:
+            best = (key, threshold)
+        if verbose and step % 10 == 0:
+            beside = companions(groups, scored, threshold, args.limit)
+            print(
+                f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}, "
+                f"{beside:.2f} non-answers beside an answer"
+            )
+    assert best is not None
+    cut = best[1]
+    # Shift the odds so that the chosen cut is the configured default threshold (search_threshold).
+    shift = math.log(DEFAULT / (1 - DEFAULT)) - math.log(cut / (1 - cut))
+    shifted = Calibration(**{**calibration.__dict__, "bias": calibration.bias + shift, "default_threshold": DEFAULT})
+    return shifted, cut
+
+
+def cross_validate(groups, store_domains: list[str | None], model: str, args) -> None:
+    """Leave one domain out: fit (and cut) on the probes and stores of the other domains, measure the held-out
+    domain's series stores at DEFAULT; print each fold and the sums. An estimate, from the tune half alone,
+    of what the fit does on domains it never saw."""
+    domains = sorted({d for d in store_domains if d is not None})
+    totals = [0] * 7
+    for held in domains:
+        train = [
+            [item for item in group if item[3] != held]
+            for group, store_domain in zip(groups, store_domains, strict=True)
+            if store_domain != held
+        ]
+        test = [group for group, store_domain in zip(groups, store_domains, strict=True) if store_domain == held]
+        calibration, _ = fit_and_cut(train, model, args)
+        found, silent, positives, negatives = pass_rates(test, calibration, DEFAULT, args.limit)
+        _, other, _, others = pass_rates(test, calibration, DEFAULT, args.limit, synthetic=True)
+        beside = companions(test, calibration, DEFAULT, args.limit) * positives
+        fold = [round(found * positives), positives, round(silent * negatives), negatives]
+        fold += [round(other * others), others, beside]
+        totals = [a + b for a, b in zip(totals, fold, strict=True)]
+        print(f"  held out {held:28s} found {fold[0]}/{fold[1]}, negatives silent {fold[2]}/{fold[3]}")
+    f, p, s, n, o, on, beside = totals
+    print(
+        f"leave-one-domain-out ({len(domains)} folds, series stores, at {DEFAULT}): answer found {f}/{p} "
+        f"({f / max(p, 1):.1%}), negative probes silent {s}/{n} ({s / max(n, 1):.1%}), other series' probes "
+        f"silent {o / max(on, 1):.1%}, {beside / max(p, 1):.2f} non-answers beside an answer"
+    )
 
 
 def main() -> None:
@@ -242,6 +334,11 @@ def main() -> None:
         help="results counted when choosing the threshold (the recall block shows recall_memories_max_result)",
     )
     parser.add_argument("--write", action="store_true", help="save memctl/data/relevance/<model>.json")
+    parser.add_argument(
+        "--cross-validate",
+        action="store_true",
+        help="leave one tune domain out per fold: fit on the others, measure it (writes nothing)",
+    )
     args = parser.parse_args()
     for folder in args.corpus:
         if "report" in folder.resolve().parts:
@@ -252,42 +349,12 @@ def main() -> None:
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
     sentences = build_background(args.corpus, args.background_per_domain)
-    groups = gather(args.corpus, home, args.candidates, sentences)
-    rows, labels, near = training_rows(groups, args.negatives, args.neighbours)
-    dropped = [FEATURES.index(name) for name in args.drop]
-    rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
-    # Answers and non-answers weigh the same in total; among the non-answers, the neighbours carry
-    # --neighbour-weight of it.
-    n_yes, n_near = sum(labels), sum(near)
-    n_far = len(labels) - n_yes - n_near
-    share = args.neighbour_weight if n_near else 0.0
-    weights = [
-        0.5 / n_yes if y else (0.5 * share / n_near if is_near else 0.5 * (1 - share) / n_far)
-        for y, is_near in zip(labels, near, strict=True)
-    ]
-    calibration = fit(rows, labels, model, l2=args.l2, sample_weight=weights)
-    # The cut: most answers kept plus most unanswerable probes (the corpus' and the synthetic ones, pooled)
-    # silent; ties go to the higher threshold.
-    best = None
-    for step in range(2, 99):
-        threshold = step / 100
-        found, silent, positives, negatives = pass_rates(groups, calibration, threshold, args.limit, pooled=True)
-        beside = companions(groups, calibration, threshold, args.limit)
-        key = (round(found + silent, 6), threshold)
-        if best is None or key > best[0]:
-            best = (key, threshold)
-        if step % 10 == 0:
-            print(
-                f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}, "
-                f"{beside:.2f} non-answers beside an answer"
-            )
-    assert best is not None
-    cut = best[1]
-    # Shift the odds so that the chosen cut is the configured default threshold (search_threshold).
-    shift = math.log(DEFAULT / (1 - DEFAULT)) - math.log(cut / (1 - cut))
-    calibration = Calibration(
-        **{**calibration.__dict__, "bias": calibration.bias + shift, "default_threshold": DEFAULT}
-    )
+    groups, store_domains = gather(args.corpus, home, args.candidates, sentences)
+    if args.cross_validate:
+        cross_validate(groups, store_domains, model, args)
+        return
+    calibration, cut = fit_and_cut(groups, model, args, verbose=True)
+    rows, labels, _ = training_rows(groups, args.negatives, args.neighbours)
     print(f"cut {cut:.2f} on the fitted odds; shifted to {DEFAULT}. At the default threshold (tune half):")
     found, silent, positives, negatives = pass_rates(groups, calibration, DEFAULT, args.limit)
     _, other, _, others = pass_rates(groups, calibration, DEFAULT, args.limit, synthetic=True)
