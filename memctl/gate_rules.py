@@ -124,7 +124,8 @@ _ZH_ACTS = (
     "创建|新建|删除|删掉|运行|执行|跑了|修改|改了|编辑|安装|卸载|写了|写入|更新|生成|搜索|"
     "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
     "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了|推荐了|建议了|比较了|对比了|整理了|"
-    "列出了|找了|算了|设了|设好|定了|调到|调了|加了|关了|开了|记下|记录了|发到|重新发|生成好"
+    "列出了|找了|算了|设了|设好|定了|调到|调了|加了|关了|开了|记下|记录了|发到|重新发|生成好|"
+    "写好|做好|改好|弄好|整理好|起草|拟好|拟了|画好|列好|查好|订好|算好"
 )
 _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
@@ -204,7 +205,9 @@ _RAW_ERROR = re.compile(
     r"|(?-i:CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Evicted)"
     r"|(^|:\s*)(could not|couldn't|cannot|can't|failed to|unable to) (resolve|fetch|find|connect|open|load|read|"
     r"write|bind|create|start|mount|locate|allocate|access)\b"
-    r"|(报错|错误|异常)\s*[:：]\s*\S|(拒绝访问|权限不足|找不到(文件|模块)|连接被拒绝|连接超时)",
+    r"|(报错|错误|异常)\s*[:：]\s*\S|(拒绝访问|权限不足|找不到(文件|模块)|连接被拒绝|连接超时)"
+    r"|\bHTTP\s?[45]\d\d\s*\(|\b(could not|couldn't|failed to|unable to) (fetch|resolve|connect|load|open)\b"
+    r"[^.]{0,40}\b(HTTP\s?[45]\d\d|timed out|refused)",
     re.IGNORECASE,
 )
 
@@ -226,7 +229,7 @@ _LOCAL = re.compile(
     r"|(^|[\s(\"'`=:：])/dev/(sd[a-z]|nvme\d|hd[a-z]|disk\d|mmcblk\d)\w*"
     r"|(^|[\s(\"'`=:：])(~|/home|/root|/tmp|/var/tmp|/workspace|/workspaces|/app|/mnt|/Users|/private/var|"
     r"/var/folders|/data|/srv|/opt/[\w.-]+/(src|work))(/|\b)"
-    r"|\b[A-Za-z]:\\(Users|Temp|tmp)\\"
+    r"|\b[A-Za-z]:\\(Users|Temp|tmp)\\|/sdcard/|/storage/emulated/|\bDCIM/|\bIMG_\d{3,}\.(jpe?g|heic|png)\b"
     r"|\bport\s+\d{2,5}\b|\b(?=[\w.-]*[a-z])[\w.-]+:\d{2,5}\b|端口\s*[:：号]?\s*\d{2,5}"
     r"|\b[\w./-]+\.(py|js|ts|tsx|jsx|go|rs|java|rb|c|cc|cpp|h|toml|ya?ml|json|cfg|ini|pm|pl|php|sh|lua|cs|kt|swift)\b"
     r".{0,12}\blines?\s+\d+"
@@ -278,13 +281,34 @@ _EPHEMERAL_ID = [
     re.compile(r"https?://\S+/(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Z])(?=[A-Za-z0-9]*[a-z])[A-Za-z0-9]{6,12}\b"),
     re.compile(r"(内推码|邀请码|验证码|取件码|兑换码|取餐码)\s*[:：]?\s*[A-Za-z0-9]+"),
     re.compile(r"(工单|订单|预订|预约|单号|编号|流水号|会话)\s*(号|编号|id|ID)?\s*[:：#]?\s*[A-Za-z0-9][\w-]*\d"),
+    re.compile(
+        r"\bbatch\s+(no\.?\s*|number\s*|#)?[A-Z0-9]*\d[\w-]*|\blot\s+(no\.?|number|#)\s*[\w-]*\d", re.IGNORECASE
+    ),
 ]
+_TICKET_SHAPE = _EPHEMERAL_ID[4]  # TDC-55819: also the shape of a product's model number (Ampeg RB-110)
+_ID_WORDS = _EPHEMERAL_ID[10]  # "order 24": also a quantity ("minimum order 24 candles")
+# a capitalised name just before: a product's model ("Rocket Bass RB-110"), unless it names a ticket
+_MODEL_BEFORE = re.compile(
+    r"\b(?!(Ticket|Issue|Bug|Task|Story|Epic|Case|Invoice|Order|Jira|Linear|See|Ref|PR|MR)\b)[A-Z][A-Za-z]+\s+$"
+)
+_QUANTITY_BEFORE = re.compile(r"\b(minimum|maximum|min|max|bulk|smallest|largest|first)\s+$", re.IGNORECASE)
+_UNIT_AFTER = re.compile(r"\s+[a-z]+s\b")
+
+
+def _not_an_id(pattern: re.Pattern[str], text: str, found: re.Match[str]) -> bool:
+    """A match of an id shape that is a model number or a quantity."""
+    before = text[: found.start()]
+    if pattern is _TICKET_SHAPE:
+        return bool(_MODEL_BEFORE.search(before))
+    if pattern is _ID_WORDS:
+        return bool(_QUANTITY_BEFORE.search(before) or _UNIT_AFTER.match(text, found.end()))
+    return False
 
 
 def _ephemeral_id(text: str) -> str | None:
     for pattern in _EPHEMERAL_ID:
         for found in pattern.finditer(text):
-            if not _STANDARDS.match(found.group(0).strip()):
+            if not _STANDARDS.match(found.group(0).strip()) and not _not_an_id(pattern, text, found):
                 return found.group(0).strip()
     return None
 
@@ -327,7 +351,8 @@ _RELATIVE = re.compile(
     rf"just (upgraded|installed|bought|finished|got|received|updated|ordered|submitted|sent|booked|applied|"
     rf"interviewed|did|had)|"
     rf"(by |at |before )?(the )?end of (the |this |next )?(day|week|month|term|sprint|semester)|eod|eow|asap|"
-    rf"as soon as possible|urgently|in the future|down the line|later on|sometime)\b"
+    rf"as soon as possible|urgently|in the future|down the line|later on|sometime|(the )?week after next|"
+    rf"(this|the past|the last) hour)\b"
     rf"|今天|今晚|今早|今日|明天|明早|明晚|后天|昨天|昨晚|前天|本周|这周|这个周末|这周末|下周|上周|下个?月|上个?月|"
     rf"这个月|刚才|刚刚|待会|等一下|稍后|过几天|这两天|这几天|目前暂时|暂时|快到了|快要到|就要到|即将|马上就要|昨晚的|尽快|赶紧|抓紧|"
     rf"(上午|下午|晚上|中午)(刚|刚刚|要去|要和|有个|有场)|"
@@ -399,7 +424,18 @@ _PASSING = re.compile(
     r"|(还|仍然|仍)(有|剩|剩下)[^，。,；;\d]{1,8}\d+\s*(个|颗|张|盒|克|条|瓶|袋|件|份|斤)"
     r"|还在(下载|上传|安装|编译|同步|处理|加载|更新|排队|审核)|已经\s*\d+(\.\d+)?\s*%"
     r"|已经\S{0,3}了?\s*(一个半|半|\d+|[一二三四五六七八九十两]+)\s*个?(小时|分钟|秒)"
-    r"|(快|要)(疯|崩溃|气死|累死|烦死)了|搞得.{0,6}(疯|崩溃|头疼|头大)",
+    r"|(快|要)(疯|崩溃|气死|累死|烦死)了|搞得.{0,6}(疯|崩溃|头疼|头大)"
+    # a feeling of the moment, whatever follows it ("is fed up with the dust", "is nervous about headlining")
+    r"|\b(is|are|am|'m|was|were|feels?|felt|feeling)\s+(so |very |really |pretty |quite |super |a bit |kind of |"
+    r"kinda |honestly |a little |too )?(fed up|panicking|panicky|freaking out|nervous|anxious|worried|scared|"
+    r"dreading|overwhelmed|stressed out|thrilled|upset)\b"
+    r"|\b(user|he|she|they|we) (hopes|hoped|is hoping|wishes) (that |the |it |this |they |we |everything )"
+    r"|觉得.{0,20}?(很|有点|太|好|挺)(累|烦|辛苦|紧张|焦虑|头疼|崩溃|麻烦)|(?<!会)(有点|很|非常|特别|挺)(担心|紧张|焦虑)"
+    # a reading of one moment: what a tool shows now, a queue, a streak, a balance, a parcel on its way
+    r"|\b(shows|showed|displays|displayed)\s+[^.;]{0,40}?\d"
+    r"|\b\d[\d,.]*\s+[\w-]+( [\w-]+)?\s+(available|waiting|queued)( now| today)?\b"
+    r"|\bstreak (is|of|at|:)\s*\d+|(\bbalance|余额)\s*(is |of |:|：)?\s*[$€£¥]?\s*\d"
+    r"|运输中|派送中|配送中|已揽收|待揽收|已签收",
     re.IGNORECASE,
 )
 
@@ -498,9 +534,18 @@ _AMOUNT = re.compile(
 )
 
 
+# amounts that are a standing price list or terms, not a tally of one period
+_PRICE_LIST = re.compile(
+    r"\b(prices?|pricing|price list|rates?|fees?|tiers?|wholesale|retail|per|each|free shipping)\b|价格|售价|定价|每",
+    re.IGNORECASE,
+)
+
+
 def _figures(text: str) -> str | None:
     amounts = _AMOUNT.findall(text)
-    return f"{len(amounts)} amounts" if len(amounts) >= 3 else None
+    if len(amounts) < 3 or _PRICE_LIST.search(text):
+        return None
+    return f"{len(amounts)} amounts"
 
 
 # --- requests, maybe-intentions, the session's topic -------------------------------------------------
@@ -565,7 +610,7 @@ _MAYBE = re.compile(
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
     r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
     r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
-    r"|(几天|一阵子?|一段时间|一下)再|休息(几天|一下|一阵)",
+    r"|(几天|一阵子?|一段时间|一下)再|休息(几天|一下|一阵)|可能(会)?(考虑|想|打算)|可能\S{0,6}想",
     re.IGNORECASE,
 )
 
@@ -611,6 +656,8 @@ _HISTORY = re.compile(
 )
 # a change of state told once is the new state ("took over the compost; Dana no longer does it")
 _STATE_CHANGE = re.compile(r"\b(no longer|not any ?more|any ?more|took over|instead of)\b", re.IGNORECASE)
+_DECISION = re.compile(r"chose|picked|selected|decided|opted|settled on|went with", re.IGNORECASE)
+_CONDITION_BEFORE = re.compile(r"\b(unless|if|whenever|in case|once)\b[^.;]{0,40}$", re.IGNORECASE)
 _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(\w+ly\s+)?\w+ed\b", re.IGNORECASE)
 
 
@@ -634,6 +681,8 @@ def _past_event(text: str) -> str | None:
     word = found.group(0).strip()
     if word.lower().endswith("ed") and _BE_OR_HAVE.search(text) and " " not in word:
         return None
+    if _DECISION.fullmatch(word) or _CONDITION_BEFORE.search(text[: found.start()]):
+        return None  # "chose LVT for the kitchen" is a decision; "unless the jar arrived broken" a rule
     return word
 
 

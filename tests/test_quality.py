@@ -345,6 +345,52 @@ RULE_CASES = [
             "User lifts on Monday, Wednesday, Friday at 6:15 am",
         ],
     ),
+    # widened from the third tune batch: feelings of the moment, readings, balances, parcels, HTTP failures,
+    # camera paths, batch numbers; and the durable lookalikes it showed (decisions, price lists, model numbers,
+    # minimum orders, conditions, dated dues, habitual feelings)
+    (
+        "passing_state",
+        [
+            "User is fed up with the dust everywhere",
+            "User hopes the gig sells out",
+            "WaniKani has 187 reviews available now",
+            "Bandcamp shows 37 page views",
+            "Leo 的午餐账户余额 $12.60",
+            "用户觉得早上送两个孩子很累",
+            "物流中通 75312004418823 运输中",
+        ],
+        ["The tidyparse 3.0 milestone is due on 30 June 2026", "用户坐飞机会很紧张"],
+    ),
+    (
+        "raw_error",
+        ["Google Calendar could not fetch the URL: HTTP 404 (Not Found)"],
+        ["User's site returns 404 pages in Welsh"],
+    ),
+    (
+        "local_coordinate",
+        ["耳道镜照片保存在 /sdcard/DCIM/Otoscope/IMG_0412.jpg"],
+        ["User keeps photos in Google Photos"],
+    ),
+    (
+        "ephemeral_id",
+        ["Dow Corning 785 batch 4412-X09, expiry 2026-11"],
+        [
+            "User's gear: a Fender Jazz Bass into an Ampeg Rocket Bass RB-110 combo",
+            "Wholesale terms: minimum order 24 candles, 40% off retail, net 30 payment",
+        ],
+    ),
+    ("agent_action", ["助手写好了请假邮件的草稿"], ["用户每周日写好下周的菜单"]),
+    ("maybe_intention", ["Leo 可能下学期想踢足球", "用户可能考虑给咪咪买个饮水机"], ["用户对猫毛过敏"]),
+    ("relative_time", ["The floor fitter can't start till the week after next"], ["Bin day is every other Tuesday"]),
+    ("figures", [], ["Prices: 8 oz candles $24, 12 oz $32; free shipping on orders over $60"]),
+    (
+        "past_event",
+        [],
+        [
+            "User chose Karndean LVT in 'Ashland oak' for the kitchen and hallway",
+            "Returns: 30 days for unopened candles; buyer pays return shipping unless the jar arrived broken",
+        ],
+    ),
 ]
 
 
