@@ -136,7 +136,6 @@ def _scalars() -> st.SearchStrategy[Any]:
         st.booleans(),
         st.integers(-3, 3),
         st.sampled_from([0.5, 1.0, -1.5, 2.0, 1e20]),
-        st.sampled_from(LONG),
         st.text(alphabet=ALPHABET, max_size=3),
     )
 
@@ -181,6 +180,9 @@ indexable = st.one_of(
     st.builds(lambda n, v: f"{n} in {_render(v)}", _field, st.lists(_scalars(), max_size=3)),
     st.builds(lambda n, o, v: f"{n} {o} {_render(v)}", _field, st.sampled_from(["<", "<=", ">", ">="]), _literal()),
     st.builds(lambda v, o, n: f"{_render(v)} {o} {n}", _literal(), st.sampled_from(["<", "<=", ">", ">="]), _field),
+    st.builds(
+        lambda n, o, v: f"{n} {o} {_render(v)}", _field, st.sampled_from(["<", "<=", ">", ">="]), st.sampled_from(LONG)
+    ),
 )
 indexed_filters = st.one_of(
     indexable,

@@ -977,7 +977,7 @@ class PostgresStore(StoreBase):
         import psycopg
 
         try:
-            for table in ("memctl_memories", "memctl_history", "memctl_archive"):
+            for table in ("memctl_memories", "memctl_meta_ranges", "memctl_history", "memctl_archive"):
                 self.conn.execute(f"VACUUM {table}")
         except psycopg.Error:
             return False
