@@ -33,6 +33,8 @@ RECORDS = 300
 KEYS = ["a", "b", "n", "s", "tags", "timestamp"]
 NAMES = [*KEYS, "missing", "area", "id", "created_at"]
 ALPHABET = "abxé数+e"
+# Strings past the 100 characters PostgreSQL's range postings keep of a string (pg_schema.py m006).
+LONG = ["p" * 100, "p" * 100 + "a", "p" * 100 + "b", "p" * 99 + "q"]
 
 
 def _scalar(rng: random.Random, exotic: bool) -> Any:
@@ -60,6 +62,7 @@ def _scalar(rng: random.Random, exotic: bool) -> Any:
         "1",
         "e+1",
         "\\u0000",
+        *LONG,
     ]
     if exotic:
         choices += [2**63, 10**20, 1e20, 12345678901234567890, 1e16]
@@ -177,6 +180,9 @@ indexable = st.one_of(
     st.builds(lambda n, v: f"{n} in {_render(v)}", _field, st.lists(_scalars(), max_size=3)),
     st.builds(lambda n, o, v: f"{n} {o} {_render(v)}", _field, st.sampled_from(["<", "<=", ">", ">="]), _literal()),
     st.builds(lambda v, o, n: f"{_render(v)} {o} {n}", _literal(), st.sampled_from(["<", "<=", ">", ">="]), _field),
+    st.builds(
+        lambda n, o, v: f"{n} {o} {_render(v)}", _field, st.sampled_from(["<", "<=", ">", ">="]), st.sampled_from(LONG)
+    ),
 )
 indexed_filters = st.one_of(
     indexable,
@@ -296,3 +302,58 @@ def test_list_prune_and_search_select_through_the_database(backend, home: Path) 
             hits = store.search("memory", limit=100, threshold=0.0, filter=source, mode="dense")
             assert {h.id for h in hits} == set(want), source
         assert set(ids) >= set(want)
+
+
+def test_range_filters_follow_updates_and_deletes(backend, home: Path) -> None:
+    """Range terms are answered from postings (SQLite meta_terms, PostgreSQL memctl_meta_ranges) that follow
+    every write: after an update, a metadata replacement, a move between areas and a delete, `list`,
+    `prune`, a filtered search and forget's paths (`search_all_above`, `find_exact`) still agree with the
+    Python evaluator."""
+    from memctl.lifecycle import PruneCriteria, select_for_prune
+
+    long = "d" * 100
+    metas = [
+        {"score": 1, "due": "2025-01"},
+        {"score": 5.5, "due": "2026-03"},
+        {"score": True, "due": long + "b"},
+        {"score": "7", "due": long},
+        {"score": [9]},
+        {"score": 10**20, "due": long + "a"},
+    ]
+    sources = [
+        "score >= 5",
+        "score < 2",
+        "1 <= score <= 1",
+        "score > 1e3",
+        "due >= '2026'",
+        "due < '2026-03'",
+        f"due > '{long}'",
+        f"due >= '{long}a'",
+        f"due < '{long}b'",
+        "score > 1 and due > '2025'",
+    ]
+
+    def check(store: Any, step: str) -> None:
+        for source in sources:
+            flt = compile_filter(source)
+            want = {m.id for m, _ in store.iter_all() if flt.matches(m.filter_names())}
+            assert store.matching_ids(flt) == want, (step, source)
+            page, total = store.list(filter=source, limit=100)
+            assert total == len(want) and {m.id for m in page} == want, (step, source)
+            assert {m.id for m in select_for_prune(store, PruneCriteria(filter=source))} == want, (step, source)
+            hits = store.search_all_above("memory", 0.0, filter=source)
+            assert {h.id for h in hits} == want, (step, source)
+            exact = {m.id for m in store.find_exact("memory 1", None, filter=source)}
+            assert exact == want & {m.id for m, _ in store.iter_all() if m.text == "memory 1"}, (step, source)
+
+    with memctl.open_store(home, "ranges") as store:
+        ids = store.add([f"memory {i}" for i in range(len(metas))], metadata=metas)
+        check(store, "added")
+        store.update(ids[0], metadata={"score": 8})
+        store.update(ids[1], metadata={"due": "2024-12"}, replace_metadata=True)
+        store.update(ids[2], area="solutions", unset=["due"])
+        store.update(ids[3], text="memory 1")
+        check(store, "updated")
+        store.delete([ids[0], ids[5]])
+        check(store, "deleted")
+        assert compile_filter_sql(compile_filter("score >= 5"), "postgres").prefilter is not None

@@ -8,6 +8,7 @@ import socket
 import sys
 import threading
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -319,6 +320,50 @@ def test_migrating_a_database_of_an_older_memctl(pg: str):
         assert [r[0] for r in conn.execute("SELECT name FROM memctl_migrations ORDER BY name")] == sorted(
             name for name, _ in PG_MIGRATIONS
         )
+
+
+def test_range_postings_are_back_filled_and_kept(pg: str):
+    """A database at m005 (filters in SQL, ranges by scan) gets m006_filter_ranges on first use: the postings of
+    the stored memories are back-filled, range filters are answered from them, and writes keep them."""
+    import psycopg
+
+    from memctl.store import pg_schema
+
+    def postings(conn) -> list[tuple]:
+        return conn.execute(
+            "SELECT m.id, r.key, r.num, r.str FROM memctl_meta_ranges AS r JOIN memctl_memories AS m USING (seq)"
+            " ORDER BY m.id, r.key"
+        ).fetchall()
+
+    names = [name for name, _ in pg_schema.MIGRATIONS]
+    real = pg_schema.MIGRATIONS
+    pg_schema.MIGRATIONS = real[: names.index("m006_filter_ranges")]
+    try:
+        with open_pg(pg, "old") as store:
+            emb = FakeEmbedder()
+            metas = [{"score": 99.5, "tag": "a"}, {"score": 3, "ok": True, "list": [1]}, {"score": "x" * 120}]
+            records = [{"id": f"r{i}", "text": f"memory {i}", "metadata": m} for i, m in enumerate(metas)]
+            store.insert_records(records, emb.embed([r["text"] for r in records]), emb.info)
+    finally:
+        pg_schema.MIGRATIONS = real
+    with open_pg(pg, "old") as store:
+        assert store.matching_ids("score >= 99.0") == {"r0"}
+        assert store.matching_ids("score < 99.0") == {"r1"}
+        assert store.matching_ids(f"score > '{'x' * 110}'") == {"r2"}
+        with psycopg.connect(pg, autocommit=True) as conn:
+            assert postings(conn) == [
+                ("r0", "score", Decimal("99.5"), None),
+                ("r0", "tag", None, "a"),
+                ("r1", "ok", 1, None),
+                ("r1", "score", 3, None),
+                ("r2", "score", None, "x" * 100),
+            ]
+        store.update("r0", metadata={"score": 1}, replace_metadata=True)
+        store.touch(["r1"])  # an UPDATE that leaves the metadata alone
+        store.delete(["r2"])
+        assert store.matching_ids("score >= 99.0") == set()
+        with psycopg.connect(pg, autocommit=True) as conn:
+            assert postings(conn) == [("r0", "score", 1, None), ("r1", "ok", 1, None), ("r1", "score", 3, None)]
 
 
 def _rows_holding(url: str, needle: str) -> list[str]:

@@ -15,9 +15,10 @@ a JSON array element by element, a tuple equals nothing stored.
 
 Next to the exact expression comes an index-backed *superset* of the matching rows (the
 "prefilter"), derived from top-level conjuncts such as `tag == 'x'`, `'db' in tags` or
-`lang in ['en', 'de']`: on SQLite postings in `meta_terms` (kept by triggers, schema.py), on
-PostgreSQL containment (`@>`) on the stored column `meta_index` under a GIN index (pg_schema.py). The
-exact expression then runs on those rows only.
+`lang in ['en', 'de']`, and ranges such as `score >= 99`: on SQLite postings in `meta_terms` (kept by
+triggers, schema.py), on PostgreSQL containment (`@>`) on the stored column `meta_index` under a GIN
+index and, for ranges, the btree postings of `memctl_meta_ranges` (pg_schema.py m006). The exact
+expression then runs on those rows only.
 
 Rows the database cannot judge exactly are marked "suspect" and judged by the Python evaluator:
 on SQLite metadata that is not a JSON object the json functions accept (NaN, Infinity) or that
@@ -79,7 +80,7 @@ _FLOAT_EXACT = 1e16
 
 # Prefilter terms: ("eq", key, value) scalar field equality, ("elem", key, value) an array element,
 # ("type", key, kind) the field's JSON kind, ("col", column, value) column equality, ("range", key,
-# (op, value)) a scalar field of the value's kind in that range (SQLite only; PostgreSQL: no restriction).
+# (op, value)) a scalar field of the value's kind in that range.
 Term = tuple[str, str, Any]
 
 
@@ -320,6 +321,7 @@ class _PgDialect(_Dialect):
     max_int = None
 
     def field(self, key: str) -> _Ref:
+        # j is meta_index: the metadata as jsonb, except "id" (a filter's `id` reads the column, never j).
         return _PgField(f"(j -> '{key}')")
 
     def number_param(self, value: Any) -> Any:
@@ -657,28 +659,30 @@ def _sqlite_part(tree: Any) -> Frag:
 
 
 # PostgreSQL: metadata jsonb cannot hold (\u0000) or that `numeric` compares differently from Python
-# (a float written with an exponent, 1e16 and up). memctl_meta() (pg_schema.py m005_filter_meta) marks the same rows.
-PG_SUSPECT = (
-    r"(json_typeof(metadata) <> 'object' OR strpos(metadata::text, '\u0000') > 0"
-    r" OR strpos(metadata::text, 'e+') > 0)"
-)
+# (a float written with an exponent, 1e16 and up): memctl_meta() (pg_schema.py m005_filter_meta) stores
+# {"id": {"": "suspect"}} as their meta_index (no other row's "id" holds a key ""), and the Python
+# evaluator judges them.
 PG_SUSPECT_TERM = """meta_index @> '{"id": {"": "suspect"}}'"""
+# memctl_meta_ranges.str holds a string field's first PG_RANGE_PREFIX characters (pg_schema.py m006).
+PG_RANGE_PREFIX = 100
+_NON_STRICT = {"<": "<=", "<=": "<=", ">": ">=", ">=": ">="}
 
 
-def pg_prefilter(tree: Any) -> Frag:
-    """A condition on meta_index (memctl_meta(metadata), pg_schema.py) a GIN index answers (and columns under
-    their btrees)."""
+def pg_prefilter(tree: Any, subdir: str) -> Frag:
+    """A condition on meta_index (memctl_meta(metadata), pg_schema.py) a GIN index answers, on seq from the
+    range postings' btree, and on columns under their btrees."""
     op, items = tree[0], tree[1]
     if op in ("or", "and"):
         if not items:
             return "FALSE", ()
-        sql, params = _join([pg_prefilter(item) for item in items], " OR " if op == "or" else " AND ")
+        sql, params = _join([pg_prefilter(item, subdir) for item in items], " OR " if op == "or" else " AND ")
         return f"({sql})", params
     key, value = items, tree[2]
     if op == "col":
         return f"{key} = %s", (value,)
-    if op == "range":  # jsonb_path_ops answers equality only: no restriction
-        return "TRUE", ()
+    if op == "range":
+        sign, bound = value
+        return _pg_range(key, sign, bound, subdir)
     docs: list[dict[str, Any]]
     if op == "type":
         docs = [{"id": {key: value}}]
@@ -688,3 +692,20 @@ def pg_prefilter(tree: Any) -> Frag:
         docs = [{key: [v]} for v in _pg_variants(value)]
     sql = " OR ".join(["meta_index @> %s::jsonb"] * len(docs))
     return f"({sql})", tuple(json.dumps(d) for d in docs)
+
+
+def _pg_range(key: str, sign: str, bound: Any, subdir: str) -> Frag:
+    """The seqs whose field `key` is a scalar of the bound's kind in range (a superset: strings compare by
+    their stored prefix). Truncating both sides to n characters keeps a non-strict order (s >= b implies
+    s[:n] >= b[:n]); a strict one only holds for a bound shorter than n."""
+    if isinstance(bound, str):
+        column = "str"
+        if len(bound) >= PG_RANGE_PREFIX:
+            sign, bound = _NON_STRICT[sign], bound[:PG_RANGE_PREFIX]
+    else:
+        column, bound = "num", _PG.number_param(bound)
+    # ARRAY(...) is run once, and `seq = ANY` is an index condition on the primary key, inside a BitmapOr too.
+    return (
+        f"seq = ANY(ARRAY(SELECT seq FROM memctl_meta_ranges WHERE subdir = %s AND key = %s AND {column} {sign} %s))",
+        (subdir, key, bound),
+    )

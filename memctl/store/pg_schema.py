@@ -188,6 +188,75 @@ ALTER TABLE memctl_memories ADD COLUMN meta_index jsonb GENERATED ALWAYS AS (mem
 CREATE INDEX memctl_memories_meta ON memctl_memories USING gin (meta_index jsonb_path_ops);
 """,
     ),
+    (
+        "m006_filter_ranges",
+        r"""
+-- Range terms of metadata filters (`score >= 99`, `due < '2025-01'`) answered by a btree: one posting per
+-- top-level scalar field of each memory (numbers and booleans as numeric, True = 1; strings by their first
+-- 100 characters, in code-point order as Python compares), taken from meta_index (so suspect rows, which
+-- the Python evaluator judges, have none). GIN jsonb_path_ops answers equality only. Statement-level
+-- triggers keep the postings (one INSERT ... SELECT per COPY batch, not one per row); an UPDATE that
+-- leaves meta_index and subdir alone (access times, vectors) does not touch them.
+CREATE TABLE memctl_meta_ranges (
+    seq BIGINT NOT NULL,                    -- memctl_memories.seq
+    subdir TEXT NOT NULL,
+    key TEXT NOT NULL,
+    num NUMERIC,                            -- a number or boolean field, else NULL
+    str TEXT COLLATE "C"                    -- left(a string field, 100), else NULL
+);
+CREATE INDEX memctl_meta_ranges_num ON memctl_meta_ranges (subdir, key, num, seq) WHERE num IS NOT NULL;
+CREATE INDEX memctl_meta_ranges_str ON memctl_meta_ranges (subdir, key, str, seq) WHERE str IS NOT NULL;
+CREATE INDEX memctl_meta_ranges_seq ON memctl_meta_ranges (seq);
+
+CREATE FUNCTION memctl_meta_postings(m jsonb) RETURNS TABLE (key text, num numeric, str text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT e.key,
+        CASE jsonb_typeof(e.value) WHEN 'number' THEN (e.value #>> '{}')::numeric
+            WHEN 'boolean' THEN CASE WHEN e.value = 'true'::jsonb THEN 1 ELSE 0 END END,
+        CASE WHEN jsonb_typeof(e.value) = 'string' THEN left(e.value #>> '{}', 100) END
+    FROM jsonb_each(m) AS e
+    WHERE e.key <> 'id' AND jsonb_typeof(e.value) IN ('number', 'boolean', 'string')
+$$;
+
+CREATE FUNCTION memctl_meta_ranges_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO memctl_meta_ranges (seq, subdir, key, num, str)
+        SELECT r.seq, r.subdir, p.key, p.num, p.str FROM new_rows AS r, memctl_meta_postings(r.meta_index) AS p;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memctl_meta_ranges_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    DELETE FROM memctl_meta_ranges WHERE seq IN (SELECT seq FROM old_rows);
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memctl_meta_ranges_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    -- One statement: the DELETE and the INSERT see the same snapshot, so the DELETE drops the old postings only.
+    WITH changed AS (
+        SELECT n.seq FROM new_rows AS n JOIN old_rows AS o ON o.seq = n.seq
+        WHERE o.meta_index IS DISTINCT FROM n.meta_index OR o.subdir <> n.subdir
+    ), dropped AS (
+        DELETE FROM memctl_meta_ranges WHERE seq IN (SELECT seq FROM changed)
+    )
+    INSERT INTO memctl_meta_ranges (seq, subdir, key, num, str)
+        SELECT r.seq, r.subdir, p.key, p.num, p.str FROM new_rows AS r, memctl_meta_postings(r.meta_index) AS p
+        WHERE r.seq IN (SELECT seq FROM changed);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memctl_meta_ranges_insert AFTER INSERT ON memctl_memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memctl_meta_ranges_added();
+CREATE TRIGGER memctl_meta_ranges_delete AFTER DELETE ON memctl_memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memctl_meta_ranges_removed();
+CREATE TRIGGER memctl_meta_ranges_update AFTER UPDATE ON memctl_memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memctl_meta_ranges_changed();
+
+-- Back-fill the stores written before this migration.
+INSERT INTO memctl_meta_ranges (seq, subdir, key, num, str)
+    SELECT m.seq, m.subdir, p.key, p.num, p.str FROM memctl_memories AS m, memctl_meta_postings(m.meta_index) AS p;
+ANALYZE memctl_meta_ranges;
+""",
+    ),
 ]
 
 

@@ -689,7 +689,7 @@ class PostgresStore(StoreBase):
         its GIN index finds the candidates, the compiled expression over metadata::jsonb decides);
         suspect rows and filters with no exact SQL form go through the Python evaluator.
         """
-        from memctl.store.filter_sql import PG_SUSPECT, PG_SUSPECT_TERM, compile_filter_sql, pg_prefilter
+        from memctl.store.filter_sql import PG_SUSPECT_TERM, compile_filter_sql, pg_prefilter
 
         compiled = compile_filter_sql(flt, "postgres")
         if compiled is None:
@@ -699,13 +699,14 @@ class PostgresStore(StoreBase):
             where.append("area = %s")
             args.append(check_area(area))
         if compiled.prefilter is not None:
-            pre, pre_args = pg_prefilter(compiled.prefilter)
+            pre, pre_args = pg_prefilter(compiled.prefilter, self.subdir)
             where.append(f"({pre} OR {PG_SUSPECT_TERM})")
             args += pre_args
-        # OFFSET 0 keeps the subquery whole, so metadata is parsed to jsonb once per row.
+        # The expression reads meta_index (the stored jsonb, no parse of metadata per row); NULL marks a suspect.
+        # OFFSET 0 keeps the subquery whole.
         rows = self._all(
             f"SELECT seq, id, j IS NULL FROM (SELECT seq, id, area, created_at, updated_at,"
-            f" CASE WHEN {PG_SUSPECT} THEN NULL ELSE metadata::jsonb END AS j FROM memctl_memories"
+            f" CASE WHEN {PG_SUSPECT_TERM} THEN NULL ELSE meta_index END AS j FROM memctl_memories"
             f" WHERE {' AND '.join(where)} OFFSET 0) AS s WHERE j IS NULL OR ({compiled.where}) = 1"
             f" ORDER BY {order}",
             [*args, *compiled.params],
@@ -790,22 +791,24 @@ class PostgresStore(StoreBase):
         if dim is None or k <= 0:
             return []
         query = np.asarray(vector, dtype=np.float32)
+        # Exact: ordered by the output column, so each vector is detoasted and compared once, not once for
+        # `ip` and again for the sort key (half the cost of 1,000 filtered rows). ip DESC = distance ASC.
         if only is not None and len(only) <= EXACT_FILTERED_MAX:
             rows = self._all(
                 "SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
-                " WHERE seq = ANY(%s) AND subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
-                (query, list(only), self.subdir, query, k),
+                " WHERE seq = ANY(%s::bigint[]) AND subdir = %s ORDER BY ip DESC, seq LIMIT %s",
+                (query, _seq_array(only), self.subdir, k),
             )
         elif only is None and len(self) <= EXACT_MAX:
             rows = self._all(
                 "SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
-                " WHERE subdir = %s ORDER BY vector <#> %s, seq LIMIT %s",
-                (query, self.subdir, query, k),
+                " WHERE subdir = %s ORDER BY ip DESC, seq LIMIT %s",
+                (query, self.subdir, k),
             )
         else:  # the HNSW index of this dimension, with iterative scans so the subdir filter keeps k rows
             self._ensure_vector_index(dim)
             cast = f"vector({int(dim)})"
-            extra, args = ("", []) if only is None else (" AND seq = ANY(%s)", [list(only)])
+            extra, args = ("", []) if only is None else (" AND seq = ANY(%s::bigint[])", [_seq_array(only)])
             rows = self._all(
                 f"SELECT seq, (vector::{cast} <#> %s::{cast}) * -1 AS ip FROM memctl_memories"
                 f" WHERE subdir = %s AND vector_dims(vector) = {int(dim)}{extra}"
@@ -892,8 +895,8 @@ class PostgresStore(StoreBase):
             sql += " AND area = %s"
             args.append(area)
         if only is not None:
-            sql += " AND seq = ANY(%s)"
-            args.append(list(only))
+            sql += " AND seq = ANY(%s::bigint[])"
+            args.append(_seq_array(only))
         rows = self._all(sql + " ORDER BY score DESC, seq LIMIT %s", [*args, k])
         return [(int(seq), float(score)) for seq, score in rows]
 
@@ -978,7 +981,7 @@ class PostgresStore(StoreBase):
         import psycopg
 
         try:
-            for table in ("memctl_memories", "memctl_history", "memctl_archive"):
+            for table in ("memctl_memories", "memctl_meta_ranges", "memctl_history", "memctl_archive"):
                 self.conn.execute(f"VACUUM {table}")
         except psycopg.Error:
             return False
@@ -1341,6 +1344,12 @@ def database_stores(url: str, config: Config) -> builtins.list[tuple[str, int]]:
     """Every store (subdir) of the database at `url` with its memory count; no row is written."""
     with PostgresStore(url, "default", config) as store:
         return store.subdirs()
+
+
+def _seq_array(seqs: Collection[int]) -> str:
+    """Keys as the text of a bigint[]: psycopg's list dumper costs ~3 µs an element (3 ms for a filter's 1,000
+    candidates), this ~0.1 µs."""
+    return "{" + ",".join(map(str, map(int, seqs))) + "}"
 
 
 def _vector_bytes(value: Any) -> bytes:
