@@ -1,0 +1,36 @@
+"""scripts/fit_relevance.py's background sentences: drawn reproducibly from the tune half, and what ships."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.fit_relevance import Background, build_background  # noqa: E402
+
+TUNE = ROOT / "eval" / "corpus" / "tune"
+
+
+def test_shipped_background_is_the_scripts_draw_from_the_tune_half():
+    shipped = json.loads((ROOT / "memctl" / "data" / "relevance" / "background.json").read_text(encoding="utf-8"))
+    assert shipped == build_background([TUNE], 40)
+    domains = {json.loads(p.read_text(encoding="utf-8"))["domain"] for p in TUNE.glob("*.json")}
+    assert {s["domain"] for s in shipped} == domains  # every tune domain, no report domain
+    assert all(15 <= len(s["text"]) <= 220 for s in shipped)
+
+
+def test_background_leaves_out_the_domains_a_question_must_not_see():
+    class Embedder:
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.eye(len(texts), 4, dtype=np.float32)
+
+    sentences = [{"domain": d, "text": f"sentence {i}"} for i, d in enumerate(["a", "a", "b", "c"])]
+    background = Background(Embedder(), sentences)
+    assert len(background.without(set())) == 4
+    assert len(background.without({"a"})) == 2
+    assert len(background.without({"a", "c"})) == 1
