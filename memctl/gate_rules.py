@@ -246,12 +246,20 @@ _STANDARDS = re.compile(
     r"\b(ISO|RFC|PEP|DIN|IEC|IEEE|EN|UTF|SHA|AES|RSA|ECMA|ANSI|BS|GB|JIS|COVID|GPT|CVE|USB|HDMI|"
     r"DDR|PCIE|LPDDR|WIFI|IPV|MP|H|X|A|B|C|Q|FY)-\w"
 )
+# TDC-55819, INV-2024-0891; also the shape of a product's model number (Ampeg RB-110): see _not_an_id
+_TICKET_SHAPE = re.compile(r"\b[A-Z]{2,5}-\d{3,}(-\d+)*\b")
+# "order 24"; also a quantity ("minimum order 24 candles"): see _not_an_id
+_ID_WORDS = re.compile(
+    r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|transaction|tracking|"
+    r"session)\s+(number|no\.?|id|#|reference|ref\.?|code)?\s*[:#]?\s*[A-Z0-9][\w-]*\d",
+    re.IGNORECASE,
+)
 _EPHEMERAL_ID = [
     re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,}\b"),  # commit, task, container ids
     re.compile(r"\b(?=[0-9A-F]*\d[0-9A-F]*[A-F])[0-9A-F]{8,}\b"),  # the same in capitals (not DE2987...)
     re.compile(r"\b[a-z]{1,6}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{3,}\b"),  # rem_8f21c, ch_9XkQ, doc_5521
     re.compile(r"(^|[\s(（])#\d{3,}\b"),  # ticket #48213
-    re.compile(r"\b[A-Z]{2,5}-\d{3,}(-\d+)*\b"),  # TDC-55819, INV-2024-0891
+    _TICKET_SHAPE,
     re.compile(r"\b[A-Z]{2,10}-(?=[A-Z0-9]*\d[A-Z])[A-Z0-9]{3,}\b"),  # MOBILE-4F2 (not RAID-Z2)
     re.compile(
         r"(?<!user's )(?<!my )\b(student|customer|candidate|application|applicant|patient|case|reference|"
@@ -263,11 +271,7 @@ _EPHEMERAL_ID = [
     re.compile(r"(会议号|会议\\s?ID|房间号|快递单号|运单号)\s*[:：是]?\s*\d[\d ]*"),
     re.compile(r"\b[a-z][\w-]*-(?=[a-z0-9]*\d)[a-z0-9]{5,10}-[a-z0-9]{5}\b"),  # pod names: web-7d9f8c5b-x2k4q
     re.compile(r"\b(?=\w*[a-z])(?=\w*[A-Z])(?=\w*\d)[A-Za-z0-9]{4,}-[A-Za-z0-9]{3,}\b"),  # Zk81-QQ7e
-    re.compile(
-        r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|transaction|tracking|"
-        r"session)\s+(number|no\.?|id|#|reference|ref\.?|code)?\s*[:#]?\s*[A-Z0-9][\w-]*\d",
-        re.IGNORECASE,
-    ),
+    _ID_WORDS,
     re.compile(
         r"\b(pnr|booking ref(erence)?|record locator|confirmation code|seat)\s*[:#]?\s*[A-Z0-9]*\d[A-Z0-9]*\b",
         re.IGNORECASE,
@@ -285,8 +289,6 @@ _EPHEMERAL_ID = [
         r"\bbatch\s+(no\.?\s*|number\s*|#)?[A-Z0-9]*\d[\w-]*|\blot\s+(no\.?|number|#)\s*[\w-]*\d", re.IGNORECASE
     ),
 ]
-_TICKET_SHAPE = _EPHEMERAL_ID[4]  # TDC-55819: also the shape of a product's model number (Ampeg RB-110)
-_ID_WORDS = _EPHEMERAL_ID[10]  # "order 24": also a quantity ("minimum order 24 candles")
 # a capitalised name just before: a product's model ("Rocket Bass RB-110"), unless it names a ticket
 _MODEL_BEFORE = re.compile(
     r"\b(?!(Ticket|Issue|Bug|Task|Story|Epic|Case|Invoice|Order|Jira|Linear|See|Ref|PR|MR)\b)[A-Z][A-Za-z]+\s+$"
@@ -656,7 +658,7 @@ _HISTORY = re.compile(
 )
 # a change of state told once is the new state ("took over the compost; Dana no longer does it")
 _STATE_CHANGE = re.compile(r"\b(no longer|not any ?more|any ?more|took over|instead of)\b", re.IGNORECASE)
-_DECISION = re.compile(r"chose|picked|selected|decided|opted|settled on|went with", re.IGNORECASE)
+_DECISIONS = {"chose"}  # the past verbs _PAST_EVENT finds that state a standing choice
 _CONDITION_BEFORE = re.compile(r"\b(unless|if|whenever|in case|once)\b[^.;]{0,40}$", re.IGNORECASE)
 _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(\w+ly\s+)?\w+ed\b", re.IGNORECASE)
 
@@ -681,7 +683,7 @@ def _past_event(text: str) -> str | None:
     word = found.group(0).strip()
     if word.lower().endswith("ed") and _BE_OR_HAVE.search(text) and " " not in word:
         return None
-    if _DECISION.fullmatch(word) or _CONDITION_BEFORE.search(text[: found.start()]):
+    if word.lower() in _DECISIONS or _CONDITION_BEFORE.search(text[: found.start()]):
         return None  # "chose LVT for the kitchen" is a decision; "unless the jar arrived broken" a rule
     return word
 

@@ -222,12 +222,6 @@ def z_score(cosine: float, stand: tuple[float, float] | None) -> float:
     return 0.0 if stand is None else (cosine - stand[0]) / stand[1]
 
 
-def background_texts() -> list[dict[str, str]]:
-    """The background sentences: [{"domain", "text"}] from the tune half (eval/corpus/tune)."""
-    path = resources.files("memctl") / "data" / "relevance" / "background.json"
-    return list(json.loads(path.read_text(encoding="utf-8")))
-
-
 @lru_cache(maxsize=16)
 def shipped(model: str) -> Calibration | None:
     """The calibration shipped for an embedding model name, or None (plain formula)."""

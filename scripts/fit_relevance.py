@@ -88,17 +88,23 @@ class Background:
 
 
 def collect(
-    store, probes: list[tuple[Probe, bool, set[str], str]], candidates: int, background: Background
+    store,
+    probes: list[tuple[Probe, bool, str]],
+    candidates: int,
+    background: Background,
+    store_domain: str | None,
 ) -> list[tuple[str, list[dict], list[int], str]]:
-    """Per probe: (query, evidence of its top candidates by the fusion, labels); the query of a synthetic
-    negative (asked of another series' store) is marked with a leading SYNTHETIC; last, the probe's domain.
-    Each probe names the domains its cosine_z must not see in the background (its own and the store's)."""
+    """Per probe (probe, answerable, its domain): (query, evidence of its top candidates by the fusion,
+    labels, the probe's domain); the query of a synthetic negative (asked of another series' store) is
+    marked with a leading SYNTHETIC. cosine_z sees no background sentence of the probe's domain or of
+    the store's (`store_domain`; None: the store holds every domain, so only the probe's is left out)."""
     out = []
     with configured(store, {"search_threshold": 0.0}):
         store.calibration = lambda: NEUTRAL
         try:
-            for probe, answerable, unseen, domain in probes:
+            for probe, answerable, domain in probes:
                 got = store.search_evidence(probe.query, limit=1000, threshold=0.0, mode="hybrid")
+                unseen = {domain} if store_domain is None else {domain, store_domain}
                 stand = standing(background.without(unseen), store._embed_query(probe.query))
                 for _, evidence in got:
                     evidence["cosine_z"] = z_score(evidence["cosine"], stand)
@@ -112,17 +118,18 @@ def collect(
     return out
 
 
-def domain_of(folder: Path, series: Series) -> str:
-    """The domain of a series (its transcripts' "domain"; the series name when they name none)."""
+def domains_of(folder: Path) -> dict[str, str]:
+    """series -> domain of the folder's transcripts (a transcript naming no domain: its series' name)."""
+    found: dict[str, str] = {}
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
-        if (data.get("series") or path.stem) == series.name:
-            return str(data.get("domain") or series.name)
-    return series.name
+        series = str(data.get("series") or path.stem)
+        found.setdefault(series, str(data.get("domain") or series))
+    return found
 
 
 def gather(
-    folders: list[Path], home: Path, candidates: int, sentences: list[dict[str, str]]
+    folders: list[Path], home: Path, candidates: int, background: Background
 ) -> tuple[list[list[tuple[str, list[dict], list[int], str]]], list[str | None]]:
     """Groups of probe results, one per store (a series' store, or the whole folder's), with the probes
     asked of it; and each group's store domain (None: the whole folder)."""
@@ -130,31 +137,27 @@ def gather(
 
     groups = []
     store_domains: list[str | None] = []
-    background = None
     for f_number, folder in enumerate(folders):
         all_series: list[Series] = load_series(folder)
-        domains = {series.name: domain_of(folder, series) for series in all_series}
+        in_folder = domains_of(folder)
+        domains = {series.name: in_folder.get(series.name, series.name) for series in all_series}
         for number, series in enumerate(all_series):
             with memctl.open_store(home, f"fit{f_number}-s{number}") as store:
-                background = background or Background(store.embedder, sentences)
                 fill(store, series.memories)
                 if not len(store):
                     continue
                 own = domains[series.name]
-                asked = [(p, True, {own}, own) for p in series.probes]
+                asked = [(p, True, own) for p in series.probes]
                 asked += [
-                    (p, False, {own, domains[other.name]}, domains[other.name])
-                    for other in all_series
-                    if other is not series
-                    for p in other.probes
+                    (p, False, domains[other.name]) for other in all_series if other is not series for p in other.probes
                 ]
-                groups.append(collect(store, asked, candidates, background))
+                groups.append(collect(store, asked, candidates, background, own))
                 store_domains.append(own)
         with memctl.open_store(home, f"fit{f_number}-half") as store:
             for series in all_series:
                 fill(store, series.memories)
-            asked = [(p, True, {domains[s.name]}, domains[s.name]) for s in all_series for p in s.probes]
-            groups.append(collect(store, asked, candidates, background or Background(store.embedder, sentences)))
+            asked = [(p, True, domains[s.name]) for s in all_series for p in s.probes]
+            groups.append(collect(store, asked, candidates, background, None))
             store_domains.append(None)
     return groups, store_domains
 
@@ -346,10 +349,11 @@ def main() -> None:
     import memctl
 
     home = Path(tempfile.mkdtemp(prefix="memctl-fit-relevance-"))
+    sentences = build_background(args.corpus, args.background_per_domain)
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
-    sentences = build_background(args.corpus, args.background_per_domain)
-    groups, store_domains = gather(args.corpus, home, args.candidates, sentences)
+        background = Background(store.embedder, sentences)
+    groups, store_domains = gather(args.corpus, home, args.candidates, background)
     if args.cross_validate:
         cross_validate(groups, store_domains, model, args)
         return
@@ -389,9 +393,7 @@ def main() -> None:
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         texts = path.parent / "background.json"
         texts.write_text(json.dumps(sentences, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
-        with memctl.open_store(home, "info") as store:
-            vectors = Background(store.embedder, sentences).vectors.astype(np.float16)
-        np.save(path.parent / background_file(model), vectors, allow_pickle=False)
+        np.save(path.parent / background_file(model), background.vectors.astype(np.float16), allow_pickle=False)
         print(f"wrote {path.relative_to(ROOT)}, {texts.name} and {background_file(model)}")
 
 

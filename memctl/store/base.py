@@ -1436,11 +1436,12 @@ class StoreBase(abc.ABC):
         relevances: Mapping[int, float],
         keyword: Mapping[int, float],
         fused: Mapping[int, float],
-        facts: Mapping[int, _Facts | None] | None = None,
-        vector: np.ndarray | None = None,
+        facts: Mapping[int, _Facts | None] | None,
+        vector: np.ndarray,
     ) -> tuple[Mapping[int, float], Mapping[int, dict[str, float]]]:
+        """Lazy calibrated scores and evidence of `hits`; `vector`: the query as asked (for cosine_z)."""
         cosines = {key: 2.0 * rel - 1.0 for key, rel in relevances.items()}
-        stand = None if vector is None else calibration.standing(vector)
+        stand = calibration.standing(vector)
         evidence = _Lazy(hits, self._evidence_of(query, hits, cosines, keyword, fused, facts, stand))
         return _Lazy(hits, lambda key: calibration.score(evidence[key])), evidence
 
@@ -1473,7 +1474,7 @@ class StoreBase(abc.ABC):
         relevances = {key: relevance(ip) for key, ip in dense if key in hits}
         low = min(relevances.values(), default=0.0)
         fused = {key: rel - low for key, rel in relevances.items()}
-        scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused, vector=vector)
+        scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused, None, vector)
         return self._select(hits, scores, relevances, {}, evidence, limit, threshold)
 
     def _search_fused(
@@ -1520,7 +1521,7 @@ class StoreBase(abc.ABC):
             return self._select(hits, scores, fused, rare_hits, None, limit, threshold)
         if not use_dense:  # keyword mode: the BM25 order is the mode's own score
             fused = dict(keyword)
-        calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused, vector=vector)
+        calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused, None, vector)
         return self._select(hits, calibrated, fused, rare_hits, evidence, limit, threshold)
 
     def _search_hybrid(
