@@ -73,7 +73,7 @@ _RECURRING = re.compile(
     rf"a (day|week|month|year)|by default|default|going forward|from now on|in general|whenever|"
     rf"standing|recurring|regular(ly)?|routine|mornings|afternoons|evenings|nights|weekends|weekdays|weeknights|"
     rf"(?<!the )holidays|"
-    rf"({_WEEKDAYS})s|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s*(-|–|to|through|thru)\s*(mon|tue|wed|thu|fri|sat|sun))\b"
+    rf"({_WEEKDAYS})s|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s*(-|–|to|through|thru)\s*(mon|tue|wed|thu|fri|sat|sun)[a-z]*)\b"
     rf"|\b({_WEEKDAYS})(\s+(and|&|or)\s+|\s*,\s*)({_WEEKDAYS})\b"
     rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|习惯|一般|往往|节假日|"
     rf"[周礼拜星期]{_ZH_DAY}(到|至|和|、|-|–)[周礼拜星期]?{_ZH_DAY}",
@@ -125,7 +125,7 @@ _ZH_ACTS = (
     "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
     "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了|推荐了|建议了|比较了|对比了|整理了|"
     "列出了|找了|算了|设了|设好|定了|调到|调了|加了|关了|开了|记下|记录了|发到|重新发|生成好|"
-    "写好|做好|改好|弄好|整理好|起草|拟好|拟了|画好|列好|查好|订好|算好"
+    "写好|做好|改好|弄好|整理好|起草|拟好|拟了|画好|列好|查好|订好|算好|重试|重新导出|重新生成"
 )
 _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
@@ -206,6 +206,8 @@ _RAW_ERROR = re.compile(
     r"|(^|:\s*)(could not|couldn't|cannot|can't|failed to|unable to) (resolve|fetch|find|connect|open|load|read|"
     r"write|bind|create|start|mount|locate|allocate|access)\b"
     r"|(报错|错误|异常)\s*[:：]\s*\S|(拒绝访问|权限不足|找不到(文件|模块)|连接被拒绝|连接超时)"
+    r"|\berror\s+-\d{1,4}\b|^\s*(dmesg|kernel|journalctl|syslog)\s*:|\b[45]\d\d\s+[45]\.\d{1,2}\.\d{1,3}\b"
+    r"|\b(export|import|upload|download|sync|backup|render|print|scan|transfer)s?\s+failed\s+(for|on|with)\s+\d"
     r"|\bHTTP\s?[45]\d\d\s*\(|\b(could not|couldn't|failed to|unable to) (fetch|resolve|connect|load|open)\b"
     r"[^.]{0,40}\b(HTTP\s?[45]\d\d|timed out|refused)",
     re.IGNORECASE,
@@ -334,7 +336,8 @@ _RUN_DETAIL = re.compile(
     r"|\bon (host|node|server|machine|instance|worker)\s+[\w.-]*\d[\w.-]*\b|\bip-\d+-\d+-\d+-\d+\b"
     r"|\b(did|device id|serial( number)?|s/n|imei|mac)\s*[:=#]?\s*[0-9a-f:]{6,}\b|设备\s*(号|id|ID)\s*[:：]?\s*\d{6,}"
     rf"|(进程号?|PID)\s*[:：#]?\s*\d+|偏移(量)?\s*[:：]?\s*(0x)?[0-9a-fA-F]+|第\s*\d+\s*(字节|次构建|次运行)"
-    rf"|(构建|流水线|运行|任务)\s*(号|编号)?\s*[:：#]\s*\d+|{_DATA_FILE}.{{0,20}}?\d[\d,]*\s*(行|条)",
+    rf"|(构建|流水线|运行|任务)\s*(号|编号)?\s*[:：#]\s*\d+|{_DATA_FILE}.{{0,20}}?\d[\d,]*\s*(行|条)"
+    r"|\b[\w-]*\d{3,}[\w-]*\.(csv|tsv|tiff?|jpe?g|png|heic|cr[23]|nef|arw|dng|raw|log|txt|xlsx?|pdf|json|zip|mp4|mov|wav)\b",
     re.IGNORECASE,
 )
 
@@ -437,7 +440,24 @@ _PASSING = re.compile(
     r"|\b(shows|showed|displays|displayed)\s+[^.;]{0,40}?\d"
     r"|\b\d[\d,.]*\s+[\w-]+( [\w-]+)?\s+(available|waiting|queued)( now| today)?\b"
     r"|\bstreak (is|of|at|:)\s*\d+|(\bbalance|余额)\s*(is |of |:|：)?\s*[$€£¥]?\s*\d"
-    r"|运输中|派送中|配送中|已揽收|待揽收|已签收",
+    r"|运输中|派送中|配送中|已揽收|待揽收|已签收"
+    # an instrument's or a tool's reading: live values, a reading with its clock time, a step of a cycle,
+    # a tally of statuses, a value in scientific notation, "this time" / "just measured", a forecast, a countdown
+    r"|\blive ([a-z]+ )?(data|readings?|values?|stats)\b|\breadings?\b[^.;]{0,40}\d"
+    r"|\b(was|were|read|measured)\s+[-+]?\d[\d.,]*\s?[a-z%°/]{0,6}\s+at\s+\d{1,2}[:.]\d{2}\b"
+    r"|\b\d{1,2}:\d{2}\s*[:：]\s*\d{2,3}/\d{2,3}\b|\b(step|stage|phase|cycle)\s+\d+\s*/\s*\d+\b"
+    r"|:\s*\d[\d,]*\s+(unsolved|pending|open|new|solved|closed|breached|failed|passed|queued|errors?|warnings?|skipped)"
+    r"\b[^.;]{0,20},\s*\d"
+    r"|(?<![\w.])\d(\.\d+)?e[+-]?\d{1,2}\b"
+    r"|(这次|这回|本次|刚测|刚量|刚才测)[^，。,;；]{0,12}\d|天气预报|\bweather forecast\b|降水概率|\bchance of rain\b"
+    r"|还有\s*\d+\s*(天|周|个?星期|个?月|小时)|\b\d+ (days|weeks|hours|sleeps) (to go|left)\b"
+    r"|\b(the )?(last|latest|previous|most recent) (ride|run|trip|walk|drive|charge|workout|session|reading|test|"
+    r"measurement|shoot|batch)\s+(was|were|took|lasted|came to)\s+[^.;]{0,20}\d"
+    # a reaction to one delivery or one day
+    r"|\bmade (the user's|my|his|her|their|our) (day|week|month)\b|\bwhat an? (monday|day|week|morning|night)\b"
+    r"|\b(is|are|am|was|were) (exasperated|delighted|ecstatic|over the moon|gutted|devastated|livid)\b"
+    r"|(说|表示|回复)[^。]{0,20}(谢谢|感谢|太美了|太好了|很满意)"
+    r"|\b(in|over|during) the (last|past) \d+\s*(h|hrs?|hours?|min(ute)?s?)\b",
     re.IGNORECASE,
 )
 
@@ -517,7 +537,7 @@ _ONE_OFF_EVENT = re.compile(
     rf"|\b({_WEEKDAYS})\s+(at\s+)?\d{{1,2}}([:h.]\d{{2}}|\s?(am|pm))\b"
     rf"|\b(arrives?|ships?|lands?|starts?|ends?|opens?|closes?|is due|due|leaves?|returns?)\s+({_WEEKDAYS})\b(?!s)"
     rf"|\b({_ONE_OFF_NOUN})\b.{{0,40}}(\b\d{{1,2}}[:h]\d{{2}}\b|\b\d{{1,2}}\s?(am|pm)\b)"
-    rf"|(这|下|上)(个)?(周|星期|礼拜){_ZH_DAY}|(航班|火车|高铁|预约|会议|面试|聚餐).{{0,12}}\d{{1,2}}[:：点]\d{{0,2}}",
+    rf"|(这|下|上)(个)?(周|星期|礼拜){_ZH_DAY}|约(了|好)?(在)?(这|下|本)?(个)?(周|星期|礼拜){_ZH_DAY}|(航班|火车|高铁|预约|会议|面试|聚餐).{{0,12}}\d{{1,2}}[:：点]\d{{0,2}}",
     re.IGNORECASE,
 )
 
@@ -563,7 +583,7 @@ _REQUEST = re.compile(
     r"calculate|look up|search|draft|write me|tell me|show me|give me)\b(?!\s+(is|was|are|were|has|had|of)\b)"
     r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫)(助手|你|AI)"
     r"|(用户|他|她)?想(知道|了解|问)|^\s*(用户|他|她)(问|询问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)"
-    r"|(想|要)?(让|叫|要)助手",
+    r"|(想|要)?(让|叫|要)助手|(请|麻烦|让|叫|要)用户(帮|给|再|把|做|选|报)|\basked the user to\b",
     re.IGNORECASE,
 )
 _TODO = re.compile(
@@ -609,6 +629,8 @@ _MAYBE = re.compile(
     r"|\bwants? to try\b|\bone of these (days|weekends|evenings)\b"
     r"|\bmay (look|try|switch|move|consider|add|start|want|use|write|apply)\b"
     r"|\b(user|they|he|she|i|we) may (?!(not|also|only|be|have|need)\b)[a-z]+\b"
+    r"|\bmay (?!(not|also|only|be|have|need)\b)[a-z]+\b[^.;]{0,40}"
+    r"\b(next|this coming) (week|month|quarter|year|term|season)\b"
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
     r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
     r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
@@ -657,7 +679,11 @@ _HISTORY = re.compile(
     re.IGNORECASE,
 )
 # a change of state told once is the new state ("took over the compost; Dana no longer does it")
-_STATE_CHANGE = re.compile(r"\b(no longer|not any ?more|any ?more|took over|instead of)\b", re.IGNORECASE)
+_STATE_CHANGE = re.compile(
+    r"\b(no longer|not any ?more|any ?more|took over|instead of)\b"
+    r"|\b(moved|switched|changed|shifted|went( back)?) to (every|each|weekly|daily|monthly)\b",
+    re.IGNORECASE,
+)
 _DECISIONS = {"chose"}  # the past verbs _PAST_EVENT finds that state a standing choice
 _CONDITION_BEFORE = re.compile(r"\b(unless|if|whenever|in case|once)\b[^.;]{0,40}$", re.IGNORECASE)
 _BE_OR_HAVE = re.compile(r"\b(is|are|am|be|been|being|has|have|had|get|gets)\s+(\w+ly\s+)?\w+ed\b", re.IGNORECASE)
@@ -717,6 +743,9 @@ your only always never no some any more less up out off down back it them him us
 
 
 _VERBS.update(_IRREGULAR_PAST.split("|"))
+_VERBS.update("see sees visit visits".split())
+# adverbs that may stand between a subject and its verb ("User now sees Dr. Tan every six months")
+_ADVERBS = set("now still also usually only just often always never rarely sometimes mostly already".split())
 _VERBS.update("died left lost paid sold told kept held met led fought won became spent".split())
 
 
@@ -727,7 +756,8 @@ def _has_verb(words: list[str]) -> bool:
         return True
     # an -s / -ed form right after a subject ("User bakes bread ..."), or followed by what follows verbs
     # ("Orbit Freight signs in", "orders groceries online")
-    for before, word in zip(lowered, lowered[1:], strict=False):
+    plain = [w for w in lowered if w not in _ADVERBS]
+    for before, word in zip(plain, plain[1:], strict=False):
         if before in _SUBJECTS and word.isalpha() and len(word) > 3 and word.endswith(("s", "ed")):
             return True
     for i, word in enumerate(lowered[1:], start=1):

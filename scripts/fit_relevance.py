@@ -50,6 +50,9 @@ from memctl.relevance import (  # noqa: E402
 )
 
 SYNTHETIC = "\x00synthetic\x00"
+# thresholds at which --cross-validate also sums the held-out folds (the trade-off curve, not one point)
+SWEEP = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85)
+
 DEFAULT = 0.7  # default_config.yaml search_threshold
 # A neutral calibration: every candidate gets the evidence computed, scored 0.5 (order: the fusion's).
 NEUTRAL = Calibration("neutral", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0)
@@ -284,6 +287,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
     of what the fit does on domains it never saw."""
     domains = sorted({d for d in store_domains if d is not None})
     totals = [0] * 7
+    sweep = [[0, 0] for _ in SWEEP]
     for held in domains:
         train = [
             [item for item in group if item[3] != held]
@@ -292,6 +296,10 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         ]
         test = [group for group, store_domain in zip(groups, store_domains, strict=True) if store_domain == held]
         calibration, _ = fit_and_cut(train, model, args)
+        for point, threshold in zip(sweep, SWEEP, strict=True):
+            found, silent, positives, negatives = pass_rates(test, calibration, threshold, args.limit)
+            point[0] += round(found * positives)
+            point[1] += round(silent * negatives)
         found, silent, positives, negatives = pass_rates(test, calibration, DEFAULT, args.limit)
         _, other, _, others = pass_rates(test, calibration, DEFAULT, args.limit, synthetic=True)
         beside = companions(test, calibration, DEFAULT, args.limit) * positives
@@ -300,6 +308,8 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         totals = [a + b for a, b in zip(totals, fold, strict=True)]
         print(f"  held out {held:28s} found {fold[0]}/{fold[1]}, negatives silent {fold[2]}/{fold[3]}")
     f, p, s, n, o, on, beside = totals
+    curve = "  ".join(f"{t:.2f}: {a}/{p} found, {b}/{n} silent" for t, (a, b) in zip(SWEEP, sweep, strict=True))
+    print(f"  at other thresholds: {curve}")
     print(
         f"leave-one-domain-out ({len(domains)} folds, series stores, at {DEFAULT}): answer found {f}/{p} "
         f"({f / max(p, 1):.1%}), negative probes silent {s}/{n} ({s / max(n, 1):.1%}), other series' probes "

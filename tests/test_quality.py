@@ -172,6 +172,63 @@ def test_eval_transcripts_meet_the_targets():
 
 RULE_CASES = [
     # rule, [(must drop, English), (must drop, Chinese)], [(durable lookalikes that must be kept)]
+    (  # readings of one moment (fourth tune batch): instruments, status tallies, countdowns, forecasts
+        "passing_state",
+        [
+            "Live sensor data: intake 41 C, boost 1.2 bar",
+            "Glucose was 6.4 mmol/L at 07:15",
+            "Dehumidifier at stage 2/5 drying",
+            "Jira board: 41 open, 12 pending, 2 breached",
+            "Hemocytometer: 2.3e5 cells/mL",
+            "Print queue took 40 jobs in the last 3 hours",
+            "The last run was 8.2 km along the canal",
+            "用户这回体重 71.5 公斤",
+            "离搬家还有 12 天",
+            "天气预报：周末有雨，降水概率 60%",
+        ],
+        [
+            "Target blood pressure is below 130/80",
+            "Tyre pressures: 2.4 bar front, 2.6 bar rear",
+            "User takes blood pressure readings twice a day at 7:00 and 19:00",
+            "The last service was in March 2026 at 45,000 miles",
+            "The weekly report lists unsolved, pending and breached tickets",
+            "用户每天早上 7 点测血糖",
+        ],
+    ),
+    (
+        "passing_state",
+        ["The client loved the album, which made the user's day", "Chen 女士回复说收到了，很满意，谢谢"],
+        ["User loves editing in black and white", "客户说以后都要 RAW 原片"],
+    ),
+    (
+        "raw_error",
+        [
+            "kernel: usb 1-1: device descriptor read error -71",
+            "Mail bounced: 554 5.7.1 relay access denied",
+            "Backup failed for 12 files on the NAS share",
+        ],
+        ["Error code -110 on the SD reader means the card needs reformatting in camera"],
+    ),
+    (
+        "run_detail",
+        ["Scan saved as plate_0412_017.tif", "Exported 20261203_run07.csv to the share"],
+        ["Plate scans are saved as TIFF in the lab share"],
+    ),
+    (
+        "one_off_request",
+        ["张先生麻烦用户帮忙改一下合同", "The bride asked the user to resend the gallery link"],
+        ["客户总是要求用户交付 RAW 原片"],
+    ),
+    (
+        "maybe_intention",
+        ["The clinic may add evening slots next year"],
+        ["The clinic adds evening slots every winter"],
+    ),
+    (
+        "one_off_event",
+        ["林小姐约周三下午 3 点在工作室试妆"],
+        ["林小姐每周三下午在工作室", "Support hours are 08:00–20:00 Monday to Friday, plus Saturday 10:00–14:00"],
+    ),
     (
         "relative_time",
         ["User has to call the landlord tomorrow", "用户明天要去医院复查"],
