@@ -1,7 +1,7 @@
 """`memctl mcp`: a warm memory_search against the cold CLI `memctl load`, on one 10k-memory store, in one run.
 
     python bench/mcp_latency.py [--size 10000] [--calls 200] [--cold-runs 7] [--clients 4]
-                                [--per-client 200] [--embedder local|fake] [--home DIR] [--baseline TREE]
+                                [--per-client 200] [--embedder local|fake] [--home DIR] [--baseline TREE] [--block 10]
 
 1. Builds a store of `--size` memories (the packaged MiniLM by default; `--embedder fake` when the
    real model is too slow to build it on the machine — the table says which was used).
@@ -14,8 +14,9 @@
 
 `--home DIR` keeps the store there (built on the first run, reused after: the MiniLM build takes minutes).
 `--baseline TREE` also runs another memctl source tree (e.g. `git archive main | tar -x -C /tmp/before`) on the
-same store, in the same run: its warm server beside this one (blocks of 10 calls, taking turns) and its cold CLI
-runs between this one's, so "before" and "after" share the machine's load.
+same store, in the same run: its warm server beside this one (blocks of `--block` calls, 10 by default, taking
+turns; `--block 1` alternates call by call) and its cold CLI runs between this one's, so "before" and "after" share
+the machine's load.
 
 Prints a table (p50/p95 in ms, the cold/warm ratio, the goals) and one JSON line.
 """
@@ -121,12 +122,14 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
-BLOCK = 10  # calls in a row to one server before the next takes its turn
+BLOCK = 10  # calls in a row to one server before the next takes its turn (--block)
 
 
-async def warm_stdio(envs: dict[str, dict[str, str]], calls: int) -> dict[str, tuple[list[float], list[float]]]:
+async def warm_stdio(
+    envs: dict[str, dict[str, str]], calls: int, block: int = BLOCK
+) -> dict[str, tuple[list[float], list[float]]]:
     """Per tree: (memory_search times, memory_list times), the second the protocol's floor (no embedding, one
-    row). The servers run side by side and take turns, `BLOCK` calls each; every query is new to every server
+    row). The servers run side by side and take turns, `block` calls each; every query is new to every server
     (they share the store's embedding cache)."""
     from contextlib import AsyncExitStack
 
@@ -143,15 +146,15 @@ async def warm_stdio(envs: dict[str, dict[str, str]], calls: int) -> dict[str, t
                 await _search(clients[label], query)
         texts = {label: queries(f"stdio {label}", calls) for label in envs}
         turns = [list(clients.items()), list(clients.items())[::-1]]  # who goes first alternates
-        for start in range(0, calls, BLOCK):
-            for label, client in turns[start // BLOCK % 2]:
-                for query in texts[label][start : start + BLOCK]:
+        for start in range(0, calls, block):
+            for label, client in turns[start // block % 2]:
+                for query in texts[label][start : start + block]:
                     began = time.perf_counter()
                     await _search(client, query)
                     out[label][0].append(time.perf_counter() - began)
-        for start in range(0, 50, BLOCK):
-            for label, client in turns[start // BLOCK % 2]:
-                for _ in range(BLOCK):
+        for start in range(0, 50, block):
+            for label, client in turns[start // block % 2]:
+                for _ in range(block):
                     began = time.perf_counter()
                     await client.call_tool("memory_list", {"limit": 1})
                     out[label][1].append(time.perf_counter() - began)
@@ -273,6 +276,7 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["local", "fake"], default="local")
     parser.add_argument("--home", type=Path, help="keep the store in this folder (reused by the next run)")
     parser.add_argument("--baseline", type=Path, help="another memctl source tree, measured beside this one")
+    parser.add_argument("--block", type=int, default=BLOCK, help="calls in a row to one warm server (--baseline)")
     args = parser.parse_args()
 
     home = args.home.resolve() if args.home else Path(tempfile.mkdtemp(prefix="memctl-bench-mcp-"))
@@ -287,7 +291,7 @@ def main() -> None:
         subprocess.run([python(), "-m", "compileall", "-q", str(tree / "memctl")], check=True)
 
     load_before = os.getloadavg()[0]
-    warm_all = anyio.run(warm_stdio, envs, args.calls)
+    warm_all = anyio.run(warm_stdio, envs, args.calls, max(1, args.block))
     alone = embed_alone(args.embedder, min(args.calls, 100))
     searched = search_alone(home, args.embedder, min(args.calls, 100))
     colds: dict[str, list[float]] = {label: [] for label in trees}
@@ -347,7 +351,7 @@ def main() -> None:
             ["baseline: floor, memory_list of 1", ms(statistics.median(b_floor)), ms(percentile(b_floor, 0.95)), ""],
             ["baseline: cold `memctl load`", ms(statistics.median(b_cold)), ms(percentile(b_cold, 0.95)), ""],
             ["baseline: cold / warm (p50)", ms(statistics.median(b_cold)) / b_p50, "", ""],
-            ["warm: baseline / this tree (p50)", b_p50 / warm_p50, "", "same run, taking turns"],
+            ["warm: baseline / this tree (p50)", b_p50 / warm_p50, "", f"same run, turns of {args.block} calls"],
         ]
     title = (
         f"memctl mcp: {args.size:,} memories, embedder {args.embedder} "
@@ -377,6 +381,7 @@ def main() -> None:
     if "baseline" in trees:
         summary["baseline"] = {
             "tree": str(trees["baseline"]),
+            "block": args.block,
             "warm_p50_ms": ms(statistics.median(warm_all["baseline"][0])),
             "warm_p95_ms": ms(percentile(warm_all["baseline"][0], 0.95)),
             "floor_p50_ms": ms(statistics.median(warm_all["baseline"][1])),

@@ -101,7 +101,7 @@ def test_common_name_left_out_of_the_vector_query_but_not_out_of_the_score(store
     assert store.search(query, limit=1, threshold=0.0, mode="dense")[0].text.startswith("Caroline Caroline")
     store.embedder.calls.clear()
     hits = store.search(query, limit=3, threshold=0.0)
-    assert ["When did go camping at Zion?"] in store.embedder.calls  # the ranking query
+    assert any("When did go camping at Zion?" in call for call in store.embedder.calls)  # the ranking query
     assert hits[0].text == "We went camping at Zion with the kids"
     dense = {h.text: h.score for h in store.search(query, limit=200, threshold=0.0, mode="dense")}
     assert all(h.score == pytest.approx(dense[h.text], abs=1e-6) for h in hits)  # relevance of the query as asked

@@ -178,6 +178,37 @@ def test_a_warm_store_answers_as_a_fresh_one(built: tuple[Path, Any]) -> None:
     assert first == again
 
 
+def test_a_warm_embedded_store_embeds_on_the_thread_it_keeps(tmp_path: Path) -> None:
+    """A warm handle embeds its queries on one thread it keeps (the keyword side is read meanwhile) and
+    answers as a cold handle, which embeds on the calling side; closing the handle ends the thread."""
+    import threading
+
+    _build(tmp_path, _records(400), "t")
+    queries = _queries()
+    cold = []
+    for q in queries:  # a fresh handle per query: each search is its first
+        with _open(tmp_path, True, "t") as store:
+            cold.append([(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)])
+    store = _open(tmp_path, True, "t")
+    seen: set[str] = set()
+    inner = store.embedder.embed
+
+    def embed(texts: list[str]) -> Any:
+        seen.add(threading.current_thread().name)
+        return inner(texts)
+
+    store.embedder.embed = embed
+    try:
+        warm = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in queries]
+        kept = store._model_thread
+        assert kept is not None
+    finally:
+        store.close()
+    assert warm == cold
+    assert len([name for name in seen if name.startswith("memctl-embed")]) == 1
+    assert store._model_thread is None
+
+
 @pytest.mark.parametrize("backend", ["embedded", "postgresql"])
 def test_a_write_from_another_handle_is_seen_by_the_next_search(tmp_path: Path, backend: str) -> None:
     """A warm handle (a server) sees a save, an update and a delete made through another handle (a CLI)."""

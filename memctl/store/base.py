@@ -867,6 +867,13 @@ class StoreBase(abc.ABC):
     def _embed_query(self, query: str) -> np.ndarray:
         raise NotImplementedError
 
+    def _start_query_embedding(self, queries: builtins.list[str]) -> Callable[[], builtins.list[np.ndarray]]:
+        """Start embedding `queries`; the function returned waits for their vectors, in order. Here they are
+        embedded at once, one by one through `_embed_query`; a backend that can run the model on a thread of
+        its own returns before it is done, and the search reads its keyword side meanwhile."""
+        vectors = [self._embed_query(query) for query in queries]
+        return lambda: vectors
+
     def _candidates(self, area: str | None, flt: Filter | None) -> Collection[int] | None:
         """Keys allowed by area/filter (None = all). Applied before the top-k cut."""
         raise NotImplementedError
@@ -1243,8 +1250,10 @@ class StoreBase(abc.ABC):
         if fusion not in FUSIONS:
             raise UsageError(f"hybrid_fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
         with self._search_scope():
-            vector = self._embed_query(query)
             calibration = self.calibration()
+            if mode == "hybrid" and fusion == "score":  # embeds the query itself, beside its keyword side
+                return self._search_hybrid(query, limit, threshold, area, flt, calibration)
+            vector = self._embed_query(query)
             if mode == "dense":
                 if calibration is None:
                     return [
@@ -1252,8 +1261,6 @@ class StoreBase(abc.ABC):
                         for h in self.search_vector(vector, limit=limit, threshold=threshold, area=area, filter=flt)
                     ]
                 return self._search_dense(query, vector, limit, threshold, area, flt, calibration)
-            if mode == "hybrid" and fusion == "score":
-                return self._search_hybrid(query, vector, limit, threshold, area, flt, calibration)
             return self._search_fused(
                 query, vector, limit, threshold, area, flt, calibration, use_dense=mode == "hybrid"
             )
@@ -1527,7 +1534,6 @@ class StoreBase(abc.ABC):
     def _search_hybrid(
         self,
         query: str,
-        vector: np.ndarray,
         limit: int,
         threshold: float,
         area: str | None,
@@ -1550,32 +1556,36 @@ class StoreBase(abc.ABC):
            since a short reply ("We called him Max!") is found through the turn it answers.
         The order is the fusion's (calibrated scores ordered chat turns worse: bench/README.md); the score
         shown is the relevance of the query as asked: calibrated from its evidence, or (1 + cosine) / 2.
+
+        The query is embedded while the keyword side (BM25, its rows, the rare-token hits) is read: that
+        side needs no vector, and the model (onnxruntime releases the GIL) runs on a thread of its own
+        where the backend has one (`_start_query_embedding`).
         """
-        from memctl.store.keyword import name_tokens, query_tokens, without_words
+        from memctl.store.keyword import query_tokens
 
         config = self.config
-        only = self._candidates(area, flt)
-        if only is not None and len(only) == 0:
-            return []
         total = self._size()
         common_df = int(total * COMMON_TOKEN_SHARE)
+        names, stripped = self._common_names_dropped(query, common_df)
+        vectors = self._start_query_embedding([query] if stripped == query else [query, stripped])
+        only = self._candidates(area, flt)
+        if only is not None and len(only) == 0:
+            vectors()  # an embedding error is reported as when the search embedded first
+            return []
         depth = max(limit * 3, int(config["hybrid_candidates"]))
-        ranking = vector
-        names: set[str] = set()
-        if config["hybrid_drop_common_names"] and common_df >= COMMON_NAME_MIN_DF:
-            names = self._common_tokens(name_tokens(query), common_df)
-            stripped = without_words(query, names)
-            ranking = vector if stripped == query else self._embed_query(stripped)
-        dense = self._dense_pairs(ranking, depth, only)
-        if names and config["hybrid_named_candidates"]:
-            dense = self._with_named(dense, ranking, depth, query, names, area, only)
         text_share = float(config["hybrid_common_word_share"])
         common_text_df = max(int(total * text_share), COMMON_WORD_MIN_DF) if text_share > 0 else 0
         keyword = self._keyword_pairs(
             query, depth, area if flt is None else None, only if flt is not None else None, common_df, common_text_df
         )
-        pool = list(dict.fromkeys([key for key, _ in dense] + [key for key, _ in keyword]))
-        hits = dict(self._seq_hits([(key, 0.0) for key in pool]))
+        keyword_hits = dict(self._seq_hits([(key, 0.0) for key, _ in keyword]))
+        rare_hits = self._rare_hits(query, keyword_hits, set(keyword_hits))  # a dense-only hit holds none
+        embedded = vectors()
+        vector, ranking = embedded[0], embedded[-1]
+        dense = self._dense_pairs(ranking, depth, only)
+        if names and config["hybrid_named_candidates"]:
+            dense = self._with_named(dense, ranking, depth, query, names, area, only)
+        hits = self._pool_hits(dense, keyword, keyword_hits)
         memo = self._memo()
         facts = self._facts(memo, hits)
         base = _BaseScores(self, ranking, dense, keyword, float(config["hybrid_keyword_share"]))
@@ -1594,13 +1604,35 @@ class StoreBase(abc.ABC):
             if ranking is vector
             else self._relevance_of(list(hits), vector)
         )
-        rare_hits = self._rare_hits(query, hits, {key for key, _ in keyword})
         if calibration is None:
             return self._select(hits, shown, final, rare_hits, None, limit, threshold)
         calibrated, evidence = self._calibrated(
             calibration, query, hits, shown, dict(keyword), final, self._facts(memo, hits), vector
         )
         return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
+
+    def _common_names_dropped(self, query: str, common_df: int) -> tuple[set[str], str]:
+        """The capitalised query words found in over `common_df` memories, and the query without them (the
+        query itself when there are none or the store is too small to tell): step 1 of `_search_hybrid`."""
+        from memctl.store.keyword import name_tokens, without_words
+
+        if not self.config["hybrid_drop_common_names"] or common_df < COMMON_NAME_MIN_DF:
+            return set(), query
+        names = self._common_tokens(name_tokens(query), common_df)
+        return names, without_words(query, names)
+
+    def _pool_hits(
+        self,
+        dense: builtins.list[tuple[int, float]],
+        keyword: builtins.list[tuple[int, float]],
+        keyword_hits: Mapping[int, Hit],
+    ) -> dict[int, Hit]:
+        """The candidates of both sides, dense first, each read once: the keyword side's rows were read
+        while the query was embedded."""
+        pool = list(dict.fromkeys([key for key, _ in dense] + [key for key, _ in keyword]))
+        more = dict(self._seq_hits([(key, 0.0) for key in pool if key not in keyword_hits]))
+        found = {**more, **keyword_hits}
+        return {key: found[key] for key in pool if key in found}
 
     def _with_named(
         self,

@@ -10,6 +10,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,8 @@ from memctl.store.schema import apply_migrations
 from memctl.store.vector_index import IndexOptions, VectorIndex
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
 
     from memctl.config import Config
@@ -78,6 +81,7 @@ EXACT_FILTERED_MAX = 200_000
 DF_CACHE_MAX = 100_000
 # Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
 TOUCH_WAIT = 1.0
+_HIT_COLUMNS = ("id", "text", "area", "created_at", "updated_at", "metadata")  # a Hit's fields, in order
 
 
 class EmbeddedStore(StoreBase):
@@ -103,6 +107,7 @@ class EmbeddedStore(StoreBase):
         self._bulk = False
         self._depth = 0
         self._knowledge_bytes: bytes | None = None  # knowledge_import.json as last read or written
+        self._model_thread: ThreadPoolExecutor | None = None  # embeds a warm handle's queries (_start_query_embedding)
         recover_swap(folder, float(config["lock_timeout"]))  # a restore killed between its two renames
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         # A store on read-only media (or in a folder this user cannot write) stays readable.
@@ -292,6 +297,9 @@ class EmbeddedStore(StoreBase):
         return str(self.folder)
 
     def close(self) -> None:
+        if self._model_thread is not None:
+            self._model_thread.shutdown()
+            self._model_thread = None
         self._close_embedder()
         self.db.close()
 
@@ -943,12 +951,38 @@ class EmbeddedStore(StoreBase):
                 future = pool.submit(embed_queries, embedder, [query])
                 self._search_index()
                 vector = future.result()[0]
-        dim = self.dimension()
-        if dim is not None and vector.shape[0] != dim:
-            raise ModelMismatchError(
-                f"embedding dimension {vector.shape[0]} differs from the store's {dim}", hint="run `memctl reindex`"
-            )
+        self._check_query_dimension(vector.shape[0])
         return vector
+
+    def _start_query_embedding(self, queries: builtins.list[str]) -> Callable[[], builtins.list[np.ndarray]]:
+        """A warm handle embeds on a thread it keeps (one started per query cost more than it saved), so the
+        search reads its keyword side meanwhile: the model call (onnxruntime, an HTTP request) releases the
+        GIL, and this thread keeps the connection to itself. A cold handle (the CLI's one search) embeds
+        beside the index load instead (`_embed_query`), and so does a handle whose `_embed_query` a caller
+        replaced (bench/hybrid_search.py hands precomputed vectors in through it)."""
+        if self._index is None or "_embed_query" in self.__dict__:
+            return super()._start_query_embedding(queries)
+        self.check_model()
+        self._search_index()  # synced here: the thread touches no connection but the embedding cache's
+        if self._model_thread is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memctl-embed")
+        future = self._model_thread.submit(embed_queries, self.embedder, list(queries))
+
+        def wait() -> builtins.list[np.ndarray]:
+            vectors = future.result()
+            self._check_query_dimension(vectors.shape[1])
+            return list(vectors)
+
+        return wait
+
+    def _check_query_dimension(self, dimension: int) -> None:
+        dim = self.dimension()
+        if dim is not None and dimension != dim:
+            raise ModelMismatchError(
+                f"embedding dimension {dimension} differs from the store's {dim}", hint="run `memctl reindex`"
+            )
 
     def _exact_search(self, vector: np.ndarray, k: int, only: np.ndarray) -> builtins.list[tuple[int, float]]:
         import numpy as np
@@ -974,18 +1008,24 @@ class EmbeddedStore(StoreBase):
         """(seq, Hit) for the pairs whose rows still exist, in the given order."""
         if not pairs:
             return []
-        rows: dict[int, Any] = {}
+        rows: dict[int, tuple[Any, ...]] = {}
         seqs = [p[0] for p in pairs]
         for start in range(0, len(seqs), 900):
             chunk = seqs[start : start + 900]
             read, found = self._named(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE seq IN ({','.join('?' * len(chunk))})", chunk
             )
-            rows.update((read.get(r, "seq"), read.memory(r)) for r in found)
+            fields = itemgetter(*(read.names.index(name) for name in _HIT_COLUMNS))
+            rows.update((read.get(r, "seq"), fields(r)) for r in found)
+        # Each Hit made from its row at once (a search reads ~80 rows): going through a Memory first cost
+        # a second dataclass per row, 0.4 ms a search.
         hits = []
         for seq, score in pairs:
-            if seq in rows:
-                hits.append((seq, Hit(**rows[seq].__dict__, score=round(score, 6))))
+            row = rows.get(seq)
+            if row is not None:
+                ident, text, area, created_at, updated_at, metadata = row
+                meta = json.loads(metadata) if isinstance(metadata, str) else metadata  # as RowReader.memory
+                hits.append((seq, Hit(ident, text, area, created_at, updated_at, meta, round(score, 6))))
         return hits
 
     # -- maintenance ---------------------------------------------------------------------
