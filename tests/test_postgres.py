@@ -135,6 +135,16 @@ def test_failed_bulk_leaves_the_index_to_the_next_search(pg: str, monkeypatch: p
         assert _hnsw_indexes(store) == ["memctl_memories_hnsw_384"]
 
 
+def test_exact_or_hnsw_decided_by_a_bounded_count(pg: str):
+    emb = FakeEmbedder()
+    texts = [f"row {i}" for i in range(60)]
+    with open_pg(pg) as store, open_pg(pg, "other") as other:
+        store.insert_records([{"text": t} for t in texts], emb.embed(texts), emb.info)
+        other.insert_records([{"text": t} for t in texts[:5]], emb.embed(texts[:5]), emb.info)
+        assert [store._at_most(n) for n in (0, 59, 60, 1000)] == [False, False, True, True]
+        assert [other._at_most(n) for n in (4, 5)] == [False, True]
+
+
 def test_unbulked_insert_creates_the_index_first(pg: str):
     emb = FakeEmbedder()
     with open_pg(pg) as store:
