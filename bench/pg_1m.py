@@ -392,10 +392,14 @@ def main() -> None:
     deadline = dt.datetime.fromisoformat(args.embed_until).timestamp() if args.embed_until else None
     vectors, embed_rate = embed_cached(texts, args.cache, deadline)
     texts = texts[: len(vectors)]
+    # PostgreSQL text holds no NUL character (a few gathered lines from binary-ish files do): leave those out.
+    keep = [i for i, t in enumerate(texts) if "\0" not in t]
+    dropped = len(texts) - len(keep)
+    texts, vectors = [texts[i] for i in keep], vectors[keep]
     qvecs = query_vectors(queries, args.cache)
     n = len(texts)
     model = LocalEmbedder().info
-    print(f"{n:,} memories (asked {args.size:,}), {len(queries)} queries; text pool {info}", file=sys.stderr)
+    print(f"{n:,} memories (asked {args.size:,}; {dropped} with NUL left out); {info}", file=sys.stderr)
 
     servers: list[str] = []
     results: dict = {}
@@ -508,7 +512,8 @@ def main() -> None:
     )
     print(table(title, ["figure", "memctl (PostgreSQL)", "exact (numpy)", "ratio memctl / exact", "goal"], rows))
     print(f"embedding rate this run: {embed_rate:.0f}/s" if embed_rate else "vectors from the cache")
-    print(json.dumps({"size": n, "asked": args.size, "text_pool": info, "load_average": load_avg, **results}))
+    head = {"size": n, "asked": args.size, "nul_dropped": dropped, "text_pool": info, "load_average": load_avg}
+    print(json.dumps({**head, **results}))
 
 
 def _ratio(r: dict, key: str) -> str:
