@@ -72,6 +72,86 @@ def test_schema_migrated_once_by_racing_first_users(pg: str):
         assert len(store) == 4
 
 
+def _hnsw_indexes(store) -> list[str]:
+    rows = store.conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE '%%hnsw%%'"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_bulk_builds_the_hnsw_index_after_the_inserts(pg: str, monkeypatch: pytest.MonkeyPatch):
+    """Inside bulk() the COPYs do not maintain an HNSW graph: the index is built once at the end (with
+    maintenance_work_mem raised for the build only); outside bulk() the first insert creates it as before."""
+    from memctl.store import postgres
+
+    monkeypatch.setattr(postgres, "EXACT_MAX", 50)
+    emb = FakeEmbedder()
+    texts = [f"note {i} about service {i % 11} in zone {i % 5}" for i in range(240)]
+    vectors = emb.embed(texts)
+    statements: list[str] = []
+    with open_pg(pg, "loaded") as store:
+        store.conn.execute("SET maintenance_work_mem = '1MB'")  # a server setting below what the build wants
+        real_execute = store._execute
+
+        def spy(sql, args=None):
+            statements.append(sql)
+            return real_execute(sql, args)
+
+        monkeypatch.setattr(store, "_execute", spy)
+        with store.bulk():
+            for start in range(0, 240, 80):  # COPY batches (50 rows or more)
+                batch = [{"text": t} for t in texts[start : start + 80]]
+                store.insert_records(batch, vectors[start : start + 80], emb.info)
+                assert _hnsw_indexes(store) == []
+            assert len(store) == 240
+            assert len(store.search("service 3 zone 2", limit=5, threshold=0.0, mode="dense")) == 5  # no index: exact
+            assert _hnsw_indexes(store) == []
+        assert _hnsw_indexes(store) == ["memctl_memories_hnsw_384"]
+        assert [sql for sql in statements if sql.startswith("SET LOCAL maintenance_work_mem")] == [
+            "SET LOCAL maintenance_work_mem = '64MB'"
+        ]
+        assert store.conn.execute("SHOW maintenance_work_mem").fetchone()[0] == "1MB"  # SET LOCAL: the build only
+        assert store.vector_count() == 240
+        hits = store.search("service 3 zone 2", limit=10, threshold=0.0, mode="dense")
+        assert len(hits) == 10
+    with open_pg(pg, "second") as other:  # the index exists now: a bulk load keeps it up to date
+        with other.bulk():
+            other.insert_records([{"text": t} for t in texts[:60]], vectors[:60], emb.info)
+        assert other.vector_count() == 60 and _hnsw_indexes(other) == ["memctl_memories_hnsw_384"]
+
+
+def test_failed_bulk_leaves_the_index_to_the_next_search(pg: str, monkeypatch: pytest.MonkeyPatch):
+    from memctl.store import postgres
+
+    monkeypatch.setattr(postgres, "EXACT_MAX", 50)
+    emb = FakeEmbedder()
+    texts = [f"entry {i} on topic {i % 9}" for i in range(120)]
+    with open_pg(pg) as store:
+        with pytest.raises(KeyboardInterrupt), store.bulk():
+            store.insert_records([{"text": t} for t in texts], emb.embed(texts), emb.info)
+            raise KeyboardInterrupt
+        assert _hnsw_indexes(store) == [] and len(store) == 120  # what was loaded is kept
+        assert len(store.search("topic 4", limit=10, threshold=0.0, mode="dense")) == 10
+        assert _hnsw_indexes(store) == ["memctl_memories_hnsw_384"]
+
+
+def test_exact_or_hnsw_decided_by_a_bounded_count(pg: str):
+    emb = FakeEmbedder()
+    texts = [f"row {i}" for i in range(60)]
+    with open_pg(pg) as store, open_pg(pg, "other") as other:
+        store.insert_records([{"text": t} for t in texts], emb.embed(texts), emb.info)
+        other.insert_records([{"text": t} for t in texts[:5]], emb.embed(texts[:5]), emb.info)
+        assert [store._at_most(n) for n in (0, 59, 60, 1000)] == [False, False, True, True]
+        assert [other._at_most(n) for n in (4, 5)] == [False, True]
+
+
+def test_unbulked_insert_creates_the_index_first(pg: str):
+    emb = FakeEmbedder()
+    with open_pg(pg) as store:
+        store.insert_records([{"text": "one memory"}], emb.embed(["one memory"]), emb.info)
+        assert _hnsw_indexes(store) == ["memctl_memories_hnsw_384"]
+
+
 def test_hnsw_path_with_filters_and_other_subdirs(pg: str, monkeypatch: pytest.MonkeyPatch):
     """Past EXACT_MAX the HNSW index answers; iterative scans keep k rows despite other subdirs' rows."""
     import numpy as np

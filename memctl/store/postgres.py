@@ -55,6 +55,9 @@ EXACT_FILTERED_MAX = 200_000
 # Seconds `touch` (access times after `load`) waits for a row lock before skipping.
 TOUCH_WAIT = 1.0
 HNSW_EF_SEARCH = 100
+# Memory for building an HNSW index (maintenance_work_mem, raised for that one statement, never lowered):
+# pgvector builds several times faster while the graph fits in it (about dimension x 4 + 400 bytes a row).
+HNSW_BUILD_MEMORY_MAX_MB = 2048
 _KNOWLEDGE_ENTRY = ("checksum", "area", "file_type", "ids", "chunking", "imported_at")
 # Every table holding a store's rows (restore-backup replaces them all).
 _STORE_TABLES = (
@@ -165,6 +168,7 @@ class PostgresStore(StoreBase):
         self._cache_dir = cache_dir
         self._depth = 0
         self._indexed_dims: set[int] = set()
+        self._defer_index = False  # inside bulk(): a missing HNSW index is built after the inserts
         self._count_cache: int | None = None  # set for the length of one search (a count scans an index)
         self.conn = connect(url, lock_timeout=float(config["lock_timeout"]))
 
@@ -220,6 +224,14 @@ class PostgresStore(StoreBase):
         if self._count_cache is not None:
             return self._count_cache
         return int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s", (self.subdir,))[0])
+
+    def _at_most(self, limit: int) -> bool:
+        """Whether the store holds at most `limit` memories, counting no further than limit + 1 rows (a full
+        count of a large store scans its whole subdir index: tens of ms at a million rows, on every search)."""
+        if self._count_cache is not None:
+            return self._count_cache <= limit
+        sql = "SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s LIMIT %s) AS capped"
+        return int(self._one(sql, (self.subdir, limit + 1))[0]) <= limit
 
     def _is_empty(self) -> bool:
         return not self._one("SELECT EXISTS (SELECT 1 FROM memctl_memories WHERE subdir = %s)", (self.subdir,))[0]
@@ -421,23 +433,53 @@ class PostgresStore(StoreBase):
         """The HNSW index for vectors of `dim` dimensions (one partial index per dimension in use).
 
         Created in its own transaction under an advisory lock, never inside a writer's transaction
-        (CREATE INDEX waits for writers; inside one it could wait for another waiting on us).
+        (CREATE INDEX waits for writers; inside one it could wait for another waiting on us). Inside
+        `bulk()` a missing index is left for the end of the bulk: built once from the loaded rows.
         """
         if dim in self._indexed_dims:
             return
         name = f"memctl_memories_hnsw_{int(dim)}"
         if self._one("SELECT to_regclass(format('%%I.%%I', current_schema(), %s::text))", (name,))[0] is None:
-            if self.conn.info.transaction_status != 0:  # inside a transaction: leave it to the next call
+            if self._defer_index or self.conn.info.transaction_status != 0:  # inside a transaction: the next call
                 return
             from memctl.store.pg_schema import LOCK_KEY
 
             with self.conn.transaction():
                 self._execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+                self._raise_build_memory(dim)
                 self._execute(
                     f"CREATE INDEX IF NOT EXISTS {name} ON memctl_memories USING hnsw"
                     f" ((vector::vector({int(dim)})) vector_ip_ops) WHERE vector_dims(vector) = {int(dim)}"
                 )
         self._indexed_dims.add(dim)
+
+    def _raise_build_memory(self, dim: int) -> None:
+        """maintenance_work_mem for this transaction's index build: enough for the graph of the rows there
+        are (up to HNSW_BUILD_MEMORY_MAX_MB), never below the server's setting."""
+        rows = int(self._one("SELECT count(*) FROM memctl_memories")[0])  # a second at 1M rows; the build: minutes
+        wanted_mb = min(HNSW_BUILD_MEMORY_MAX_MB, rows * (int(dim) * 4 + 400) // 2**20 + 64)
+        current_kb = int(self._one("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'")[0])
+        if wanted_mb * 1024 > current_kb:
+            self._execute(f"SET LOCAL maintenance_work_mem = '{int(wanted_mb)}MB'")
+
+    @contextmanager
+    def bulk(self) -> Iterator[PostgresStore]:
+        """Many inserts in a row (an import, a bulk load). A missing HNSW index is built once after them
+        instead of being created before the first COPY and updated row by row (pgvector's graph insert,
+        about 2 ms a row on a small machine, bounded a load to a few hundred rows a second). Where the index
+        exists already (another store of this dimension in the database), the COPYs keep it up to date.
+        After a failed bulk the index is left to the next search, which builds it."""
+        outer = self._defer_index
+        self._defer_index = True
+        try:
+            yield self
+        except BaseException:
+            self._defer_index = outer
+            raise
+        self._defer_index = outer
+        dim = self.dimension()
+        if not outer and dim is not None and self.conn.info.transaction_status == 0:
+            self._ensure_vector_index(dim)
 
     # -- writing -------------------------------------------------------------------------
     @contextmanager
@@ -799,7 +841,7 @@ class PostgresStore(StoreBase):
                 " WHERE seq = ANY(%s::bigint[]) AND subdir = %s ORDER BY ip DESC, seq LIMIT %s",
                 (query, _seq_array(only), self.subdir, k),
             )
-        elif only is None and len(self) <= EXACT_MAX:
+        elif only is None and self._at_most(EXACT_MAX):
             rows = self._all(
                 "SELECT seq, (vector <#> %s) * -1 AS ip FROM memctl_memories"
                 " WHERE subdir = %s ORDER BY ip DESC, seq LIMIT %s",
