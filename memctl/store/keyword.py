@@ -187,5 +187,7 @@ def count_tokens(text: str, tokens: set[str]) -> int:
     if not tokens:
         return 0
     lowered = text.lower()
+    if not any(t in lowered for t in tokens):
+        return 0  # a token is a substring of any text it occurs in: most texts end here, unsegmented
     present = set(_TOKEN.findall(lowered)) | {piece.lower() for piece, cjk in pieces(text) if not cjk}
     return sum(1 for t in tokens if (t in lowered if has_cjk(t) else t in present))
