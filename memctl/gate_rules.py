@@ -441,18 +441,6 @@ _PASSING = re.compile(
     r"|\b\d[\d,.]*\s+[\w-]+( [\w-]+)?\s+(available|waiting|queued)( now| today)?\b"
     r"|\bstreak (is|of|at|:)\s*\d+|(\bbalance|余额)\s*(is |of |:|：)?\s*[$€£¥]?\s*\d"
     r"|运输中|派送中|配送中|已揽收|待揽收|已签收"
-    # an instrument's or a tool's reading: live values, a reading with its clock time, a step of a cycle,
-    # a tally of statuses, a value in scientific notation, "this time" / "just measured", a forecast, a countdown
-    r"|\blive ([a-z]+ )?(data|readings?|values?|stats)\b|\breadings?\b[^.;]{0,40}\d"
-    r"|\b(was|were|read|measured)\s+[-+]?\d[\d.,]*\s?[a-z%°/]{0,6}\s+at\s+\d{1,2}[:.]\d{2}\b"
-    r"|\b\d{1,2}:\d{2}\s*[:：]\s*\d{2,3}/\d{2,3}\b|\b(step|stage|phase|cycle)\s+\d+\s*/\s*\d+\b"
-    r"|:\s*\d[\d,]*\s+(unsolved|pending|open|new|solved|closed|breached|failed|passed|queued|errors?|warnings?|skipped)"
-    r"\b[^.;]{0,20},\s*\d"
-    r"|(?<![\w.])\d(\.\d+)?e[+-]?\d{1,2}\b"
-    r"|(这次|这回|本次|刚测|刚量|刚才测)[^，。,;；]{0,12}\d|天气预报|\bweather forecast\b|降水概率|\bchance of rain\b"
-    r"|还有\s*\d+\s*(天|周|个?星期|个?月|小时)|\b\d+ (days|weeks|hours|sleeps) (to go|left)\b"
-    r"|\b(the )?(last|latest|previous|most recent) (ride|run|trip|walk|drive|charge|workout|session|reading|test|"
-    r"measurement|shoot|batch)\s+(was|were|took|lasted|came to)\s+[^.;]{0,20}\d"
     # a reaction to one delivery or one day
     r"|\bmade (the user's|my|his|her|their|our) (day|week|month)\b|\bwhat an? (monday|day|week|morning|night)\b"
     r"|\b(is|are|am|was|were) (exasperated|delighted|ecstatic|over the moon|gutted|devastated|livid)\b"
@@ -461,6 +449,22 @@ _PASSING = re.compile(
     re.IGNORECASE,
 )
 
+# an instrument's or a tool's reading: live values, a reading with its clock time, a step of a cycle, a tally
+# of statuses, a value in scientific notation, "this time" / "just measured", a forecast, a countdown. Beside
+# a target word it is a standing threshold instead ("readings above 140/90 mean a call to the GP").
+_READING = re.compile(
+    r"\blive ([a-z]+ )?(data|readings?|values?|stats)\b|\breadings?\b[^.;]{0,40}\d"
+    r"|\b(was|were|read|measured)\s+[-+]?\d[\d.,]*\s?[a-z%°/]{0,6}\s+at\s+\d{1,2}[:.]\d{2}\b"
+    r"|\b\d{1,2}:\d{2}\s*[:：]\s*\d{2,3}/\d{2,3}\b|\b(step|stage|phase|cycle)\s+\d+\s*/\s*\d+\b"
+    r"|:\s*\d[\d,]*\s+(unsolved|pending|open|new|solved|closed|breached|failed|passed|queued|errors?|warnings?|skipped)"
+    r"\b[^.;]{0,20},\s*\d"
+    r"|(?<![\w.])\d(\.\d+)?e[+-]?\d{1,2}\b"
+    r"|(这次|这回|本次|刚测|刚量|刚才测)[^，。,;；]{0,12}\d|天气预报|\bweather forecast\b|降水概率|\bchance of rain\b"
+    r"|还有\s*\d+\s*(天|周|个?星期|个?月|小时)|\b\d+ (days|weeks|hours|sleeps) (to go|left)\b"
+    r"|\b(the )?(last|latest|previous|most recent) (ride|run|trip|walk|drive|charge|workout|session|reading|test|"
+    r"measurement|shoot|batch)\s+(was|were|took|lasted|came to)\s+[^.;]{0,20}\d",
+    re.IGNORECASE,
+)
 _COUNT_NOW = re.compile(
     r"\b(word count|page count|row count|line count|file size|size|total)\s+"
     r"(is|was|:|=|after|now)\b.{0,30}\d",
@@ -481,7 +485,9 @@ _POPULARITY = re.compile(
 
 
 def _passing(text: str) -> str | None:
-    found = _PASSING.search(text) or (None if _TARGET.search(text) else _COUNT_NOW.search(text))
+    found = _PASSING.search(text) or (
+        None if _TARGET.search(text) else _READING.search(text) or _COUNT_NOW.search(text)
+    )
     if not found and not _ABSOLUTE_DATE.search(text):
         found = _POPULARITY.search(text)
     if not found or _RECURRING.search(text):

@@ -192,6 +192,7 @@ RULE_CASES = [
             "User takes blood pressure readings twice a day at 7:00 and 19:00",
             "The last service was in March 2026 at 45,000 miles",
             "The weekly report lists unsolved, pending and breached tickets",
+            "BP readings above 140/90 mean a call to the GP",
             "用户每天早上 7 点测血糖",
         ],
     ),
