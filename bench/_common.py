@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+PG_SERVER = REPO / "scripts" / "pg_test_server.sh"
 
 # Words of the generated memories of the latency benches (cli_latency.py, mcp_latency.py).
 SUBJECTS = [
@@ -105,3 +106,21 @@ def _fmt(value: object) -> str:
 
 def python() -> str:
     return sys.executable
+
+
+def pg_server_url(url: str | None, started: list[str]) -> str:
+    """`url`, else MEMCTL_TEST_PG_URL, else a throwaway server of scripts/pg_test_server.sh, whose folder is
+    appended to `started` (stop_pg_servers stops them)."""
+    url = url or os.environ.get("MEMCTL_TEST_PG_URL")
+    if url:
+        return url
+    out = subprocess.run(["bash", str(PG_SERVER), "start"], check=True, capture_output=True, text=True).stdout
+    values = dict(line.split("=", 1) for line in out.split() if "=" in line)
+    started.append(values["MEMCTL_TEST_PG_DIR"])
+    return values["MEMCTL_TEST_PG_URL"]
+
+
+def stop_pg_servers(started: list[str]) -> None:
+    """Stop the servers pg_server_url started (by the PID in each folder)."""
+    for folder in started:
+        subprocess.run(["bash", str(PG_SERVER), "stop", folder], check=False)

@@ -14,11 +14,9 @@ Without --url (or MEMCTL_TEST_PG_URL) a throwaway server is started and stopped.
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +24,7 @@ from pathlib import Path
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench._common import REPO, table  # noqa: E402
+from bench._common import pg_server_url, stop_pg_servers, table  # noqa: E402
 from bench.store_ops import make_data  # noqa: E402
 
 FILTERS = [
@@ -89,18 +87,6 @@ def measure(store, queries, runs: int) -> dict[str, tuple[float, float, int, boo
     return out
 
 
-def pg_url(args, stack: list) -> str:
-    url = args.url or os.environ.get("MEMCTL_TEST_PG_URL")
-    if url:
-        return url
-    started = subprocess.run(
-        ["bash", str(REPO / "scripts" / "pg_test_server.sh"), "start"], check=True, capture_output=True, text=True
-    ).stdout
-    values = dict(line.split("=", 1) for line in started.split() if "=" in line)
-    stack.append(values["MEMCTL_TEST_PG_DIR"])
-    return values["MEMCTL_TEST_PG_URL"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000)
@@ -126,7 +112,7 @@ def main() -> None:
 
                 from tests.pg import with_options
 
-                base = pg_url(args, servers)
+                base = pg_server_url(args.url, servers)
                 schema = f"bench_filters_{secrets.token_hex(4)}"
                 with psycopg.connect(base, autocommit=True) as conn:
                     conn.execute(f"CREATE SCHEMA {schema}")
@@ -154,8 +140,7 @@ def main() -> None:
                         conn.execute(f"DROP SCHEMA {schema} CASCADE")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-        for folder in servers:
-            subprocess.run(["bash", str(REPO / "scripts" / "pg_test_server.sh"), "stop", folder], check=False)
+        stop_pg_servers(servers)
 
     rows = []
     for source, kind in FILTERS:

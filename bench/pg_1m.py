@@ -41,6 +41,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench._common import pg_server_url, stop_pg_servers, table  # noqa: E402
+
 SEED = 15
 CACHE = Path("/work/.cache/pg1m")
 TEXTS_VERSION = 1  # bump when the gathering rules change (the cache file names carry it)
@@ -352,26 +354,8 @@ class fresh_schema:  # noqa: N801 - used as a context manager
             conn.execute(f"DROP SCHEMA {self.schema} CASCADE")
 
 
-def server_url(args, started: list[str]) -> str:
-    import subprocess
-
-    url = args.url or os.environ.get("MEMCTL_TEST_PG_URL")
-    if url:
-        return url
-    out = subprocess.run(
-        ["bash", str(Path(__file__).resolve().parent.parent / "scripts" / "pg_test_server.sh"), "start"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    values = dict(line.split("=", 1) for line in out.split() if "=" in line)
-    started.append(values["MEMCTL_TEST_PG_DIR"])
-    return values["MEMCTL_TEST_PG_URL"]
-
-
 def main() -> None:
     import datetime as dt
-    import subprocess
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000)
@@ -405,7 +389,7 @@ def main() -> None:
     servers: list[str] = []
     results: dict = {}
     try:
-        url = server_url(args, servers)
+        url = pg_server_url(args.url, servers)
         if args.sample:
             results["sample"] = maintained_load_rate(url, vectors, texts, model, min(args.sample, n))
             print(f"  sample load: {results['sample']}", file=sys.stderr, flush=True)
@@ -459,10 +443,7 @@ def main() -> None:
             if not args.keep:
                 schema.__exit__()
     finally:
-        for folder in servers:
-            subprocess.run(["bash", "scripts/pg_test_server.sh", "stop", folder], check=False)
-
-    from bench._common import table
+        stop_pg_servers(servers)
 
     u = results["unfiltered"]
     rows = [

@@ -955,8 +955,8 @@ class PostgresStore(StoreBase):
             f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE seq = ANY(%s) AND subdir = %s",
             ([p[0] for p in pairs], self.subdir),
         )
-        rows = {read.get(r, "seq"): read.memory(r) for r in found}
-        return [(seq, Hit(**rows[seq].__dict__, score=round(score, 6))) for seq, score in pairs if seq in rows]
+        rows = {read.get(r, "seq"): r for r in found}
+        return [(seq, read.hit(rows[seq], round(score, 6))) for seq, score in pairs if seq in rows]
 
     def _seq_meta(self, seqs: builtins.list[int]) -> dict[int, tuple[str, dict[str, Any]]]:
         """seq -> (area, metadata) without the texts (a search's chat neighbours need no more)."""

@@ -121,11 +121,13 @@ class ArchivedMemory:
 _MEMORY_FIELDS = ("id", "text", "area", "created_at", "updated_at", "metadata")
 
 
+def _metadata(value: Any) -> dict[str, Any]:
+    """A metadata column: JSON text (SQLite, a PostgreSQL json column) or already parsed."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def _memory(ident: str, text: str, area: str, created_at: str, updated_at: str, metadata: Any) -> Memory:
-    # metadata: JSON text (SQLite, a PostgreSQL json column) or already parsed
-    return Memory(
-        ident, text, area, created_at, updated_at, json.loads(metadata) if isinstance(metadata, str) else metadata
-    )
+    return Memory(ident, text, area, created_at, updated_at, _metadata(metadata))
 
 
 class RowReader:
@@ -149,6 +151,12 @@ class RowReader:
     def memory(self, row: Sequence[Any]) -> Memory:
         """The Memory a row holding MEMORY_COLUMNS stands for (the hot path: searches, scans)."""
         return _memory(*self._memory_fields(row))
+
+    def hit(self, row: Sequence[Any], score: float) -> Hit:
+        """The Hit a row holding MEMORY_COLUMNS stands for, made at once (a search reads ~80 rows: a Memory
+        first and a copy cost a second dataclass per row, 0.4 ms a search)."""
+        ident, text, area, created_at, updated_at, metadata = self._memory_fields(row)
+        return Hit(ident, text, area, created_at, updated_at, _metadata(metadata), score)
 
     def record(self, row: Sequence[Any]) -> dict[str, Any]:
         """`row` as {column: value} (rows read rarely: history, archive)."""
