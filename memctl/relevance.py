@@ -208,16 +208,12 @@ def background_file(model: str) -> str:
 
 
 def standing(background: Any, vector: Any) -> tuple[float, float] | None:
-    """(mean, spread) of `vector`'s cosines with the rows of `background` (unit vectors), or None (also for a
-    vector of another size: a store whose embedder reports the model's name but makes other vectors)."""
+    """(mean, spread) of `vector`'s cosines with the rows of `background` (unit vectors), or None."""
     if background is None or len(background) < 2:
         return None
     import numpy as np
 
-    query = np.asarray(vector, dtype=np.float32).reshape(-1)
-    if query.shape[0] != background.shape[1]:
-        return None
-    cosines = background @ query
+    cosines = background @ np.asarray(vector, dtype=np.float32).reshape(-1)
     return float(cosines.mean()), max(float(cosines.std()), MIN_SPREAD)
 
 
