@@ -185,6 +185,10 @@ def test_tools_have_input_schemas_output_schemas_and_hints() -> None:
             assert hints.read_only_hint is (name in READ_ONLY), name
             assert hints.destructive_hint is (name in DESTRUCTIVE), name
             assert "subdir" in tool.input_schema["properties"], name
+            # Self-contained: some clients resolve no $ref (memctl.mcp.schemas).
+            assert "$ref" not in json.dumps([tool.input_schema, tool.output_schema]), name
+        hit = listed["memory_search"].output_schema["properties"]["results"]["items"]
+        assert hit["type"] == "object" and {"id", "text", "score"} <= set(hit["required"])
         search = listed["memory_search"].input_schema
         assert search["required"] == ["query"]
         assert set(search["properties"]) == {"query", "limit", "threshold", "area", "filter", "mode", "subdir"}

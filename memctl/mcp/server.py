@@ -23,6 +23,7 @@ from pydantic import Field
 from memctl.errors import MemctlError, UsageError
 from memctl.mcp import models, tools
 from memctl.mcp.pool import StorePool
+from memctl.mcp.schemas import inline_tool_schemas
 from memctl.mcp.scope import Scope
 
 log = logging.getLogger("memctl.mcp")
@@ -320,6 +321,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         return run(subdir, lambda s, n: tools.stats(s, n, root))
 
     _add_resources(server, pool, scope, root)
+    inline_tool_schemas(server)
     return server
 
 
