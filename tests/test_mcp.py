@@ -378,6 +378,30 @@ def test_a_cli_save_is_found_by_the_next_search(backend, transport: str) -> None
     session(transport, body)
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_what_a_search_returns_is_recorded_as_accessed_after_the_answer(backend, transport: str) -> None:
+    async def never_accessed(client: Any) -> int:
+        return int((await call(client, "stats"))["stores"][0]["never_accessed"])
+
+    async def body(client: Any) -> None:
+        await call(client, "memory_save", text="The staging database listens on port 5433")
+        await call(client, "memory_save", text="Deploys go out on Tuesdays")
+        assert await never_accessed(client) == 2
+        found = await call(client, "memory_search", query="staging database port", limit=1, threshold=0.0)
+        assert found["count"] == 1
+        deadline = time.monotonic() + 10
+        while await never_accessed(client) != 1:  # written by the server's access thread, a moment later
+            assert time.monotonic() < deadline, "the access time was never written"
+            await anyio.sleep(0.05)
+        recalled = await call(client, "memory_recall", message="when do deploys go out?", threshold=0.0)
+        assert recalled["memories"]
+        while await never_accessed(client) != 0:
+            assert time.monotonic() < deadline, "recall's access times were never written"
+            await anyio.sleep(0.05)
+
+    session(transport, body)
+
+
 # --- a client that goes away mid-call ------------------------------------------------------------------------
 
 

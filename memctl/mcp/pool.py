@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from memctl.errors import LockTimeoutError, ModelMismatchError, NotFoundError, StoreError
+from memctl.mcp.access import AccessLog
 
 log = logging.getLogger("memctl.mcp")
 
@@ -99,6 +100,7 @@ class StorePool:
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
         self._embedders: dict[tuple[Any, ...], SharedEmbedder] = {}
         self._lock = threading.Lock()
+        self.access = AccessLog(self.use)  # what searches returned, written after their answers
 
     # -- opening ---------------------------------------------------------------------------
     def config_for(self, subdir: str) -> Any:
@@ -240,6 +242,7 @@ class StorePool:
             log.warning("memctl mcp: warm-up of %r failed: %s", subdir, exc)
 
     def close(self) -> None:
+        self.access.close()
         with self._lock:
             slots = list(self._slots.values())
             self._slots.clear()

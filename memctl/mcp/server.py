@@ -85,6 +85,10 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
                 raise tool_error(exc) from exc
         return await anyio.to_thread.run_sync(run, subdir, work)
 
+    def noted(subdir: str) -> Callable[[list[str]], None]:
+        """Access times of what a call returned, written after its answer (memctl.mcp.access)."""
+        return lambda ids: pool.access.record(subdir, ids)
+
     def run_apart(subdir: str | None, work: Callable[[Any, str], Any]) -> Any:
         """On a store opened for this call alone: long calls do not hold up the warm store."""
         try:
@@ -144,7 +148,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         return await run_short(
             subdir,
             lambda s, n: tools.search(
-                s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
+                s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode, record=noted(n)
             ),
         )
 
@@ -171,6 +175,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
                 threshold=threshold,
                 query_prep=query_prep,
                 post_filter=post_filter,
+                record=noted(name),
             )
 
         if query_prep or post_filter:  # the utility model: seconds, on a worker thread
@@ -311,7 +316,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         return await run_short(
             subdir,
             lambda s, n: tools.knowledge_search(
-                s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
+                s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode, record=noted(n)
             ),
         )
 

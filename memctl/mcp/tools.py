@@ -5,11 +5,13 @@ subclasses); the server turns them into tool errors."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from memctl.errors import UsageError
 
 KNOWLEDGE_FILTER = "knowledge_source == True"
+Recorder = Callable[[list[str]], Any]  # notes ids a call returned as accessed
 
 
 def save(store: Any, subdir: str, text: str, area: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -27,14 +29,15 @@ def search(
     area: str | None,
     filter: Any,
     mode: str | None,
+    record: Recorder | None = None,
 ) -> dict[str, Any]:
-    """`memctl load`: defaults from the store's config; returned memories count as accessed."""
+    """`memctl load`: defaults from the store's config; returned memories count as accessed (written by
+    `record` when given, the server's AccessLog, else at once)."""
     threshold = store.config["search_threshold"] if threshold is None else threshold
     limit = store.config["search_limit"] if limit is None else limit
     mode = mode or store.config["search_mode"]
     hits = store.search(query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode)
-    if hits and store.config["track_access"]:
-        store.touch([h.id for h in hits])
+    _accessed(store, [h.id for h in hits], record)
     return {
         "subdir": subdir,
         "query": query,
@@ -44,6 +47,11 @@ def search(
         "count": len(hits),
         "results": [h.to_dict() for h in hits],
     }
+
+
+def _accessed(store: Any, ids: list[str], record: Recorder | None) -> None:
+    if ids and store.config["track_access"]:
+        (record or store.touch)(ids)
 
 
 def knowledge_search(
@@ -56,6 +64,7 @@ def knowledge_search(
     area: str | None,
     filter: str | None,
     mode: str | None,
+    record: Recorder | None = None,
 ) -> dict[str, Any]:
     """`search` over knowledge chunks only (`knowledge_source: true`), the caller's filter checked first
     on its own so its error names its own text."""
@@ -66,7 +75,9 @@ def knowledge_search(
         store.compile(filter)  # the caller's filter, validated as the CLI validates it
         combined = f"{KNOWLEDGE_FILTER} and ({filter})"
     flt = compile_filter(combined, max_length=int(store.config["filter_max_length"]) + len(KNOWLEDGE_FILTER) + 7)
-    doc = search(store, subdir, query, limit=limit, threshold=threshold, area=area, filter=flt, mode=mode)
+    doc = search(
+        store, subdir, query, limit=limit, threshold=threshold, area=area, filter=flt, mode=mode, record=record
+    )
     return {**doc, "filter": combined}
 
 
@@ -79,7 +90,9 @@ def recall(
     threshold: float | None,
     query_prep: bool,
     post_filter: bool,
+    record: Recorder | None = None,
 ) -> dict[str, Any]:
+    """`memctl recall`: what it returns counts as accessed, as there."""
     from memctl.llm import UtilityModel
     from memctl.recall import recall as run_recall
     from memctl.recall import render_prompt
@@ -89,6 +102,7 @@ def recall(
     result = run_recall(
         store, message, past, llm=llm, query_prep=query_prep, post_filter=post_filter, threshold=threshold
     )
+    _accessed(store, [h.id for h in [*result.memories, *result.solutions]], record)
     return {"subdir": subdir, **result.to_dict(), "prompt": render_prompt(result)}
 
 
