@@ -54,6 +54,7 @@ EXACT_MAX = 10_000
 EXACT_FILTERED_MAX = 200_000
 # A store's memctl_counts rows (one per server process that wrote to it) are folded into one past this many.
 COUNT_SLOTS_MAX = 16
+DF_CACHE_MAX = 100_000  # keyword document frequencies kept per store generation (then started afresh)
 # Seconds `touch` (access times after `load`) waits for a row lock before skipping.
 TOUCH_WAIT = 1.0
 HNSW_EF_SEARCH = 100
@@ -444,9 +445,16 @@ class PostgresStore(StoreBase):
 
     # -- the model -----------------------------------------------------------------------
     def _store_row(self) -> Any:
-        return self._one(
+        """The store's model record; read once per search (which asks for it three times)."""
+        scope = self._scope()
+        if scope is not None and "store row" in scope:
+            return scope["store row"]
+        row = self._one(
             "SELECT provider, model, dimension, reindex FROM memctl_stores WHERE subdir = %s", (self.subdir,)
         )
+        if scope is not None:
+            scope["store row"] = row
+        return row
 
     def model_info(self) -> dict[str, Any] | None:
         row = self._store_row()
@@ -935,26 +943,41 @@ class PostgresStore(StoreBase):
         characters), counted up to `cap` + 1 only."""
         from memctl.segment import phrase
 
-        return int(
-            self._one(
-                f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
-                f" AND tsv @@ phraseto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
-                (self.subdir, phrase(token), cap + 1),
-            )[0]
+        return self._capped_count(
+            ("df", token),
+            cap,
+            f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
+            f" AND tsv @@ phraseto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
+            (self.subdir, phrase(token)),
         )
 
     def _text_doc_freq(self, token: str, cap: int) -> int:
         """Memories holding `token` in their text (not their keyword metadata), counted up to `cap` + 1 only."""
         from memctl.segment import phrase
 
-        return int(
-            self._one(
-                f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories,"
-                f" phraseto_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q"
-                f" AND to_tsvector('{_TS_CONFIG}', memctl_fts_text(text)) @@ q LIMIT %s) AS s",
-                (phrase(token), self.subdir, cap + 1),
-            )[0]
+        return self._capped_count(
+            ("text df", token),
+            cap,
+            f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories, phraseto_tsquery('{_TS_CONFIG}', %s) AS q"
+            f" WHERE subdir = %s AND tsv @@ q AND to_tsvector('{_TS_CONFIG}', memctl_fts_text(text)) @@ q"
+            f" LIMIT %s) AS s",
+            (phrase(token), self.subdir),
         )
+
+    def _capped_count(self, key: tuple[str, str], cap: int, sql: str, args: tuple[Any, ...]) -> int:
+        """min(count, cap + 1) of `sql` (args, then its LIMIT), kept for the store's generation (a word in every
+        memory costs ~13 ms to count to 10,001 at 100k rows, and each hybrid search asks for several): a count
+        below its limit is exact for any cap; one that reached it answers every cap below."""
+        memo = self._memo()
+        table: dict[tuple[str, str], tuple[int, bool]] | None = memo.get("df")
+        if table is None or len(table) > DF_CACHE_MAX:
+            table = memo["df"] = {}
+        known = table.get(key)
+        if known is not None and (known[1] or known[0] >= cap + 1):
+            return min(known[0], cap + 1)
+        found = int(self._one(sql, (*args, cap + 1))[0])
+        table[key] = (found, found <= cap)
+        return found
 
     def _keyword_pairs(
         self,
@@ -972,7 +995,12 @@ class PostgresStore(StoreBase):
         if common_df > 50:
             tokens = [t for t in tokens if self._doc_freq(t, common_df) <= common_df]
         if common_text_df > 0:
-            tokens = common_text_words(tokens, common_text_df, lambda t: self._text_doc_freq(t, common_text_df))
+
+            def text_df(token: str) -> int:  # in the text of no more memories than hold it at all: often no count
+                anywhere = self._doc_freq(token, common_text_df)
+                return anywhere if anywhere <= common_text_df else self._text_doc_freq(token, common_text_df)
+
+            tokens = common_text_words(tokens, common_text_df, text_df)
         if not tokens or k <= 0:
             return []
         # websearch_to_tsquery never fails on user text; the tokens are \w+ runs (a CJK word: the
