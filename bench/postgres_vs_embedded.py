@@ -174,6 +174,25 @@ def run_child(code: str, phase: str, store: str, work: Path, args: argparse.Name
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+# How to take this tree's migrations off the benchmark's schema again, so that the baseline (which refuses a database
+# with migrations it does not know) can measure it in the next round; this tree's next open upgrades it anew.
+UNDO = {
+    "m007_store_counts": "DROP TABLE memctl_counts; DROP FUNCTION memctl_counts_added, memctl_counts_removed,"
+    " memctl_counts_changed, memctl_counts_truncated CASCADE",
+}
+
+
+def undo_migrations(url: str, baseline: str) -> None:
+    import psycopg
+
+    known = set((Path(baseline) / "memctl" / "store" / "pg_schema.py").read_text(encoding="utf-8").split('"'))
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        for (name,) in conn.execute("SELECT name FROM memctl_migrations ORDER BY name DESC").fetchall():
+            if name not in known:
+                conn.execute(UNDO[name])
+                conn.execute("DELETE FROM memctl_migrations WHERE name = %s", (name,))
+
+
 def compare(args: argparse.Namespace, url: str, schema: str, work: Path) -> None:
     """--baseline: the same stores measured with the baseline code and with this tree, side by side."""
     from tests.pg import with_options
@@ -189,6 +208,8 @@ def compare(args: argparse.Namespace, url: str, schema: str, work: Path) -> None
                 got = run_child(code, "measure", store, work / name, args, 2 * round_no + (label == "after"))
                 results.setdefault((name, label), []).append(got)
                 print(f"{name} {label} round {round_no + 1}: {got}", file=sys.stderr)
+                if name == "postgres" and label == "after" and round_no + 1 < args.rounds:
+                    undo_migrations(store, before)
     keys = [
         ("search top-10, unfiltered (ms)", "flat"),
         ("search top-10, 1 % area (ms)", "area"),

@@ -314,6 +314,7 @@ class PostgresStore(StoreBase):
             ) from exc
         self._indexed_dims = set()
         self._counts_oid = None
+        self._fold_failed = False
         self.__dict__.pop("_memo_held", None)  # another server may answer: nothing kept from the old one
 
     def _execute(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
