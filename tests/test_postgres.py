@@ -145,6 +145,129 @@ def test_exact_or_hnsw_decided_by_a_bounded_count(pg: str):
         assert [other._at_most(n) for n in (4, 5)] == [False, True]
 
 
+def _true_count(url: str, subdir: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM memctl_memories WHERE subdir = %s", (subdir,)).fetchone()[0])
+
+
+def test_a_search_sees_the_count_another_writer_just_changed(pg: str, monkeypatch: pytest.MonkeyPatch):
+    """The store's size comes from memctl_counts (no count of its rows per search): exact after every kind of
+    write by another store object, by plain SQL on another connection, and for the exact-or-HNSW choice."""
+    import psycopg
+
+    from memctl.store import postgres
+
+    monkeypatch.setattr(postgres, "EXACT_MAX", 60)
+    emb = FakeEmbedder()
+    texts = [f"row {i} about topic {i % 7}" for i in range(58)]
+    with open_pg(pg) as server, open_pg(pg) as writer, open_pg(pg, "other") as other:
+        writer.insert_records([{"text": t} for t in texts], emb.embed(texts), emb.info)  # one COPY (>= 50 rows)
+        other.add(["a memory of another store"])
+        assert len(server) == 58 and server._at_most(60)
+        generation = server._generation()
+        assert len(server.search("topic 3", limit=100, threshold=0.0)) == 58
+        writer.add(["row 58 about topic 3", "row 59 about topic 3", "row 60 about topic 3"])  # a few INSERTs
+        assert server._generation() != generation
+        assert len(server) == 61 and not server._at_most(60)
+        assert len(server.search("topic 3", limit=100, threshold=0.0, mode="dense")) == 61  # through HNSW now
+        with psycopg.connect(pg, autocommit=True) as raw:  # a writer that is not memctl: the triggers count it
+            raw.execute("DELETE FROM memctl_memories WHERE subdir = 'default' AND text LIKE 'row 5%%'")
+            assert len(server) == 61 - 11 == _true_count(pg, "default")
+            raw.execute(
+                "UPDATE memctl_memories SET subdir = 'other' WHERE subdir = 'default' AND text = 'row 1 about topic 1'"
+            )
+            assert (len(server), len(other)) == (49, 2)
+        victims = [h.id for h in server.search("topic 2", limit=3, threshold=0.0, mode="keyword")]
+        writer.delete(victims)
+        assert len(server) == 46 == _true_count(pg, "default")
+        with pytest.raises(RuntimeError), writer.transaction():  # rolled back: counted neither way
+            writer.add(["row 99 about topic 9"])
+            assert len(writer) == 47 and len(server) == 46
+            raise RuntimeError
+        assert len(server) == 46 and len(writer) == 46
+        with writer.transaction():
+            writer.clear()
+        assert len(server) == 0 and server.search("topic 3", threshold=0.0) == []
+        assert sorted(server.subdirs()) == [("other", 2)]  # clear() dropped its model record too
+
+
+def test_access_times_leave_the_generation_and_edits_move_it(pg: str):
+    emb = FakeEmbedder()
+    with open_pg(pg) as server, open_pg(pg) as writer:
+        [first, _] = writer.insert_records(
+            [{"text": "alpha memory"}, {"text": "beta memory"}], emb.embed(["alpha", "beta"]), emb.info
+        )
+        generation = server._generation()
+        assert writer.touch([first]) == 1  # `load` marking what it returned
+        assert server._generation() == generation
+        writer.update(first, metadata={"speaker": "Gina"})
+        moved = server._generation()
+        assert moved != generation
+        writer.update(first, area="solutions")
+        assert server._generation() != moved
+        with server.transaction():  # inside a transaction nothing is kept between searches
+            assert server._generation() is None
+
+
+def test_concurrent_writers_of_one_store_do_not_wait_for_the_counts(pg: str):
+    """Each server process counts in a row of its own: a transaction holding uncommitted inserts keeps no other
+    writer of the store waiting (one counter row per store would, until it commits)."""
+    emb = FakeEmbedder()
+    with open_pg(pg, overrides={"lock_timeout": 1}) as one, open_pg(pg, overrides={"lock_timeout": 1}) as two:
+        one.add(["made before: the HNSW index exists (its creation waits for open writers)"])
+        with one.transaction():
+            one.add(["written in a long transaction"])
+            start = time.perf_counter()
+            two.insert_records([{"text": "written beside it"}], emb.embed(["beside"]), emb.info)
+            two.delete([two.search("beside", limit=1, threshold=0.0, mode="keyword")[0].id])
+            assert time.perf_counter() - start < 0.9
+            assert len(two) == 1 and len(one) == 2
+        assert len(two) == 2 == _true_count(pg, "default")
+
+
+def test_counter_rows_of_many_writers_are_folded(pg: str):
+    """Every server process that writes to a store has a counter row; readers fold those no transaction holds
+    into one (keeping sums and generation), so a store's rows stay few."""
+    import psycopg
+
+    from memctl.store import postgres
+
+    emb = FakeEmbedder()
+    many = postgres.COUNT_SLOTS_MAX + 4
+    for i in range(many):  # each store object is a connection (a server process) of its own
+        with open_pg(pg) as writer:
+            writer.insert_records([{"text": f"memory {i}"}], emb.embed([f"memory {i}"]), emb.info)
+    with psycopg.connect(pg, autocommit=True) as raw:
+
+        def slots() -> int:
+            return raw.execute("SELECT count(*) FROM memctl_counts WHERE subdir = 'default'").fetchone()[0]
+
+        assert slots() <= postgres.COUNT_SLOTS_MAX + 1
+        with open_pg(pg) as reader, open_pg(pg) as holder:
+            holder.add(["committed: the holder's counter row exists"])
+            holder.conn.execute("BEGIN")  # a transaction that holds its counter row below
+            holder.conn.execute(
+                "INSERT INTO memctl_memories (subdir, id, text, area, created_at, updated_at, vector, content_hash)"
+                " SELECT subdir, 'held', 'held by an open transaction', area, created_at, updated_at, vector,"
+                " content_hash FROM memctl_memories WHERE subdir = 'default' LIMIT 1"
+            )
+            assert len(reader) == many + 1
+            generation = reader._generation()
+            raw.execute(  # rows as idle writers leave them (no memories, no changes: the sums stay)
+                "INSERT INTO memctl_counts (subdir, slot, memories, changes)"
+                " SELECT 'default', -g, 0, 0 FROM generate_series(1, %s) AS g",
+                (postgres.COUNT_SLOTS_MAX,),
+            )
+            assert slots() > postgres.COUNT_SLOTS_MAX
+            assert reader._generation() == generation  # counted (and folded, the held row skipped, not waited for)
+            assert slots() == 2 and len(reader) == many + 1
+            holder.conn.execute("COMMIT")
+            assert len(reader) == many + 2 == _true_count(pg, "default")
+            assert reader._generation() != generation
+
+
 def test_unbulked_insert_creates_the_index_first(pg: str):
     emb = FakeEmbedder()
     with open_pg(pg) as store:
@@ -444,6 +567,35 @@ def test_range_postings_are_back_filled_and_kept(pg: str):
         assert store.matching_ids("score >= 99.0") == set()
         with psycopg.connect(pg, autocommit=True) as conn:
             assert postings(conn) == [("r0", "score", 1, None), ("r1", "ok", 1, None), ("r1", "score", 3, None)]
+
+
+def test_store_counts_are_back_filled_on_upgrade(pg: str):
+    """A database at m006 gets m007_store_counts on first use: the memories stored before are counted per
+    store, and writes after the upgrade keep the counts exact."""
+    import psycopg
+
+    from memctl.store import pg_schema
+
+    names = [name for name, _ in pg_schema.MIGRATIONS]
+    real = pg_schema.MIGRATIONS
+    pg_schema.MIGRATIONS = real[: names.index("m007_store_counts")]
+    emb = FakeEmbedder()
+    texts = [f"old memory {i}" for i in range(70)]
+    try:
+        with open_pg(pg, "a") as a, open_pg(pg, "b") as b:
+            a.insert_records([{"text": t} for t in texts], emb.embed(texts), emb.info)
+            b.add(["one in b", "two in b"])
+            a.delete([a.list(limit=1)[0][0].id])
+    finally:
+        pg_schema.MIGRATIONS = real
+    with open_pg(pg, "a") as a, open_pg(pg, "b", create=False) as b:
+        assert (len(a), len(b)) == (69, 2)
+        assert sorted(a.subdirs()) == [("a", 69), ("b", 2)]
+        b.add(["three in b"])
+        a.delete([a.list(limit=1)[0][0].id])
+        assert (len(a), len(b)) == (68, 3) == (_true_count(pg, "a"), _true_count(pg, "b"))
+    with psycopg.connect(pg, autocommit=True) as conn:
+        assert "m007_store_counts" in {r[0] for r in conn.execute("SELECT name FROM memctl_migrations")}
 
 
 def _rows_holding(url: str, needle: str) -> list[str]:

@@ -268,12 +268,20 @@ if __name__ == "__main__":  # regenerate a golden file (only from a commit whose
             GOLDEN["embedded"].write_text(json.dumps(_results(Path(tmp))), encoding="utf-8")
 
 
-def test_a_search_inside_a_transaction_sees_its_own_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["embedded", "postgresql"])
+def test_a_search_inside_a_transaction_sees_its_own_writes(tmp_path: Path, backend: str) -> None:
     """Nothing kept between searches is used inside a transaction: its uncommitted rows are found, and
     after a rollback they are gone again."""
-    _build(tmp_path, _records(300), "t")
-    store = _open(tmp_path, True, "t")
-    try:
+    from contextlib import ExitStack
+
+    from tests.pg import pg_schema
+
+    stack = ExitStack()
+    url = None if backend == "embedded" else stack.enter_context(pg_schema())
+    _build(tmp_path, _records(300), "t", url)
+    store = _open(tmp_path, True, "t", url)
+    stack.callback(store.close)
+    with stack:
         query = "Who fixed Vortigern 991?"
         assert all("Vortigern" not in h.text for h in store.search(query, threshold=0.0))  # caches warm
         assert store.search(query, threshold=1.01) == []
@@ -285,5 +293,4 @@ def test_a_search_inside_a_transaction_sees_its_own_writes(tmp_path: Path) -> No
             assert [h.id for h in store.search(query, threshold=1.01)] == [new]
             raise RuntimeError("roll back")
         assert all("Vortigern" not in h.text for h in store.search(query, threshold=0.0))
-    finally:
-        store.close()
+        assert store.search(query, threshold=1.01) == []

@@ -257,6 +257,80 @@ INSERT INTO memctl_meta_ranges (seq, subdir, key, num, str)
 ANALYZE memctl_meta_ranges;
 """,
     ),
+    (
+        "m007_store_counts",
+        """
+-- Each store's memory count and a change counter, kept by statement-level triggers: a search reads its store's
+-- size (exact or HNSW search, the hybrid's depth and word shares) and whether any writer changed the store since
+-- its last search (PostgresStore._generation: its per-generation caches) from a few rows, where counting the
+-- subdir scanned its index (11-14 ms at 170k, on every search). One row per (subdir, slot), a writer's slot its
+-- server process id: concurrent writers never wait for one another's counter row (one row per store would be a
+-- store-wide lock held to commit, and could deadlock with row locks a transaction takes after its first insert).
+-- A reader sums a store's rows, exact in any snapshot; slot 0 holds what PostgresStore folds from slots no open
+-- transaction holds, so the rows stay few. `changes` only grows: +1 per statement that inserted, deleted, or
+-- changed more of a memory than its access time.
+CREATE TABLE memctl_counts (
+    subdir TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    memories BIGINT NOT NULL DEFAULT 0,
+    changes BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (subdir, slot)
+);
+
+CREATE FUNCTION memctl_counts_added() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO memctl_counts AS c (subdir, slot, memories, changes)
+        SELECT r.subdir, pg_backend_pid(), count(*), 1 FROM new_rows AS r GROUP BY r.subdir
+        ON CONFLICT (subdir, slot) DO UPDATE SET memories = c.memories + EXCLUDED.memories, changes = c.changes + 1;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memctl_counts_removed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO memctl_counts AS c (subdir, slot, memories, changes)
+        SELECT r.subdir, pg_backend_pid(), -count(*), 1 FROM old_rows AS r GROUP BY r.subdir
+        ON CONFLICT (subdir, slot) DO UPDATE SET memories = c.memories + EXCLUDED.memories, changes = c.changes + 1;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memctl_counts_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    -- An update of access times only (`load` touching what it returned) changes nothing a search keeps.
+    WITH changed AS (
+        SELECT o.subdir AS was, n.subdir AS now FROM new_rows AS n JOIN old_rows AS o ON o.seq = n.seq
+        WHERE (o.subdir, o.id, o.text, o.area, o.created_at, o.updated_at, o.metadata::text, o.keywords,
+               o.content_hash, o.vector)
+            IS DISTINCT FROM (n.subdir, n.id, n.text, n.area, n.created_at, n.updated_at, n.metadata::text,
+                              n.keywords, n.content_hash, n.vector)
+    ), deltas AS (
+        SELECT now AS subdir, CASE WHEN was <> now THEN 1 ELSE 0 END AS d FROM changed
+        UNION ALL SELECT was, -1 FROM changed WHERE was <> now
+    )
+    INSERT INTO memctl_counts AS c (subdir, slot, memories, changes)
+        SELECT subdir, pg_backend_pid(), sum(d), 1 FROM deltas GROUP BY subdir
+        ON CONFLICT (subdir, slot) DO UPDATE SET memories = c.memories + EXCLUDED.memories, changes = c.changes + 1;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memctl_counts_truncated() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    UPDATE memctl_counts SET memories = 0, changes = changes + 1;
+    RETURN NULL;
+END $$;
+
+-- CREATE TRIGGER locks out writers until this migration commits, so the back-fill below misses no row.
+LOCK TABLE memctl_memories IN SHARE ROW EXCLUSIVE MODE;
+CREATE TRIGGER memctl_counts_insert AFTER INSERT ON memctl_memories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memctl_counts_added();
+CREATE TRIGGER memctl_counts_delete AFTER DELETE ON memctl_memories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memctl_counts_removed();
+CREATE TRIGGER memctl_counts_update AFTER UPDATE ON memctl_memories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memctl_counts_changed();
+CREATE TRIGGER memctl_counts_truncate AFTER TRUNCATE ON memctl_memories
+    FOR EACH STATEMENT EXECUTE FUNCTION memctl_counts_truncated();
+
+-- Back-fill the stores written before this migration.
+INSERT INTO memctl_counts (subdir, slot, memories, changes)
+    SELECT subdir, 0, count(*), 1 FROM memctl_memories GROUP BY subdir;
+""",
+    ),
 ]
 
 

@@ -52,6 +52,9 @@ CONNECT_TIMEOUT = 3
 # a sequential scan of that many vectors is fast, and exact beats any approximate index.
 EXACT_MAX = 10_000
 EXACT_FILTERED_MAX = 200_000
+# A store's memctl_counts rows (one per server process that wrote to it) are folded into one past this many.
+COUNT_SLOTS_MAX = 16
+DF_CACHE_MAX = 100_000  # keyword document frequencies kept per store generation (then started afresh)
 # Seconds `touch` (access times after `load`) waits for a row lock before skipping.
 TOUCH_WAIT = 1.0
 HNSW_EF_SEARCH = 100
@@ -169,7 +172,8 @@ class PostgresStore(StoreBase):
         self._depth = 0
         self._indexed_dims: set[int] = set()
         self._defer_index = False  # inside bulk(): a missing HNSW index is built after the inserts
-        self._count_cache: int | None = None  # set for the length of one search (a count scans an index)
+        self._fold_failed = False  # a read-only connection (a standby) cannot fold memctl_counts' rows
+        self._counts_oid: int | None = None
         self.conn = connect(url, lock_timeout=float(config["lock_timeout"]))
 
     # -- finding and opening the database's stores (memctl/store/__init__.py) ------------
@@ -221,29 +225,74 @@ class PostgresStore(StoreBase):
         self.conn.close()
 
     def __len__(self) -> int:
-        if self._count_cache is not None:
-            return self._count_cache
-        return int(self._one("SELECT count(*) FROM memctl_memories WHERE subdir = %s", (self.subdir,))[0])
+        return self._counts()[0]
 
     def _at_most(self, limit: int) -> bool:
-        """Whether the store holds at most `limit` memories, counting no further than limit + 1 rows (a full
-        count of a large store scans its whole subdir index: tens of ms at a million rows, on every search)."""
-        if self._count_cache is not None:
-            return self._count_cache <= limit
-        sql = "SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s LIMIT %s) AS capped"
-        return int(self._one(sql, (self.subdir, limit + 1))[0]) <= limit
+        """Whether the store holds at most `limit` memories."""
+        return len(self) <= limit
 
     def _is_empty(self) -> bool:
-        return not self._one("SELECT EXISTS (SELECT 1 FROM memctl_memories WHERE subdir = %s)", (self.subdir,))[0]
+        return len(self) == 0
+
+    def _counts(self) -> tuple[int, int]:
+        """(memories, changes) of this store from its memctl_counts rows (pg_schema.py m007), which triggers keep
+        for every writer: exact in the statement's snapshot, a few rows read by primary key where counting the
+        subdir scanned its index (11-14 ms at 170k rows). Read once per search."""
+        scope = self._scope()
+        if scope is not None and "counts" in scope:
+            return scope["counts"]
+        memories, changes, slots = self._one(
+            "SELECT coalesce(sum(memories), 0), coalesce(sum(changes), 0), count(*) FROM memctl_counts"
+            " WHERE subdir = %s",
+            (self.subdir,),
+        )
+        if slots > COUNT_SLOTS_MAX:
+            self._fold_counts()
+        counts = (int(memories), int(changes))
+        if scope is not None:
+            scope["counts"] = counts
+        return counts
+
+    def _fold_counts(self) -> None:
+        """Sum the store's counter rows that no open transaction holds into its slot 0 (each writing server
+        process adds a row; folding keeps them few). Best effort: skipped inside a transaction or where the
+        connection may not write."""
+        import psycopg
+
+        if self._fold_failed or self._depth or self.conn.info.transaction_status != 0:
+            return
+        try:
+            self.conn.execute(
+                "WITH gone AS (DELETE FROM memctl_counts WHERE (subdir, slot) IN (SELECT subdir, slot"
+                " FROM memctl_counts WHERE subdir = %s AND slot <> 0 FOR UPDATE SKIP LOCKED)"
+                " RETURNING memories, changes)"
+                " INSERT INTO memctl_counts AS c (subdir, slot, memories, changes)"
+                " SELECT %s, 0, sum(memories), sum(changes) FROM gone HAVING count(*) > 0"
+                " ON CONFLICT (subdir, slot) DO UPDATE SET memories = c.memories + EXCLUDED.memories,"
+                " changes = c.changes + EXCLUDED.changes",
+                (self.subdir, self.subdir),
+            )
+        except psycopg.Error:
+            self._fold_failed = True
+
+    def _generation(self) -> Any:
+        """The store's change counter (it grows with every committed insert, delete or change of a memory by any
+        writer; a fold keeps it) and the counter table's identity (a schema dropped and made again starts over);
+        None inside a transaction, whose own uncommitted writes may yet be rolled back."""
+        if self._depth or self.conn.info.transaction_status != 0:
+            return None
+        return (self._counts_table(), self._counts()[1])
+
+    def _counts_table(self) -> int:
+        if self._counts_oid is None:
+            self._counts_oid = int(self._one("SELECT 'memctl_counts'::regclass::oid")[0])
+        return self._counts_oid
 
     def search_evidence(self, *args: Any, **kwargs: Any) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
-        """StoreBase.search_evidence (and so search), counting the store once (it needs the count three times)."""
-        self._count_cache = None
-        self._count_cache = len(self)
-        try:
+        """StoreBase.search_evidence (and so search) in one search scope from the start: the store's counts are
+        read once (its emptiness, size, exact-or-HNSW choice and generation)."""
+        with self._search_scope():
             return super().search_evidence(*args, **kwargs)
-        finally:
-            self._count_cache = None
 
     # -- the connection: reconnect once per call after the server went away ---------------
     def _connection_lost(self) -> bool:
@@ -264,6 +313,9 @@ class PostgresStore(StoreBase):
                 hint="check that the server is up; committed changes are kept",
             ) from exc
         self._indexed_dims = set()
+        self._counts_oid = None
+        self._fold_failed = False
+        self.__dict__.pop("_memo_held", None)  # another server may answer: nothing kept from the old one
 
     def _execute(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
         import psycopg
@@ -394,9 +446,16 @@ class PostgresStore(StoreBase):
 
     # -- the model -----------------------------------------------------------------------
     def _store_row(self) -> Any:
-        return self._one(
+        """The store's model record; read once per search (which asks for it three times)."""
+        scope = self._scope()
+        if scope is not None and "store row" in scope:
+            return scope["store row"]
+        row = self._one(
             "SELECT provider, model, dimension, reindex FROM memctl_stores WHERE subdir = %s", (self.subdir,)
         )
+        if scope is not None:
+            scope["store row"] = row
+        return row
 
     def model_info(self) -> dict[str, Any] | None:
         row = self._store_row()
@@ -885,26 +944,41 @@ class PostgresStore(StoreBase):
         characters), counted up to `cap` + 1 only."""
         from memctl.segment import phrase
 
-        return int(
-            self._one(
-                f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
-                f" AND tsv @@ phraseto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
-                (self.subdir, phrase(token), cap + 1),
-            )[0]
+        return self._capped_count(
+            ("df", token),
+            cap,
+            f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories WHERE subdir = %s"
+            f" AND tsv @@ phraseto_tsquery('{_TS_CONFIG}', %s) LIMIT %s) AS s",
+            (self.subdir, phrase(token)),
         )
 
     def _text_doc_freq(self, token: str, cap: int) -> int:
         """Memories holding `token` in their text (not their keyword metadata), counted up to `cap` + 1 only."""
         from memctl.segment import phrase
 
-        return int(
-            self._one(
-                f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories,"
-                f" phraseto_tsquery('{_TS_CONFIG}', %s) AS q WHERE subdir = %s AND tsv @@ q"
-                f" AND to_tsvector('{_TS_CONFIG}', memctl_fts_text(text)) @@ q LIMIT %s) AS s",
-                (phrase(token), self.subdir, cap + 1),
-            )[0]
+        return self._capped_count(
+            ("text df", token),
+            cap,
+            f"SELECT count(*) FROM (SELECT 1 FROM memctl_memories, phraseto_tsquery('{_TS_CONFIG}', %s) AS q"
+            f" WHERE subdir = %s AND tsv @@ q AND to_tsvector('{_TS_CONFIG}', memctl_fts_text(text)) @@ q"
+            f" LIMIT %s) AS s",
+            (phrase(token), self.subdir),
         )
+
+    def _capped_count(self, key: tuple[str, str], cap: int, sql: str, args: tuple[Any, ...]) -> int:
+        """min(count, cap + 1) of `sql` (args, then its LIMIT), kept for the store's generation (a word in every
+        memory costs ~13 ms to count to 10,001 at 100k rows, and each hybrid search asks for several): a count
+        below its limit is exact for any cap; one that reached it answers every cap below."""
+        memo = self._memo()
+        table: dict[tuple[str, str], tuple[int, bool]] | None = memo.get("df")
+        if table is None or len(table) > DF_CACHE_MAX:
+            table = memo["df"] = {}
+        known = table.get(key)
+        if known is not None and (known[1] or known[0] >= cap + 1):
+            return min(known[0], cap + 1)
+        found = int(self._one(sql, (*args, cap + 1))[0])
+        table[key] = (found, found <= cap)
+        return found
 
     def _keyword_pairs(
         self,
@@ -922,7 +996,12 @@ class PostgresStore(StoreBase):
         if common_df > 50:
             tokens = [t for t in tokens if self._doc_freq(t, common_df) <= common_df]
         if common_text_df > 0:
-            tokens = common_text_words(tokens, common_text_df, lambda t: self._text_doc_freq(t, common_text_df))
+
+            def text_df(token: str) -> int:  # in the text of no more memories than hold it at all: often no count
+                anywhere = self._doc_freq(token, common_text_df)
+                return anywhere if anywhere <= common_text_df else self._text_doc_freq(token, common_text_df)
+
+            tokens = common_text_words(tokens, common_text_df, text_df)
         if not tokens or k <= 0:
             return []
         # websearch_to_tsquery never fails on user text; the tokens are \w+ runs (a CJK word: the
@@ -1058,8 +1137,9 @@ class PostgresStore(StoreBase):
         return [
             (r[0], int(r[1]))
             for r in self._all(
-                "SELECT s.subdir, (SELECT count(*) FROM memctl_memories m WHERE m.subdir = s.subdir)"
-                " FROM (SELECT subdir FROM memctl_stores UNION SELECT DISTINCT subdir FROM memctl_memories"
+                "SELECT s.subdir, (SELECT coalesce(sum(c.memories), 0) FROM memctl_counts c WHERE c.subdir = s.subdir)"
+                " FROM (SELECT subdir FROM memctl_stores"
+                " UNION SELECT subdir FROM memctl_counts GROUP BY subdir HAVING sum(memories) > 0"
                 " UNION SELECT subdir FROM memctl_behaviour"
                 " UNION SELECT DISTINCT subdir FROM memctl_knowledge_folders) s"
                 " ORDER BY s.subdir"
