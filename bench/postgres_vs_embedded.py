@@ -223,30 +223,17 @@ def compare(args: argparse.Namespace, url: str, schema: str, work: Path) -> None
 
     def cell(name: str, label: str, key: str) -> str:
         values = [r[key] for r in results[(name, label)]]
-        return " / ".join(f"{v:.3f}" if key == "recall" else f"{v:.1f}" for v in values)
+        return " / ".join(f"{v:.3f}" if key in ("recall", "ratio") else f"{v:.1f}" for v in values)
 
     rows = [[title, *(cell(n, lbl, key) for n in stores for lbl in ("before", "after"))] for title, key in keys]
     for label in ("before", "after"):
         for r in results[("embedded", label)]:
             r["ratio"] = r["memctl_ms"] / r["faiss_ms"]
-    rows.append(
-        [
-            "bare faiss.IndexFlatIP.search top-10 (ms)",
-            cell("embedded", "before", "faiss_ms"),
-            cell("embedded", "after", "faiss_ms"),
-            "",
-            "",
-        ]
-    )
-    rows.append(
-        [
-            "memctl unfiltered / bare FAISS, query by query",
-            cell("embedded", "before", "ratio"),
-            cell("embedded", "after", "ratio"),
-            "",
-            "",
-        ]
-    )
+    for title, key in (
+        ("bare faiss.IndexFlatIP.search top-10 (ms)", "faiss_ms"),
+        ("memctl unfiltered / bare FAISS, query by query", "ratio"),
+    ):
+        rows.append([title, cell("embedded", "before", key), cell("embedded", "after", key), "", ""])
     print(
         table(
             f"{args.size:,} memories, {DIM}-d, FakeEmbedder; medians of >= {args.runs} runs; one value per round",
