@@ -187,6 +187,7 @@ def _session_in(metadata: Mapping[str, Any], keys: Sequence[str]) -> str | None:
 
 
 MEMO_MAX_ROWS = 30_000  # per-row search facts kept per store generation (then started afresh)
+DF_CACHE_MAX = 100_000  # keyword document frequencies kept per store generation (then started afresh)
 MEMO_MAX_TEXT = 1_000  # content units are kept only for texts up to this many characters
 
 
@@ -1288,6 +1289,14 @@ class StoreBase(abc.ABC):
         if scope is not None:
             scope["memo"] = memo
         return memo
+
+    def _df_cache(self) -> dict[Any, Any]:
+        """Keyword document frequencies counted since the store last changed (each backend keys its own)."""
+        memo = self._memo()
+        cache: dict[Any, Any] | None = memo.get("df")
+        if cache is None or len(cache) > DF_CACHE_MAX:
+            cache = memo["df"] = {}
+        return cache
 
     def _scope(self) -> dict[str, Any] | None:
         """What the search running in this thread keeps until it returns (None outside a search)."""

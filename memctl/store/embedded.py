@@ -76,8 +76,6 @@ REINDEX_HINT = (
 INDEX_TEMP_PREFIX = "index.faiss."  # temp files of checkpoints: .index.faiss.XXXX (vector_index.py)
 # With an approximate index, filtered searches over at most this many candidates are done exactly.
 EXACT_FILTERED_MAX = 200_000
-# Keyword document frequencies kept between searches (per store generation) before starting afresh.
-DF_CACHE_MAX = 100_000
 # Seconds `touch` (access times after `load`) waits for a busy writer before skipping.
 TOUCH_WAIT = 1.0
 
@@ -870,14 +868,6 @@ class EmbeddedStore(StoreBase):
         if "index" not in scope:
             scope["index"] = self.vector_index()
         return scope["index"]
-
-    def _df_cache(self) -> dict[tuple[str, bool], int]:
-        """Keyword document frequencies counted since the store last changed (FTS5 counts each one's postings)."""
-        memo = self._memo()
-        cache: dict[tuple[str, bool], int] | None = memo.get("df")
-        if cache is None or len(cache) > DF_CACHE_MAX:
-            cache = memo["df"] = {}
-        return cache
 
     def _generation(self) -> Any:
         """Changes with every commit, by this handle (the commit counter) or any other connection (SQLite's

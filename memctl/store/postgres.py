@@ -54,7 +54,6 @@ EXACT_MAX = 10_000
 EXACT_FILTERED_MAX = 200_000
 # A store's memctl_counts rows (one per server process that wrote to it) are folded into one past this many.
 COUNT_SLOTS_MAX = 16
-DF_CACHE_MAX = 100_000  # keyword document frequencies kept per store generation (then started afresh)
 # Seconds `touch` (access times after `load`) waits for a row lock before skipping.
 TOUCH_WAIT = 1.0
 HNSW_EF_SEARCH = 100
@@ -230,9 +229,6 @@ class PostgresStore(StoreBase):
     def _at_most(self, limit: int) -> bool:
         """Whether the store holds at most `limit` memories."""
         return len(self) <= limit
-
-    def _is_empty(self) -> bool:
-        return len(self) == 0
 
     def _counts(self) -> tuple[int, int]:
         """(memories, changes) of this store from its memctl_counts rows (pg_schema.py m007), which triggers keep
@@ -969,10 +965,7 @@ class PostgresStore(StoreBase):
         """min(count, cap + 1) of `sql` (args, then its LIMIT), kept for the store's generation (a word in every
         memory costs ~13 ms to count to 10,001 at 100k rows, and each hybrid search asks for several): a count
         below its limit is exact for any cap; one that reached it answers every cap below."""
-        memo = self._memo()
-        table: dict[tuple[str, str], tuple[int, bool]] | None = memo.get("df")
-        if table is None or len(table) > DF_CACHE_MAX:
-            table = memo["df"] = {}
+        table = self._df_cache()  # (count, exact) by (kind, token)
         known = table.get(key)
         if known is not None and (known[1] or known[0] >= cap + 1):
             return min(known[0], cap + 1)
