@@ -294,3 +294,53 @@ def test_a_search_inside_a_transaction_sees_its_own_writes(tmp_path: Path, backe
             raise RuntimeError("roll back")
         assert all("Vortigern" not in h.text for h in store.search(query, threshold=0.0))
         assert store.search(query, threshold=1.01) == []
+
+
+def test_the_flat_scan_gives_faiss_scores_and_is_forgotten_on_a_change(tmp_path: Path) -> None:
+    """`VectorIndex.scan` (one pass over every vector, kept for the query) scores as FAISS's own flat search,
+    ranks ties in index order, serves a restricted candidate set from the kept scores, and is not reused
+    once the index changes."""
+    import faiss
+    import numpy as np
+
+    _build(tmp_path, _records(300), "s")
+    store = _open(tmp_path, True, "s")
+    try:
+        index = store.vector_index()
+        query = store._embed_query("What does Alice say about the backup job?")
+        q = np.asarray(query, dtype=np.float32).reshape(1, -1)
+        flat = faiss.downcast_index(index.index.index)
+        want_scores, want_positions = flat.search(q, 300)
+        scores = index.scan(query)
+        assert scores == pytest.approx(want_scores[0][np.argsort(want_positions[0])], abs=1e-6)
+        got = index.search(query, 20)
+        assert [s for _, s in got] == pytest.approx(sorted(want_scores[0], reverse=True)[:20], abs=1e-6)
+        assert index._kept_scan(query) is scores  # kept for the query
+        only = np.array([seq for seq, _ in got][::3], dtype=np.int64)
+        restricted = index.search(query, 5, only)
+        assert [seq for seq, _ in restricted] == [seq for seq, _ in got if seq in set(only.tolist())][:5]
+        store.add(["Alice: the backup job moved to Mondays at 9"])
+        index = store.vector_index()
+        assert index._kept_scan(query) is None  # the index changed: a new scan
+        assert len(index.scan(query)) == 301
+    finally:
+        store.close()
+
+
+def test_a_warm_handle_reports_an_embedding_error_from_its_thread(tmp_path: Path) -> None:
+    """The model thread embeds, then scans; an embedding that fails there fails the search with that error,
+    and the handle goes on searching afterwards."""
+    from memctl.errors import EmbeddingError
+
+    _build(tmp_path, _records(200), "e")
+    store = _open(tmp_path, True, "e")
+    try:
+        store.search("warm up the handle", limit=3, threshold=0.0)
+        inner = store.embedder.embed
+        store.embedder.embed = lambda texts: (_ for _ in ()).throw(EmbeddingError("model gone"))
+        with pytest.raises(EmbeddingError, match="model gone"):
+            store.search("What does Jon say about Stripe?", limit=3, threshold=0.0)
+        store.embedder.embed = inner
+        assert store.search("What does Jon say about Stripe?", limit=3, threshold=0.0)
+    finally:
+        store.close()

@@ -868,10 +868,13 @@ class StoreBase(abc.ABC):
     def _embed_query(self, query: str) -> np.ndarray:
         raise NotImplementedError
 
-    def _start_query_embedding(self, queries: builtins.list[str]) -> Callable[[], builtins.list[np.ndarray]]:
+    def _start_query_embedding(
+        self, queries: builtins.list[str], scan: bool = False
+    ) -> Callable[[], builtins.list[np.ndarray]]:
         """Start embedding `queries`; the function returned waits for their vectors, in order. Here they are
         embedded at once, one by one through `_embed_query`; a backend that can run the model on a thread of
-        its own returns before it is done, and the search reads its keyword side meanwhile."""
+        its own returns before it is done, and the search reads its keyword side meanwhile. `scan`: the dense
+        side will rank the whole store with the last vector (a backend may start that there too)."""
         vectors = [self._embed_query(query) for query in queries]
         return lambda: vectors
 
@@ -1576,7 +1579,7 @@ class StoreBase(abc.ABC):
         total = self._size()
         common_df = int(total * COMMON_TOKEN_SHARE)
         names, stripped = self._common_names_dropped(query, common_df)
-        vectors = self._start_query_embedding([query] if stripped == query else [query, stripped])
+        vectors = self._start_query_embedding([query] if stripped == query else [query, stripped], scan=flt is None)
         only = self._candidates(area, flt)
         if only is not None and len(only) == 0:
             vectors()  # an embedding error is reported as when the search embedded first

@@ -9,6 +9,7 @@ import sqlite3
 import time
 import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -942,24 +943,39 @@ class EmbeddedStore(StoreBase):
         self._check_query_dimension(vector.shape[0])
         return vector
 
-    def _start_query_embedding(self, queries: builtins.list[str]) -> Callable[[], builtins.list[np.ndarray]]:
+    def _start_query_embedding(
+        self, queries: builtins.list[str], scan: bool = False
+    ) -> Callable[[], builtins.list[np.ndarray]]:
         """A warm handle embeds on a thread it keeps (one started per query cost more than it saved), so the
         search reads its keyword side meanwhile: the model call (onnxruntime, an HTTP request) releases the
-        GIL, and this thread keeps the connection to itself. A cold handle (the CLI's one search) embeds
-        beside the index load instead (`_embed_query`), and so does a handle whose `_embed_query` a caller
-        replaced (bench/hybrid_search.py hands precomputed vectors in through it)."""
-        if self._index is None or "_embed_query" in self.__dict__:
-            return super()._start_query_embedding(queries)
-        self.check_model()
-        self._search_index()  # synced here: the thread touches no connection but the embedding cache's
+        GIL, and this thread keeps the connection to itself. With `scan`, the thread then scans the flat index
+        with the last vector (`_embed_and_scan`). A cold handle (the CLI's one search) embeds beside the index
+        load instead (`_embed_query`); a handle whose `_embed_query` a caller replaced (bench/hybrid_search.py
+        hands precomputed vectors in through it) embeds at once, and only the scan goes to the thread."""
+        if self._index is None:
+            return super()._start_query_embedding(queries, scan)
+        given = "_embed_query" in self.__dict__
+        if given:
+            computed = super()._start_query_embedding(queries)()
+        else:
+            self.check_model()
+        index = self._search_index()  # synced here: the thread touches no connection but the embedding cache's
+        if given and not (scan and index is not None and index.can_scan()):
+            return lambda: computed
         if self._model_thread is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memctl-embed")
-        future = self._model_thread.submit(embed_queries, self.embedder, list(queries))
+        if given:
+            import numpy as np
+
+            self._model_thread.submit(_scanned, np.stack(computed), index)
+            return lambda: computed
+        embedded: Future[np.ndarray] = Future()
+        self._model_thread.submit(_embed_and_scan, self.embedder, list(queries), index if scan else None, embedded)
 
         def wait() -> builtins.list[np.ndarray]:
-            vectors = future.result()
+            vectors = embedded.result()
             self._check_query_dimension(vectors.shape[1])
             return list(vectors)
 
@@ -1415,3 +1431,26 @@ def check_store_folder(root: Path, folder: Path, create: bool) -> None:
             f"no store at {folder}",
             hint="check --root / --subdir (`memctl subdirs` lists the stores); `memctl save` creates a store",
         )
+
+
+def _embed_and_scan(
+    embedder: Embedder, queries: builtins.list[str], index: VectorIndex | None, embedded: Future[np.ndarray]
+) -> None:
+    """On the model thread: the query vectors (handed over through `embedded` as soon as they exist), then
+    the flat index scanned for the last one, the vector the dense side ranks with (`VectorIndex.scan` keeps
+    the scores for the search; a search that asks for them meanwhile waits on the scan's lock). The scan
+    runs without the GIL while the search reads its keyword side. A dimension that does not fit is left
+    for the caller to report."""
+    try:
+        vectors = embed_queries(embedder, queries)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting search, which raises it
+        embedded.set_exception(exc)
+        return
+    embedded.set_result(vectors)
+    _scanned(vectors, index)
+
+
+def _scanned(vectors: np.ndarray, index: VectorIndex | None) -> np.ndarray:
+    if index is not None and index.can_scan() and len(vectors) and vectors.shape[1] == index.dimension:
+        index.scan(vectors[-1])
+    return vectors

@@ -14,6 +14,7 @@ import math
 import os
 import sqlite3
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,9 @@ class VectorIndex:
         self.rebuilt = False  # True when the last sync had to rebuild from stored vectors
         self.version = 0  # bumped whenever the vectors in `index` change (keys the seq -> position cache)
         self._positions_cache: tuple[Any, ...] | None = None
+        self._scans: dict[tuple[int, bytes], np.ndarray] = {}  # (version, query bytes) -> scores of `scan`
+        # Held by a scan (it may run on a search's model thread) and by anything that changes `index`.
+        self._lock = threading.Lock()
 
     @property
     def path(self) -> Path:
@@ -85,8 +89,9 @@ class VectorIndex:
     def _load_or_rebuild(self, db: sqlite3.Connection) -> None:
         loaded = self._load_file(db)
         if loaded is not None:
-            self.index, self.applied_jseq = loaded
-            self.version += 1
+            with self._lock:
+                self.index, self.applied_jseq = loaded
+                self.version += 1
             self.rebuilt = False
             self._replay(db)
             if self.index.ntotal == _count(db):
@@ -137,9 +142,7 @@ class VectorIndex:
         rows = db.execute("SELECT DISTINCT seq FROM index_journal WHERE jseq > ?", (self.applied_jseq,)).fetchall()
         top = _journal_top(db)
         if rows:
-            self.version += 1
             touched = np.array([r[0] for r in rows], dtype=np.int64)
-            self.index.remove_ids(touched)
             seqs, blobs = [], []
             for start in range(0, len(touched), 900):
                 chunk = [int(s) for s in touched[start : start + 900]]
@@ -147,21 +150,26 @@ class VectorIndex:
                 for seq, blob in db.execute(f"SELECT seq, vector FROM memories WHERE seq IN ({marks})", chunk):
                     seqs.append(seq)
                     blobs.append(blob)
-            if seqs:
-                self.index.add_with_ids(vectors_from_blobs(blobs, self.dimension), np.array(seqs, dtype=np.int64))
+            with self._lock:
+                self.version += 1
+                self.index.remove_ids(touched)
+                if seqs:
+                    self.index.add_with_ids(vectors_from_blobs(blobs, self.dimension), np.array(seqs, dtype=np.int64))
         self.applied_jseq = max(self.applied_jseq, int(top))
 
     def _rebuild(self, db: sqlite3.Connection) -> None:
         import numpy as np
 
         count = _count(db)
-        self.version += 1
-        self.index = self._empty(db, count)
-        self.applied_jseq = _journal_top(db)
+        index = self._empty(db, count)
         cursor = db.execute("SELECT seq, vector FROM memories ORDER BY seq")
         while batch := cursor.fetchmany(20000):
             seqs = np.array([r[0] for r in batch], dtype=np.int64)
-            self.index.add_with_ids(vectors_from_blobs([r[1] for r in batch], self.dimension), seqs)
+            index.add_with_ids(vectors_from_blobs([r[1] for r in batch], self.dimension), seqs)
+        with self._lock:
+            self.version += 1
+            self.index = index
+            self.applied_jseq = _journal_top(db)
         self.rebuilt = True
 
     def _empty(self, db: sqlite3.Connection, count: int) -> Any:
@@ -275,27 +283,72 @@ class VectorIndex:
         return flat, vectors, seqs
 
     def _flat_search(self, q: np.ndarray, k: int, only: np.ndarray | None) -> list[tuple[int, float]]:
-        """Exact search without IndexIDMap.search: its label translation is an OpenMP loop over k items,
-        and on a busy machine waking a second thread for it cost more than the search (0.2 ms of work took
-        20 ms at 2k vectors). A small candidate set is scored directly from the index's own vectors."""
+        """Exact search from one scan of every vector (`scan`), kept for the query: a hybrid search ranks
+        the whole store, then the memories of a named speaker, then scores its hits, all from the same
+        scores. (IndexIDMap.search was slower: its label translation is an OpenMP loop over k items, and
+        on a busy machine waking a second thread for it cost more than the search.) Without a scan kept,
+        a small candidate set is scored directly from the index's own vectors."""
         import numpy as np
 
-        flat, vectors, seqs = self._flat_parts()
+        _, vectors, seqs = self._flat_parts()
         if only is None:
-            scores, positions = flat.search(q, k)
-            return [(int(seqs[p]), float(s)) for p, s in zip(positions[0], scores[0], strict=True) if p >= 0]
+            scores = self.scan(q[0])
+            top = _top_k(scores, k)
+            return [(int(seqs[p]), float(scores[p])) for p in top]
         positions = self._positions(np.asarray(only, dtype=np.int64), seqs)
         if len(positions) == 0:
             return []
-        if len(positions) * 4 > len(seqs):  # a large share of the store: one scan with a selector
-            import faiss
-
-            selector = faiss.IDSelectorBatch(positions.astype(np.int64))
-            scores, found = flat.search(q, min(k, len(positions)), params=faiss.SearchParameters(sel=selector))
-            return [(int(seqs[p]), float(s)) for p, s in zip(found[0], scores[0], strict=True) if p >= 0]
-        scores = vectors[positions] @ q[0]
+        kept = self._kept_scan(q[0])
+        if kept is not None:
+            scores = kept[positions]
+        elif len(positions) * 4 > len(seqs):  # a large share of the store: one scan
+            scores = self.scan(q[0])[positions]
+        else:
+            scores = vectors[positions] @ q[0]
         top = np.argsort(-scores, kind="stable")[:k] if len(scores) <= 4 * k else _top_k(scores, k)
         return [(int(seqs[positions[i]]), float(scores[i])) for i in top]
+
+    def scan(self, query: np.ndarray) -> np.ndarray:
+        """Inner products of `query` with every vector of a flat index, by position, kept for the query (the
+        last two queries; any change to the index forgets them). FAISS's own kernel (the one IndexFlatIP
+        search uses, same scores) on one thread, without holding the GIL: `prefetch_scan` runs it on the
+        search's model thread beside the keyword side."""
+        import faiss
+        import numpy as np
+
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        key = (self.version, q.tobytes())
+        found = self._scans.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            if key[0] != self.version:  # changed since the caller looked: scan what is there now
+                key = (self.version, key[1])
+            found = self._scans.get(key)
+            if found is not None:  # made by the scan this call waited for (the model thread's)
+                return found
+            flat = faiss.downcast_index(self.index.index)
+            n = int(self.index.ntotal)
+            scores = np.empty(n, dtype=np.float32)
+            if n:
+                faiss.fvec_inner_products_ny(
+                    faiss.swig_ptr(scores), faiss.swig_ptr(q), flat.get_xb(), self.dimension, n
+                )
+        kept = {k: v for k, v in self._scans.items() if k[0] == key[0]}
+        kept = dict(list(kept.items())[-1:])
+        kept[key] = scores
+        self._scans = kept  # replaced whole: a scan finishing on the model thread never sees a half-made dict
+        return scores
+
+    def _kept_scan(self, query: np.ndarray) -> np.ndarray | None:
+        import numpy as np
+
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        return self._scans.get((self.version, q.tobytes()))
+
+    def can_scan(self) -> bool:
+        """A flat index with vectors: `scan` applies."""
+        return self.index is not None and not self.is_approximate and self.index.ntotal > 0
 
     def inner_products(self, query: np.ndarray, keys: np.ndarray) -> dict[int, float] | None:
         """seq -> inner product with `query` for the `keys` the index holds, read from a flat index's own
@@ -306,7 +359,8 @@ class VectorIndex:
             return None
         _, vectors, seqs = self._flat_parts()
         positions = self._positions(np.asarray(keys, dtype=np.int64), seqs)
-        scores = vectors[positions] @ np.asarray(query, dtype=np.float32)
+        kept = self._kept_scan(query)
+        scores = kept[positions] if kept is not None else vectors[positions] @ np.asarray(query, dtype=np.float32)
         return {int(seqs[p]): float(s) for p, s in zip(positions, scores, strict=True)}
 
     def _positions(self, only: np.ndarray, seqs: np.ndarray) -> np.ndarray:
