@@ -1669,26 +1669,25 @@ class StoreBase(abc.ABC):
         # and two names x five keys overflowed SQLite's parser (the search crashed).
         listed = sorted(words)
         expression = " or ".join(f"{key} in {listed!r}" for key in keys)
+        import numpy as np
+
         memo = self._memo()
         slot = ("named", area, expression)
-        found = memo.get(slot)
-        if found is None:
+        named = memo.get(slot)
+        if named is None:
             try:
                 selected = self._candidates(area, self.compile(expression))
             except UsageError:  # too long a filter: the plain candidates
                 return dense
-            found = memo[slot] = frozenset(int(k) for k in selected) if selected is not None else frozenset()
-        named = sorted(found)
+            # Kept sorted, as an array: a speaker's turns are thousands of keys at 100k memories, and
+            # sorting a set of them on every search cost more than ranking them.
+            keys = [] if selected is None else [int(k) for k in selected]
+            named = memo[slot] = np.unique(np.asarray(keys, dtype=np.int64))
+        if only is not None and len(named):  # the area and the caller's filter still apply
+            named = named[np.isin(named, np.fromiter((int(k) for k in only), dtype=np.int64))]
         if len(named) == 0:
             return dense
-        if only is not None:  # the area and the caller's filter still apply
-            allowed = {int(k) for k in only}
-            named = [int(k) for k in named if int(k) in allowed]
-        if len(named) == 0:
-            return dense
-        import numpy as np
-
-        extra = self._dense_pairs(ranking, depth, np.asarray(named, dtype=np.int64))
+        extra = self._dense_pairs(ranking, depth, named)
         merged = dict(dense)
         for key, ip in extra:
             merged.setdefault(key, ip)

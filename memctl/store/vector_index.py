@@ -370,12 +370,16 @@ class VectorIndex:
         key = (self.version, id(self.index), len(seqs))
         if self._positions_cache is None or self._positions_cache[0] != key:
             order = np.argsort(seqs, kind="stable")
-            self._positions_cache = (key, order, seqs[order].copy())
+            in_order = bool(np.all(order[1:] > order[:-1]))  # as a rebuild (and appending saves) leave it
+            self._positions_cache = (key, None if in_order else order, seqs[order].copy())
         _, order, sorted_seqs = self._positions_cache
         if len(sorted_seqs) == 0:
             return np.zeros(0, dtype=np.int64)
         at = np.minimum(np.searchsorted(sorted_seqs, only), len(sorted_seqs) - 1)
-        return np.unique(order[at[sorted_seqs[at] == only]])  # sorted, without repeats
+        found = at[sorted_seqs[at] == only]
+        if order is None and bool(np.all(found[1:] > found[:-1])):
+            return found  # sorted, without repeats already: np.unique's sort cost ~2 ms for 15k at 100k
+        return np.unique(found if order is None else order[found])  # sorted, without repeats
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
