@@ -344,3 +344,34 @@ def test_a_warm_handle_reports_an_embedding_error_from_its_thread(tmp_path: Path
         assert store.search("What does Jon say about Stripe?", limit=3, threshold=0.0)
     finally:
         store.close()
+
+
+def test_a_restricted_search_is_exact_with_the_index_in_and_out_of_seq_order(tmp_path: Path) -> None:
+    """Candidate positions are looked up directly while the flat index is in seq order (a rebuild, appended
+    saves) and through the sorted order once an update moved a memory to the end: both rank as brute force."""
+    import numpy as np
+
+    _build(tmp_path, _records(300), "o")
+    store = _open(tmp_path, True, "o")
+    try:
+        query = store._embed_query("When did Bob mention Kubernetes?")
+
+        def brute(keys: list[int]) -> list[int]:
+            index = store.vector_index()
+            _, vectors, seqs = index._flat_parts()
+            at = {int(s): p for p, s in enumerate(seqs)}
+            scores = {k: float(vectors[at[k]] @ query) for k in keys}
+            return sorted(keys, key=lambda k: (-scores[k], at[k]))[:7]
+
+        keys = list(range(5, 300, 4))
+        got = [seq for seq, _ in store.vector_index().search(query, 7, np.asarray(keys, dtype=np.int64))]
+        assert store.vector_index()._positions_cache[1] is None  # in seq order: no sort needed
+        assert got == brute(keys)
+        first = store.db.execute("SELECT id FROM memories WHERE seq = 1").fetchone()[0]
+        store.update(first, text="Bob: Kubernetes moved to port 8443 on Mondays at 9")
+        index = store.vector_index()
+        got = [seq for seq, _ in index.search(query, 7, np.asarray(keys + [1], dtype=np.int64))]
+        assert index._positions_cache[1] is not None  # the updated memory went to the end
+        assert got == brute(keys + [1])
+    finally:
+        store.close()
