@@ -375,3 +375,25 @@ def test_a_restricted_search_is_exact_with_the_index_in_and_out_of_seq_order(tmp
         assert got == brute(keys + [1])
     finally:
         store.close()
+
+
+def test_a_second_scan_moves_the_vectors_to_huge_pages_and_scores_the_same(tmp_path: Path) -> None:
+    """The first scan of a vector buffer only notes it (a one-shot search pays nothing); the second asks for
+    2 MiB pages once (memctl/store/huge_pages.py), and the scores do not change."""
+    import numpy as np
+
+    from memctl.store import huge_pages
+
+    embedder = FakeEmbedder(384)
+    texts = [f"note {i}: the backup job moved to port {8000 + i}" for i in range(2000)]  # 3 MB of vectors
+    with memctl.open_store(tmp_path, "h", embedder=embedder, overrides={"embedding_cache": False}) as store:
+        store.add(texts)
+        index = store.vector_index()
+        first = index.scan(embedder.embed(["port 8443"])[0]).copy()
+        assert index._huge_pages[1] == 0  # noted, not moved
+        second = index.scan(embedder.embed(["the backup job"])[0])
+        assert index._huge_pages[1] == 2000 * 384 * 4  # moved (or found impossible) once
+        index._scans = {}  # scanned again from the moved pages
+        assert np.array_equal(index.scan(embedder.embed(["port 8443"])[0]), first)
+        assert np.array_equal(index.scan(embedder.embed(["the backup job"])[0]), second)
+    assert huge_pages.collapse(0, 100) is False  # no whole 2 MiB page inside: nothing asked

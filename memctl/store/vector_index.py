@@ -64,6 +64,7 @@ class VectorIndex:
         self._scans: dict[tuple[int, bytes], np.ndarray] = {}  # (version, query bytes) -> scores of `scan`
         # Held by a scan (it may run on a search's model thread) and by anything that changes `index`.
         self._lock = threading.Lock()
+        self._huge_pages = (0, 0)  # (address of the scanned vector buffer, bytes of it moved to huge pages)
 
     @property
     def path(self) -> Path:
@@ -311,8 +312,8 @@ class VectorIndex:
     def scan(self, query: np.ndarray) -> np.ndarray:
         """Inner products of `query` with every vector of a flat index, by position, kept for the query (the
         last two queries; any change to the index forgets them). FAISS's own kernel (the one IndexFlatIP
-        search uses, same scores) on one thread, without holding the GIL: `prefetch_scan` runs it on the
-        search's model thread beside the keyword side."""
+        search uses, same scores) on one thread, without holding the GIL: a warm store runs it on the
+        search's model thread beside the keyword side (memctl/store/embedded.py, `_embed_and_scan`)."""
         import faiss
         import numpy as np
 
@@ -334,11 +335,30 @@ class VectorIndex:
                 faiss.fvec_inner_products_ny(
                     faiss.swig_ptr(scores), faiss.swig_ptr(q), flat.get_xb(), self.dimension, n
                 )
+                self._on_huge_pages(flat.get_xb(), n)
         kept = {k: v for k, v in self._scans.items() if k[0] == key[0]}
         kept = dict(list(kept.items())[-1:])
         kept[key] = scores
         self._scans = kept  # replaced whole: a scan finishing on the model thread never sees a half-made dict
         return scores
+
+    def _on_huge_pages(self, pointer: Any, n: int) -> None:
+        """From the second scan of the same vector buffer on, its pages moved to 2 MiB pages once (only the
+        part not moved yet when saves made it grow in place): memctl/store/huge_pages.py."""
+        import faiss
+
+        from memctl.store import huge_pages
+
+        address = int(faiss.rev_swig_ptr(pointer, 1).__array_interface__["data"][0])
+        size = n * self.dimension * 4
+        seen, done = self._huge_pages
+        if seen != address:  # a buffer not scanned before (a one-shot search stops here)
+            self._huge_pages = (address, 0)
+            return
+        if size - done >= huge_pages.HUGE_PAGE:
+            start = address + done // huge_pages.HUGE_PAGE * huge_pages.HUGE_PAGE
+            huge_pages.collapse(start, address + size - start)
+            self._huge_pages = (address, size)
 
     def _kept_scan(self, query: np.ndarray) -> np.ndarray | None:
         import numpy as np
