@@ -397,3 +397,39 @@ def test_a_second_scan_moves_the_vectors_to_huge_pages_and_scores_the_same(tmp_p
         assert np.array_equal(index.scan(embedder.embed(["port 8443"])[0]), first)
         assert np.array_equal(index.scan(embedder.embed(["the backup job"])[0]), second)
     assert huge_pages.collapse(0, 100) is False  # no whole 2 MiB page inside: nothing asked
+
+
+def test_a_large_store_scans_on_the_model_thread_and_answers_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From SCAN_MIN vectors on (lowered here), a warm handle's model thread scans the index after embedding
+    the query, and the search uses that scan: the same answers as a cold handle and as FAISS's own top-k."""
+    import threading
+
+    from memctl.store import embedded, vector_index
+
+    _build(tmp_path, _records(400), "t")
+    queries = _queries()
+    with _open(tmp_path, True, "t") as store:
+        want = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in queries]
+    monkeypatch.setattr(vector_index, "SCAN_MIN", 1)
+    monkeypatch.setattr(embedded, "SCAN_MIN", 1)
+    threads: list[str] = []
+    scan = vector_index.VectorIndex.scan
+
+    def noted(self: Any, query: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return scan(self, query)
+
+    monkeypatch.setattr(vector_index.VectorIndex, "scan", noted)
+    store = _open(tmp_path, True, "t")
+    try:
+        store.search("warm up", limit=3, threshold=0.0)
+        threads.clear()
+        got = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in queries]
+    finally:
+        store.close()
+    assert [[i for i, _ in g] for g in got] == [[i for i, _ in w] for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert [s for _, s in g] == pytest.approx([s for _, s in w], abs=2e-6)
+    assert any(name.startswith("memctl-embed") for name in threads)

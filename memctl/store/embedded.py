@@ -60,7 +60,7 @@ from memctl.store.records import (
     relevance,
 )
 from memctl.store.schema import apply_migrations
-from memctl.store.vector_index import IndexOptions, VectorIndex
+from memctl.store.vector_index import SCAN_MIN, IndexOptions, VectorIndex
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -960,7 +960,7 @@ class EmbeddedStore(StoreBase):
         else:
             self.check_model()
         index = self._search_index()  # synced here: the thread touches no connection but the embedding cache's
-        if given and not (scan and index is not None and index.can_scan()):
+        if given and not (scan and index is not None and index.can_scan(SCAN_MIN)):
             return lambda: computed
         if self._model_thread is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -1451,6 +1451,6 @@ def _embed_and_scan(
 
 
 def _scanned(vectors: np.ndarray, index: VectorIndex | None) -> np.ndarray:
-    if index is not None and index.can_scan() and len(vectors) and vectors.shape[1] == index.dimension:
+    if index is not None and index.can_scan(SCAN_MIN) and len(vectors) and vectors.shape[1] == index.dimension:
         index.scan(vectors[-1])
     return vectors

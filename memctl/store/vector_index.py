@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 INDEX_FILE = "index.faiss"
+# From this many vectors on, an unfiltered flat search keeps its scan of every vector (`VectorIndex.scan`) for the
+# rest of the search and a warm store runs it on its model thread; below, FAISS's own top-k is cheaper: the
+# scan takes under 2 ms there, and keeping and handing it over cost a warm MCP search at 10k ~0.5 ms.
+SCAN_MIN = 50_000
 SIDECAR_FILE = "index.faiss.sha256"
 
 
@@ -291,9 +295,15 @@ class VectorIndex:
         a small candidate set is scored directly from the index's own vectors."""
         import numpy as np
 
-        _, vectors, seqs = self._flat_parts()
+        flat, vectors, seqs = self._flat_parts()
         if only is None:
-            scores = self.scan(q[0])
+            kept = self._kept_scan(q[0])
+            if kept is None and len(seqs) < SCAN_MIN:  # FAISS's own top-k: no scores to keep at this size
+                found, positions = flat.search(q, k)
+                pairs = [(int(p), float(s)) for p, s in zip(positions[0], found[0], strict=True) if p >= 0]
+                pairs.sort(key=lambda pair: (-pair[1], pair[0]))  # ties in index order, as `_top_k` ranks them
+                return [(int(seqs[p]), s) for p, s in pairs]
+            scores = self.scan(q[0]) if kept is None else kept
             top = _top_k(scores, k)
             return [(int(seqs[p]), float(scores[p])) for p in top]
         positions = self._positions(np.asarray(only, dtype=np.int64), seqs)
@@ -366,9 +376,9 @@ class VectorIndex:
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         return self._scans.get((self.version, q.tobytes()))
 
-    def can_scan(self) -> bool:
-        """A flat index with vectors: `scan` applies."""
-        return self.index is not None and not self.is_approximate and self.index.ntotal > 0
+    def can_scan(self, at_least: int = 1) -> bool:
+        """A flat index with at least `at_least` vectors: `scan` applies."""
+        return self.index is not None and not self.is_approximate and self.index.ntotal >= max(1, at_least)
 
     def inner_products(self, query: np.ndarray, keys: np.ndarray) -> dict[int, float] | None:
         """seq -> inner product with `query` for the `keys` the index holds, read from a flat index's own
