@@ -2,10 +2,10 @@
 
 A flat scan reads every vector once per query, so it is bound by memory, and on 4 KiB pages by the TLB
 too: FAISS's buffer as `read_index` leaves it (4 KiB pages) scanned 8-12 % slower than a fresh copy of
-the same vectors that numpy had placed on huge pages (bench/README.md, "Hybrid search against its
-parts"). MADV_COLLAPSE (Linux 6.1) moves a range onto huge pages at once; it copies the range, ~40 ms
-for 100k 384-d vectors, so `VectorIndex` asks for it only from a handle's second scan of a buffer on
-(a one-shot CLI search never pays it). Elsewhere, and on older kernels, nothing happens.
+the same vectors that numpy had placed on huge pages (bench/README.md, "Embedded vs PostgreSQL", third
+round). MADV_COLLAPSE (Linux 6.1) moves a range onto huge pages at once; it copies the range, ~40 ms
+for 100k 384-d vectors, so `VectorIndex.scan` (stores of SCAN_MIN vectors and more) asks for it only from a
+handle's second scan of a buffer on (a one-shot CLI search never pays it). Elsewhere, and on older kernels, nothing happens.
 """
 
 from __future__ import annotations

@@ -288,11 +288,12 @@ class VectorIndex:
         return flat, vectors, seqs
 
     def _flat_search(self, q: np.ndarray, k: int, only: np.ndarray | None) -> list[tuple[int, float]]:
-        """Exact search from one scan of every vector (`scan`), kept for the query: a hybrid search ranks
-        the whole store, then the memories of a named speaker, then scores its hits, all from the same
-        scores. (IndexIDMap.search was slower: its label translation is an OpenMP loop over k items, and
-        on a busy machine waking a second thread for it cost more than the search.) Without a scan kept,
-        a small candidate set is scored directly from the index's own vectors."""
+        """Exact search. From SCAN_MIN vectors on, from one scan of every vector (`scan`), kept for the query:
+        a hybrid search ranks the whole store, then the memories of a named speaker, then scores its hits,
+        all from the same scores. Below, unfiltered, the flat index's own search (not IndexIDMap.search:
+        its label translation is an OpenMP loop over k items, and on a busy machine waking a second thread
+        for it cost more than the search). Without a scan kept, a small candidate set is scored directly
+        from the index's own vectors. Ties rank in index order on every path."""
         import numpy as np
 
         flat, vectors, seqs = self._flat_parts()
