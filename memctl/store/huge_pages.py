@@ -5,7 +5,8 @@ too: FAISS's buffer as `read_index` leaves it (4 KiB pages) scanned 8-12 % slowe
 the same vectors that numpy had placed on huge pages (bench/README.md, "Embedded vs PostgreSQL", third
 round). MADV_COLLAPSE (Linux 6.1) moves a range onto huge pages at once; it copies the range, ~40 ms
 for 100k 384-d vectors, so `VectorIndex.scan` (stores of SCAN_MIN vectors and more) asks for it only from a
-handle's second scan of a buffer on (a one-shot CLI search never pays it). Elsewhere, and on older kernels, nothing happens.
+handle's second scan of a buffer on (a one-shot CLI search never pays it). Elsewhere, and on older
+kernels, nothing happens.
 """
 
 from __future__ import annotations
