@@ -954,25 +954,18 @@ class EmbeddedStore(StoreBase):
         hands precomputed vectors in through it) embeds at once, and only the scan goes to the thread."""
         if self._index is None:
             return super()._start_query_embedding(queries, scan)
-        given = "_embed_query" in self.__dict__
-        if given:
-            computed = super()._start_query_embedding(queries)()
-        else:
-            self.check_model()
-        index = self._search_index()  # synced here: the thread touches no connection but the embedding cache's
-        if given and not (scan and index is not None and index.can_scan(SCAN_MIN)):
-            return lambda: computed
-        if self._model_thread is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memctl-embed")
-        if given:
+        if "_embed_query" in self.__dict__:
             import numpy as np
 
-            self._model_thread.submit(_scanned, np.stack(computed), index)
+            computed = super()._start_query_embedding(queries)()
+            index = self._search_index()
+            if scan and index is not None and index.can_scan(SCAN_MIN):
+                self._model_executor().submit(_scanned, np.stack(computed), index)
             return lambda: computed
+        self.check_model()
+        index = self._search_index()  # synced here: the thread touches no connection but the embedding cache's
         embedded: Future[np.ndarray] = Future()
-        self._model_thread.submit(_embed_and_scan, self.embedder, list(queries), index if scan else None, embedded)
+        self._model_executor().submit(_embed_and_scan, self.embedder, list(queries), index if scan else None, embedded)
 
         def wait() -> builtins.list[np.ndarray]:
             vectors = embedded.result()
@@ -980,6 +973,13 @@ class EmbeddedStore(StoreBase):
             return list(vectors)
 
         return wait
+
+    def _model_executor(self) -> ThreadPoolExecutor:
+        if self._model_thread is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memctl-embed")
+        return self._model_thread
 
     def _check_query_dimension(self, dimension: int) -> None:
         dim = self.dimension()
@@ -1450,7 +1450,6 @@ def _embed_and_scan(
     _scanned(vectors, index)
 
 
-def _scanned(vectors: np.ndarray, index: VectorIndex | None) -> np.ndarray:
+def _scanned(vectors: np.ndarray, index: VectorIndex | None) -> None:
     if index is not None and index.can_scan(SCAN_MIN) and len(vectors) and vectors.shape[1] == index.dimension:
         index.scan(vectors[-1])
-    return vectors

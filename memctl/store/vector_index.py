@@ -297,8 +297,8 @@ class VectorIndex:
         import numpy as np
 
         flat, vectors, seqs = self._flat_parts()
+        kept = self._kept_scan(q[0])
         if only is None:
-            kept = self._kept_scan(q[0])
             if kept is None and len(seqs) < SCAN_MIN:  # FAISS's own top-k: no scores to keep at this size
                 found, positions = flat.search(q, k)
                 pairs = [(int(p), float(s)) for p, s in zip(positions[0], found[0], strict=True) if p >= 0]
@@ -310,7 +310,6 @@ class VectorIndex:
         positions = self._positions(np.asarray(only, dtype=np.int64), seqs)
         if len(positions) == 0:
             return []
-        kept = self._kept_scan(q[0])
         if kept is not None:
             scores = kept[positions]
         elif len(positions) * 4 > len(seqs):  # a large share of the store: one scan
@@ -329,10 +328,10 @@ class VectorIndex:
         import numpy as np
 
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
-        key = (self.version, q.tobytes())
-        found = self._scans.get(key)
+        found = self._kept_scan(q)
         if found is not None:
             return found
+        key = (self.version, q.tobytes())
         with self._lock:
             if key[0] != self.version:  # changed since the caller looked: scan what is there now
                 key = (self.version, key[1])
