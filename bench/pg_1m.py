@@ -242,9 +242,13 @@ def texts_and_queries(size: int, n_queries: int, cache: Path) -> tuple[list[str]
     return stored, held_out[:n_queries], info
 
 
+def _cache_tag(embedder: str) -> str:
+    """The cache names of memctl's own vectors carry none (so older caches stay valid); others carry theirs."""
+    return "" if embedder == "onnx" else f"-{embedder}"
+
+
 def _chunk_path(cache: Path, index: int, embedder: str) -> Path:
-    suffix = "" if embedder == "onnx" else f"-{embedder}"
-    return cache / f"vectors-v{TEXTS_VERSION}{suffix}" / f"chunk-{index:04d}.npy"
+    return cache / f"vectors-v{TEXTS_VERSION}{_cache_tag(embedder)}" / f"chunk-{index:04d}.npy"
 
 
 class Bf16MiniLM:
@@ -262,10 +266,11 @@ class Bf16MiniLM:
     def embed(self, texts: list[str]) -> np.ndarray:
         import torch
 
+        from memctl.embeddings import normalise
+
         with torch.autocast("cpu", dtype=torch.bfloat16):
             vectors = self.model.encode(texts, batch_size=256, convert_to_numpy=True, show_progress_bar=False)
-        vectors = vectors.astype(np.float32)
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        return normalise(vectors)
 
 
 def make_embedder(name: str):
@@ -317,8 +322,7 @@ def embed_cached(
 
 
 def query_vectors(queries: list[str], cache: Path, embedder_name: str = "onnx") -> np.ndarray:
-    suffix = "" if embedder_name == "onnx" else f"-{embedder_name}"
-    path = cache / f"queries-v{TEXTS_VERSION}{suffix}-{len(queries)}.npy"
+    path = cache / f"queries-v{TEXTS_VERSION}{_cache_tag(embedder_name)}-{len(queries)}.npy"
     if not path.exists():
         from memctl.embeddings import embed_queries
 
@@ -483,7 +487,7 @@ def main() -> None:
     agreed = agreement(texts[:2000], make_embedder(args.embedder)) if args.embedder != "onnx" else None
     n = len(texts)
     model = LocalEmbedder().info
-    print(f"{n:,} memories (asked {args.size:,}; {dropped} with NUL left out); {info}", file=sys.stderr)
+    print(f"{n:,} memories (asked {args.size:,}; {dropped} with NUL left out)", file=sys.stderr)
 
     servers: list[str] = []
     results: dict = {}

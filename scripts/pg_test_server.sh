@@ -4,8 +4,6 @@
 #   eval "$(scripts/pg_test_server.sh start)"   # prints MEMCTL_TEST_PG_URL=... and MEMCTL_TEST_PG_DIR=...
 #   scripts/pg_test_server.sh stop "$MEMCTL_TEST_PG_DIR"
 #
-# MEMCTL_TEST_PG_OPTIONS adds server settings, e.g. "-c shared_buffers=4GB" for a benchmark at scale.
-#
 # The wheel's binaries live under site-packages (often below /root, which other users cannot
 # enter), and PostgreSQL refuses to run as root: so the server tree is copied into a fresh temp
 # folder owned by the `postgres` OS user (created if missing) and run as that user. `stop` ends
@@ -67,7 +65,7 @@ start() {
         --no-locale >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; stop "$dir"; die "initdb failed"; }
     port=$(free_port)
     as_pg "$bin/pg_ctl" -D "$dir/data" -w -t 60 -l "$dir/server.log" \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir/run -c fsync=off -c max_connections=100 ${MEMCTL_TEST_PG_OPTIONS:-}" start >/dev/null \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir/run -c fsync=off -c max_connections=100" start >/dev/null \
         || { cat "$dir/server.log" >&2; stop "$dir"; die "the server did not start"; }
     # TCP logins need a password (so a wrong one is refused); the socket in $dir/run trusts the owner.
     password=$("$PY" -c 'import secrets; print(secrets.token_hex(12))')
