@@ -7,6 +7,7 @@ Every embedder returns L2-normalised float32 rows, so inner product == cosine. H
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -107,7 +108,7 @@ class LocalEmbedder:
 
         onnx_ready = all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers"))
         files_ready = (path / "tokenizer.json").is_file() and (path / "model.safetensors").is_file()
-        return "onnx" if onnx_ready and files_ready else "torch"
+        return "onnx" if onnx_ready and files_ready and _is_bert(path) else "torch"
 
     def _load(self) -> Any:
         if self._model is None:
@@ -209,6 +210,15 @@ def embed_queries(embedder: Embedder, texts: list[str]) -> np.ndarray:
     """Vectors of search queries: the embedder's query side where it has one (E5), else `embed`."""
     method = getattr(embedder, "embed_queries", None)
     return method(texts) if method is not None else embedder.embed(texts)
+
+
+def _is_bert(path: Path) -> bool:
+    """The ONNX export fuses BERT layers and feeds token_type_ids: other families (MPNet, XLM-R) need torch."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "bert"
 
 
 class _SentenceTransformerAdapter:

@@ -127,3 +127,15 @@ def test_a_new_onnx_export_removes_older_exports_of_the_same_weights(tmp_path):
         "all-MiniLM-L6-v2-abc-v3.onnx.lock",
         "all-MiniLM-L6-v2-other-v2.onnx",
     ]
+
+
+@pytest.mark.parametrize(("model_type", "backend"), [("bert", "onnx"), ("mpnet", "torch"), (None, "torch")])
+def test_auto_backend_exports_to_onnx_only_a_bert_folder(tmp_path: Path, model_type, backend):
+    # The ONNX export fuses BERT layers and feeds token_type_ids; an MPNet folder failed on its first embed.
+    from memctl.embeddings import LocalEmbedder
+
+    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    if model_type:
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    assert LocalEmbedder(str(tmp_path))._chosen_backend(tmp_path) == backend
