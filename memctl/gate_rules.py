@@ -76,7 +76,8 @@ _RECURRING = re.compile(
     rf"({_WEEKDAYS})s|(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s*(-|–|to|through|thru)\s*(mon|tue|wed|thu|fri|sat|sun)[a-z]*)\b"
     rf"|\b({_WEEKDAYS})(\s+(and|&|or)\s+|\s*,\s*)({_WEEKDAYS})\b"
     rf"|每|总是|一直|始终|通常|经常|平时|默认|以后都|从现在起|今后|往后|长期|定期|工作日|习惯|一般|往往|节假日|"
-    rf"[周礼拜星期]{_ZH_DAY}(到|至|和|、|-|–)[周礼拜星期]?{_ZH_DAY}",
+    rf"[周礼拜星期]{_ZH_DAY}(到|至|和|、|-|–)[周礼拜星期]?{_ZH_DAY}"
+    rf"|\bon the \d{{1,2}}(st|nd|rd|th)\b(?!\s+(of\s+)?({_MONTHS})\b)",
     re.IGNORECASE,
 )
 
@@ -125,7 +126,7 @@ _ZH_ACTS = (
     "查询|查了|重启|部署|提交|推送|发送|发了|预订|订了|设置了|修复|检查了|打开|保存|移动|"
     "复制|下载|上传|重命名|格式化|翻译了|总结了|计算了|推荐了|建议了|比较了|对比了|整理了|"
     "列出了|找了|算了|设了|设好|定了|调到|调了|加了|关了|开了|记下|记录了|发到|重新发|生成好|"
-    "写好|做好|改好|弄好|整理好|起草|拟好|拟了|画好|列好|查好|订好|算好|重试|重新导出|重新生成"
+    "写好|做好|改好|弄好|整理好|起草|拟好|拟了|画好|列好|查好|订好|算好|重试|重新|导入|导出"
 )
 _ZH_AGENT = re.compile(
     rf"^\s*(助手|智能体|代理|AI|机器人|模型|我们?|Agent|assistant)\s*(已经?|刚刚?|先|又|还|也|随后|然后|成功)*"
@@ -208,6 +209,9 @@ _RAW_ERROR = re.compile(
     r"|(报错|错误|异常)\s*[:：]\s*\S|(拒绝访问|权限不足|找不到(文件|模块)|连接被拒绝|连接超时)"
     r"|\berror\s+-\d{1,4}\b|^\s*(dmesg|kernel|journalctl|syslog)\s*:|\b[45]\d\d\s+[45]\.\d{1,2}\.\d{1,3}\b"
     r"|\b(export|import|upload|download|sync|backup|render|print|scan|transfer)s?\s+failed\s+(for|on|with)\s+\d"
+    r"|(?-i:\b[A-Z][\w.]*( [A-Z][\w.]*)?) error( \d{1,4})?\s*[:'‘\"“]|\bfailed with\s*['‘\"“(]"
+    r"|(返回|报了?|报错)\s*[45]\d\d\b|\breturned\s+(HTTP\s?)?[45]\d\d\b|#(NAME\?|REF!|VALUE!|DIV/0!|N/A\b)"
+    r"|^\s*[a-z][\w.-]{2,20}:\s+[A-Z][\w ]{2,30}:\s*\S"
     r"|\bHTTP\s?[45]\d\d\s*\(|\b(could not|couldn't|failed to|unable to) (fetch|resolve|connect|load|open)\b"
     r"[^.]{0,40}\b(HTTP\s?[45]\d\d|timed out|refused)",
     re.IGNORECASE,
@@ -250,6 +254,7 @@ _STANDARDS = re.compile(
 )
 # TDC-55819, INV-2024-0891; also the shape of a product's model number (Ampeg RB-110): see _not_an_id
 _TICKET_SHAPE = re.compile(r"\b[A-Z]{2,5}-\d{3,}(-\d+)*\b")
+_CODE_SHAPE = re.compile(r"\b[A-Z]{2,10}-(?=[A-Z0-9]*\d[A-Z])[A-Z0-9]{3,}\b")  # MOBILE-4F2 (not RAID-Z2)
 # "order 24"; also a quantity ("minimum order 24 candles"): see _not_an_id
 _ID_WORDS = re.compile(
     r"\b(ticket|order|booking|confirmation|reservation|case|request|invoice|transaction|tracking|"
@@ -262,7 +267,7 @@ _EPHEMERAL_ID = [
     re.compile(r"\b[a-z]{1,6}_(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{3,}\b"),  # rem_8f21c, ch_9XkQ, doc_5521
     re.compile(r"(^|[\s(（])#\d{3,}\b"),  # ticket #48213
     _TICKET_SHAPE,
-    re.compile(r"\b[A-Z]{2,10}-(?=[A-Z0-9]*\d[A-Z])[A-Z0-9]{3,}\b"),  # MOBILE-4F2 (not RAID-Z2)
+    _CODE_SHAPE,
     re.compile(
         r"(?<!user's )(?<!my )\b(student|customer|candidate|application|applicant|patient|case|reference|"
         r"ref|meeting|zoom|"
@@ -299,11 +304,26 @@ _QUANTITY_BEFORE = re.compile(r"\b(minimum|maximum|min|max|bulk|smallest|largest
 _UNIT_AFTER = re.compile(r"\s+[a-z]+s\b")
 
 
+# A product's model number is short: IC-7300, SGC-237, RS-35M, FT-65R. An id of one order or run is long,
+# has several groups (CLS-20261203-0912) or follows a word that names what it identifies ("incident INC-2291").
+_MODEL_SHAPE = re.compile(r"[A-Z]{1,5}-\d{2,4}[A-Z]{0,2}")
+_ID_BEFORE = re.compile(
+    r"(#|\b(order|run|invoice|booking|ref|reference|batch|id|alert|incident|ticket|issue|bug|case|error|job|card|"
+    r"log|listing|application|confirmation|receipt|quote|txn|transaction|no\.?|number|code|of)\s*[:#]?\s*"
+    r"|编号|单号|订单|收据|[:：])\s*$",
+    re.IGNORECASE,
+)
+
+
+def _model_number(text: str, found: re.Match[str]) -> bool:
+    return bool(_MODEL_SHAPE.fullmatch(found.group(0))) and not _ID_BEFORE.search(text[: found.start()])
+
+
 def _not_an_id(pattern: re.Pattern[str], text: str, found: re.Match[str]) -> bool:
     """A match of an id shape that is a model number or a quantity."""
     before = text[: found.start()]
-    if pattern is _TICKET_SHAPE:
-        return bool(_MODEL_BEFORE.search(before))
+    if pattern is _TICKET_SHAPE or pattern is _CODE_SHAPE:
+        return bool(_MODEL_BEFORE.search(before)) or _model_number(text, found)
     if pattern is _ID_WORDS:
         return bool(_QUANTITY_BEFORE.search(before) or _UNIT_AFTER.match(text, found.end()))
     return False
@@ -332,6 +352,12 @@ _RUN_DETAIL = re.compile(
     r"|\b(run|job|build|pipeline|workflow|task|attempt|deployment)\s+#?\d{5,}\b"
     rf"|{_DATA_FILE}.{{0,40}}?\b\d[\d,.]*\s*(k|m)?\s+(rows?|lines?|records?|entries|events)\b"
     rf"|\b\d[\d,.]*\s*(k|m)?\s+(rows?|lines?|records?|entries)\s+(in|from|to|into|of|inside)\s+(the\s+)?(file\s+)?{_DATA_FILE}"
+    r"|\b\d[\d,]*\s+(readings|records|rows|files|segments|items|entries|photos|messages|lines)\s+(uploaded|imported|"
+    r"synced|processed|exported|sent|downloaded|written|deleted|copied|loaded)\b"
+    r"|\b(imported|exported|uploaded|synced|loaded|split) (as|into) \d[\d,]*\s+\w+"
+    r"|\b(sheet|file|table|csv|spreadsheet|tab|log) has \d[\d,]*\s+(rows|lines|records|entries|columns)\b"
+    r"|\b(sync|upload|import|export|backup|scan) (complete|completed|finished|done)\s*:"
+    r"|报了\s*\d+\s*(个|条)(问题|错误|警告)"
     r"|\b\d{1,3}(,\d{3})+\s+(rows|records|lines|entries|events)\b|\b\d{5,}\s+(rows|records|lines|entries|events)\b"
     r"|\bon (host|node|server|machine|instance|worker)\s+[\w.-]*\d[\w.-]*\b|\bip-\d+-\d+-\d+-\d+\b"
     r"|\b(did|device id|serial( number)?|s/n|imei|mac)\s*[:=#]?\s*[0-9a-f:]{6,}\b|设备\s*(号|id|ID)\s*[:：]?\s*\d{6,}"
@@ -401,7 +427,7 @@ _PASSING = re.compile(
     r"iteration|attempt|step|stage)\b"
     r"|\b(has|have) (applied|sent|submitted|pitched|queried) (to )?\d+\b|(投|发|寄|交)(给)?了\s*\d+\s*(家|份|个|封)"
     r"|(推荐|发|给|找|列|投|面|拿到|收到|做)了?\s*\d+\s*(个|家|份|条|场|次|封|道)"
-    r"|\b(code|led|display|screen|counter|meter|gauge)s? (shows|showed|displays|reads)\b"
+    r"|\b(code|led|display|screen|counter|meter|gauge)s? (shows|showed|displays|reads|read)\b"
     r"|\b(read|reads|showed|measured|registered|logged)\s+\d+(\.\d+)?\s?(°|%|kg|km|bpm|ms|fps)"
     r"|\b(is|are|was|were|shows?|has|have) (a |an |still |currently )?(pending|in progress|in transit|"
     r"out for delivery|on hold|under review|awaiting)\b"
@@ -430,10 +456,13 @@ _PASSING = re.compile(
     r"|还在(下载|上传|安装|编译|同步|处理|加载|更新|排队|审核)|已经\s*\d+(\.\d+)?\s*%"
     r"|已经\S{0,3}了?\s*(一个半|半|\d+|[一二三四五六七八九十两]+)\s*个?(小时|分钟|秒)"
     r"|(快|要)(疯|崩溃|气死|累死|烦死)了|搞得.{0,6}(疯|崩溃|头疼|头大)"
+    r"|(好|太|真)(累|困|烦)(?![计积])|(腿|眼睛|脑子|头|手)都(软|花|大|晕|疼|酸|麻)了"
+    r"|\b(usage|used)\b[^.;]{0,30}?\d[\d,.]*\s*(k|m)?\s+(of|/)\s+\d"
+    r"|(现在|目前|已经|才)(报|报名|来|到|收|签|卖|交)了\s*\d+"
     # a feeling of the moment, whatever follows it ("is fed up with the dust", "is nervous about headlining")
     r"|\b(is|are|am|'m|was|were|feels?|felt|feeling)\s+(so |very |really |pretty |quite |super |a bit |kind of |"
     r"kinda |honestly |a little |too )?(fed up|panicking|panicky|freaking out|nervous|anxious|worried|scared|"
-    r"dreading|overwhelmed|stressed out|thrilled|upset)\b"
+    r"dreading|overwhelmed|stressed out|thrilled|upset|relieved)\b"
     r"|\b(user|he|she|they|we) (hopes|hoped|is hoping|wishes) (that |the |it |this |they |we |everything )"
     r"|觉得.{0,20}?(很|有点|太|好|挺)(累|烦|辛苦|紧张|焦虑|头疼|崩溃|麻烦)|(?<!会)(有点|很|非常|特别|挺)(担心|紧张|焦虑)"
     # a reading of one moment: what a tool shows now, a queue, a streak, a balance, a parcel on its way
@@ -587,7 +616,7 @@ _REQUEST = re.compile(
     r"|\b(is|are|am|was|were) (looking for|trying to|searching for|shopping for|wondering|deciding whether)\b"
     r"|^\s*(please|can you|could you|would you|let'?s|book|find|remind|check|translate|summari[sz]e|convert|"
     r"calculate|look up|search|draft|write me|tell me|show me|give me)\b(?!\s+(is|was|are|were|has|had|of)\b)"
-    r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫)(助手|你|AI)"
+    r"|^\s*(请|麻烦|劳驾|能不能|能否|可以帮|你能|帮我|给我|替我)|(用户|他|她)(请|让|要求|请求|叫|麻烦|拜托)(助手|你|AI)"
     r"|(用户|他|她)?想(知道|了解|问)|^\s*(用户|他|她)(问|询问)|(问了|询问了?|咨询了?)(助手|一下)?|请助手|帮忙(查|找|写|翻译|看)"
     r"|(想|要)?(让|叫|要)助手|(请|麻烦|让|叫|要)用户(帮|给|再|把|做|选|报)|\basked the user to\b",
     re.IGNORECASE,
@@ -639,7 +668,7 @@ _MAYBE = re.compile(
     r"\b(next|this coming) (week|month|quarter|year|term|season)\b"
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
     r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
-    r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
+    r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|考虑.{1,10}?(要不要|是否|是不是)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
     r"|(几天|一阵子?|一段时间|一下)再|休息(几天|一下|一阵)|可能(会)?(考虑|想|打算)|可能\S{0,6}想",
     re.IGNORECASE,
 )

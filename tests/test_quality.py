@@ -441,6 +441,55 @@ RULE_CASES = [
     ("maybe_intention", ["Leo 可能下学期想踢足球", "用户可能考虑给咪咪买个饮水机"], ["用户对猫毛过敏"]),
     ("relative_time", ["The floor fitter can't start till the week after next"], ["Bin day is every other Tuesday"]),
     ("figures", [], ["Prices: 8 oz candles $24, 12 oz $32; free shipping on orders over $60"]),
+    # fifth tune batch (eleventh session): model numbers are not ids, a day of the month is a schedule
+    (
+        "ephemeral_id",
+        ["Parts order PO-4417 was dispatched", "Support incident INC-3308 is still open", "Rental booking #RB-7720"],
+        [
+            "User's shack: Kenwood TS-590SG, a Diamond X-50 vertical and an MFJ-993B tuner",
+            "User runs the TS-590 at 100 W on 40 m",
+            "The greenhouse heater is a Bio Green PAL-2000",
+        ],
+    ),
+    ("deadline", ["The grant report is due on Friday"], ["Council tax is due on the 15th; the direct debit covers it"]),
+    (
+        "raw_error",
+        [
+            "Calibre error: 'NoneType' object has no attribute 'text'",
+            "Gradle error 137: container ran out of memory",
+            "The label printer failed with 'paper jam (code 0x2E)'",
+            "导入接口返回 409，提示列表已存在",
+            "报销表格 F12 单元格显示 #REF!",
+            "systemctl: Active: failed, Result: exit-code",
+        ],
+        ["User's label printer is a Brother QL-820NWB on the office network"],
+    ),
+    (
+        "run_detail",
+        [
+            "The weather station sync finished: 2,310 readings uploaded",
+            "The manuscript imported as 4,210 segments",
+            "The inventory sheet has 318 rows",
+            "Backup complete: 4 volumes, 92 GB",
+            "拼写检查报了 12 个问题",
+        ],
+        ["User keeps the inventory sheet in Google Drive, one row per item"],
+    ),
+    (
+        "passing_state",
+        [
+            "User is relieved the audit is finished",
+            "API usage this billing period is 8,420 of 10,000 calls",
+            "The thermostat display read 16.5 C",
+            "用户说搬完家好累",
+            "看了一下午表格，用户眼睛都花了",
+            "义卖目前报了 18 个摊位",
+        ],
+        ["User's API plan allows 10,000 calls a month", "用户每周三晚上去游泳"],
+    ),
+    ("one_off_request", ["用户麻烦助手把会议纪要整理成要点"], ["用户习惯会后当天整理会议纪要"]),
+    ("maybe_intention", ["用户考虑下个季度要不要换供应商"], ["用户的供应商是华东包装，每月结算一次"]),
+    ("agent_action", ["助手已经重新导入了会员名单"], ["会员名单每季度导入一次"]),
     (
         "past_event",
         [],
