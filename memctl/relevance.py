@@ -119,6 +119,68 @@ _HOLDS = {
 }
 
 
+# A question for one exact value: a phone number, an email address, a handle or password, a price. A memory
+# that holds no value of that shape cannot answer it, however close its subject ("What's Dave's phone
+# number?" against "Dave leads the club's test team"): its score is multiplied by SLOT_MISS_FACTOR, and a
+# rare query token it holds (the surname) no longer lifts it over the threshold. Measured on the tune half.
+SLOT_MISS_FACTOR = 0.5
+_SLOTS = {
+    "phone": (
+        re.compile(
+            r"\b(phone|mobile|cell|telephone)\s+(number|no\.?|#)|手机号|电话(号码)?(是|多少)|(电话|手机)是多少", re.I
+        ),
+        re.compile(r"\d[\d\s().-]{5,}\d"),
+    ),
+    "email": (
+        re.compile(r"\be-?mail( address)?\s*\??\s*$|邮箱(地址)?(是|是多少|是什么)?\s*[？?]?\s*$", re.I),
+        re.compile(r"@"),
+    ),
+    "handle": (
+        re.compile(
+            r"\b(password|passcode|handle|username|user name|pin)\s*\??\s*$|(密码|群号|微信号)(是|是多少|多少)", re.I
+        ),
+        re.compile(r"@\w|\d{3,}|['\"‘“「『]"),
+    ),
+    "price": (
+        re.compile(
+            r"\bhow much\b(?!\s+(time|longer|more time))[^?]{0,50}\b(cost|costs|charge|charges|pay|paid|spend|spent)\b"
+            r"|\bwhat('s| is| was| are| were)?\b[^?]{0,40}\b(cost|price|fee|fees|salary|budget|rate|rates)\s*\??\s*$"
+            r"|多少钱|(价格|价钱|费用|预算|面值|工资|押金|租金|会费|报名费|月薪|年薪)(是)?多少",
+            re.I,
+        ),
+        # any number: an amount is often written without its currency ("rent is 1,450 a month")
+        re.compile(r"\d|\bfree\b|免费|[一二三四五六七八九十百千万两半]\s*(元|块|镑|美元|欧元|刀|万)", re.I),
+    ),
+}
+
+
+def slots(query: str) -> frozenset[str]:
+    """The exact values a question asks for (phone, email, handle, price); empty for most questions."""
+    return frozenset(kind for kind, (ask, _) in _SLOTS.items() if ask.search(query))
+
+
+# A memory that names the thing asked for ("Dave's number is in the club roster") is about it: not lacking.
+_SLOT_NAMED = {
+    "phone": re.compile(r"\b(phone|mobile|cell|tel|telephone|number)\b|电话|手机|号码", re.I),
+    "email": re.compile(r"\be-?mail\b|邮箱|邮件", re.I),
+    "handle": re.compile(
+        r"\b(password|passcode|passphrase|handle|username|user name|login|pin)\b|密码|账号|用户名|群号|微信号", re.I
+    ),
+    "price": re.compile(
+        r"\b(cost|costs|price|priced|fee|fees|charge|charges|rate|salary|budget|pay|paid|rent)\b|价|费|钱|预算|工资|租金",
+        re.I,
+    ),
+}
+
+
+def lacks(kinds: frozenset[str], memory_text: str) -> bool:
+    """Whether the memory neither holds a value of any kind the question asks for nor names that kind
+    (False when the question asks for none)."""
+    return bool(kinds) and not any(
+        _SLOTS[kind][1].search(memory_text) or _SLOT_NAMED[kind].search(memory_text) for kind in kinds
+    )
+
+
 def asks(query: str) -> set[str]:
     """The kinds of answer a question asks for: time, amount, person (none for other questions)."""
     return {kind for kind, pattern in _ASKS.items() if pattern.search(query)}

@@ -116,3 +116,20 @@ def test_load_with_real_model_does_not_import_torch(real_env):
     )
     assert '"The staging cluster runs in Frankfurt"' in proc.stdout
     assert proc.stderr.rstrip().endswith("HEAVY="), proc.stderr
+
+
+def test_a_question_for_an_exact_value_skips_memories_without_one(real_env):
+    # "What's Dave's phone number?" against a memory that only names Dave: the subject matches, the answer
+    # is not there, so `load` stays silent at the default threshold; a memory holding a number is returned.
+    env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env
+    named = run_memctl("save", "User's climbing partner is Dave Kowalski, who sets routes at the gym", env=env)
+    assert named.code == 0, named.err
+    question = "What's Dave Kowalski's phone number?"
+    silent = run_memctl("load", question, "--json", env=env)
+    assert silent.code == 3 and silent.json["results"] == [], silent.out  # 3: nothing found
+    shown = run_memctl("load", question, "--json", "-t", "0", env=env).json["results"]
+    assert shown and shown[0]["score"] < 0.7  # still listed below the threshold, at a lower score
+    number = run_memctl("save", "Dave Kowalski's mobile is 07700 900123", env=env)
+    assert number.code == 0, number.err
+    found = run_memctl("load", question, "--json", env=env).json["results"]
+    assert [r["text"] for r in found] == ["Dave Kowalski's mobile is 07700 900123"]

@@ -274,6 +274,24 @@ class _BaseScores:
         return (1 - self.share) * dense + self.share * bm25
 
 
+def _answerable(
+    query: str, hits: Mapping[int, Hit], scores: Mapping[int, float], rare_hits: Mapping[int, int]
+) -> tuple[Mapping[int, float], Mapping[int, int]]:
+    """Scores and rare-token counts with memctl.relevance's slot rule applied: a question for one exact value
+    (a phone number, a price) scores a memory that holds no such value SLOT_MISS_FACTOR times lower, and the
+    rare token it shares (the surname) no longer lifts it over the threshold. The order is left as it was."""
+    from memctl.relevance import SLOT_MISS_FACTOR, lacks, slots
+
+    kinds = slots(query)
+    if not kinds:
+        return scores, rare_hits
+    missing = {key for key in hits if lacks(kinds, hits[key].text)}
+    if not missing:
+        return scores, rare_hits
+    lowered = _Lazy(hits, lambda key: scores.get(key, 0.0) * (SLOT_MISS_FACTOR if key in missing else 1.0))
+    return lowered, {key: count for key, count in rare_hits.items() if key not in missing}
+
+
 class _Lazy(Mapping[int, Any]):
     """A read-only mapping over the keys of `keys` whose values are computed on first use, then kept
     (a search computes the calibrated score and evidence only of the hits it looks at)."""
@@ -1494,6 +1512,7 @@ class StoreBase(abc.ABC):
         low = min(relevances.values(), default=0.0)
         fused = {key: rel - low for key, rel in relevances.items()}
         scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused, None, vector)
+        scores, _ = _answerable(query, hits, scores, {})
         return self._select(hits, scores, relevances, {}, evidence, limit, threshold)
 
     def _search_fused(
@@ -1537,11 +1556,13 @@ class StoreBase(abc.ABC):
         # it ranks first and passes the threshold whatever its vector similarity.
         rare_hits = self._rare_hits(query, hits, {key for key, _ in keyword})
         if calibration is None:
-            return self._select(hits, scores, fused, rare_hits, None, limit, threshold)
+            plain, rare = _answerable(query, hits, scores, rare_hits)
+            return self._select(hits, plain, fused, rare, None, limit, threshold)
         if not use_dense:  # keyword mode: the BM25 order is the mode's own score
             fused = dict(keyword)
         calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused, None, vector)
-        return self._select(hits, calibrated, fused, rare_hits, evidence, limit, threshold)
+        calibrated, rare = _answerable(query, hits, calibrated, rare_hits)
+        return self._select(hits, calibrated, fused, rare, evidence, limit, threshold)
 
     def _search_hybrid(
         self,
@@ -1617,11 +1638,13 @@ class StoreBase(abc.ABC):
             else self._relevance_of(list(hits), vector)
         )
         if calibration is None:
-            return self._select(hits, shown, final, rare_hits, None, limit, threshold)
+            plain, rare = _answerable(query, hits, shown, rare_hits)
+            return self._select(hits, plain, final, rare, None, limit, threshold)
         calibrated, evidence = self._calibrated(
             calibration, query, hits, shown, dict(keyword), final, self._facts(memo, hits), vector
         )
-        return self._select(hits, calibrated, final, rare_hits, evidence, limit, threshold)
+        calibrated, rare = _answerable(query, hits, calibrated, rare_hits)
+        return self._select(hits, calibrated, final, rare, evidence, limit, threshold)
 
     def _common_names_dropped(self, query: str, common_df: int) -> tuple[set[str], str]:
         """The capitalised query words found in over `common_df` memories, and the query without them (the
