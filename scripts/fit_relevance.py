@@ -41,15 +41,19 @@ sys.path.insert(0, str(ROOT))
 from bench.recall_probes import Probe, Series, configured, fill, load_series  # noqa: E402
 from memctl.relevance import (  # noqa: E402
     FEATURES,
+    SLOT_MISS_FACTOR,
     Calibration,
     background_file,
     file_name,
     fit,
+    lacks,
+    slots,
     standing,
     z_score,
 )
 
 SYNTHETIC = "\x00synthetic\x00"
+SLOT_MISS = "\x00slot_miss\x00"  # evidence key: the memory lacks the exact value the question asks for
 # thresholds at which --cross-validate also sums the held-out folds (the trade-off curve, not one point)
 SWEEP = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85)
 
@@ -113,6 +117,9 @@ def collect(
                     evidence["cosine_z"] = z_score(evidence["cosine"], stand)
                 got.sort(key=lambda pair: -pair[1]["fused"])
                 got = got[:candidates]
+                kinds = slots(probe.query)
+                for hit, evidence in got:  # the search's slot rule, applied after the calibrated score
+                    evidence[SLOT_MISS] = lacks(kinds, hit.text)
                 labels = [int(answerable and probe.want is not None and hit.text == probe.want) for hit, _ in got]
                 query = probe.query if answerable else SYNTHETIC + probe.query
                 out.append((query, [ev for _, ev in got], labels, domain))
@@ -204,7 +211,7 @@ def pass_rates(
                 continue
             # the search's order (the fusion's), the calibrated score deciding what passes
             ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
-            kept = [y for ev, y in ranked if calibration.score(ev) >= threshold][:limit]
+            kept = [y for ev, y in ranked if searched(calibration, ev) >= threshold][:limit]
             if any(labels):
                 positives += 1
                 found += any(kept)
@@ -222,7 +229,7 @@ def companions(groups, calibration: Calibration | Scored, threshold: float, limi
             if not any(labels):
                 continue
             ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
-            kept = [y for ev, y in ranked if calibration.score(ev) >= threshold][:limit]
+            kept = [y for ev, y in ranked if searched(calibration, ev) >= threshold][:limit]
             answered += 1
             kept_others += len(kept) - sum(kept)
     return kept_others / max(answered, 1)
@@ -238,8 +245,15 @@ class Scored:
     def score(self, evidence: dict) -> float:
         key = id(evidence)
         if key not in self.memo:
-            self.memo[key] = self.calibration.score(evidence)
+            self.memo[key] = searched(self.calibration, evidence)
         return self.memo[key]
+
+
+def searched(calibration: Calibration | Scored, evidence: dict) -> float:
+    """The score a search shows: the calibrated one, lowered by the slot rule (memctl.relevance.lacks)."""
+    if isinstance(calibration, Scored):
+        return calibration.score(evidence)
+    return calibration.score(evidence) * (SLOT_MISS_FACTOR if evidence.get(SLOT_MISS) else 1.0)
 
 
 def fit_and_cut(groups, model: str, args, verbose: bool = False) -> tuple[Calibration, float]:

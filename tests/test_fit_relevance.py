@@ -11,7 +11,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.fit_relevance import Background, build_background  # noqa: E402
+from scripts.fit_relevance import SLOT_MISS, Background, build_background, searched  # noqa: E402
 
 TUNE = ROOT / "eval" / "corpus" / "tune"
 
@@ -40,3 +40,14 @@ def test_background_leaves_out_the_domains_a_question_must_not_see():
     assert len(background.without(set())) == 4
     assert len(background.without({"a"})) == 2
     assert len(background.without({"a", "c"})) == 1
+
+
+def test_the_fit_scores_candidates_as_the_search_shows_them():
+    # The cut is chosen on the scores a search shows, so the slot rule's lowering counts there too.
+    from memctl.relevance import FEATURES, SLOT_MISS_FACTOR, Calibration
+
+    calibration = Calibration("m", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (1.0,) + (0.0,) * (len(FEATURES) - 1), 0.0)
+    evidence = dict.fromkeys(FEATURES, 0.0) | {"cosine": 2.0}
+    plain = searched(calibration, evidence)
+    assert plain == calibration.score(evidence) > 0.8
+    assert searched(calibration, evidence | {SLOT_MISS: True}) == plain * SLOT_MISS_FACTOR
