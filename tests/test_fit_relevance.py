@@ -46,7 +46,8 @@ def test_the_fit_scores_candidates_as_the_search_shows_them():
     # The cut is chosen on the scores a search shows, so the slot rule's lowering counts there too.
     from memctl.relevance import FEATURES, SLOT_MISS_FACTOR, Calibration
 
-    calibration = Calibration("m", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (1.0,) + (0.0,) * (len(FEATURES) - 1), 0.0)
+    weights = (1.0,) + (0.0,) * (len(FEATURES) - 1)  # the cosine alone
+    calibration = Calibration("m", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), weights, 0.0)
     evidence = dict.fromkeys(FEATURES, 0.0) | {"cosine": 2.0}
     plain = searched(calibration, evidence)
     assert plain == calibration.score(evidence) > 0.8
