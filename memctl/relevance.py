@@ -6,6 +6,8 @@ holds, its BM25 score, a query word in its keyword metadata, and where the fusio
 logistic model per embedding model turns that evidence into one number in [0, 1]; its parameters are
 fitted on the tune half of the domain-split corpus by scripts/fit_relevance.py and shipped in
 memctl/data/relevance/<model>.json. Every weight is kept >= 0, so more evidence never lowers the score.
+After the model, one rule: a question for one exact value (a phone number, a price) scores a memory that
+holds no value of that shape and does not name it at SLOT_MISS_FACTOR times the model's score.
 
 The cosine alone means different things for different queries: with an English model, any two Chinese
 sentences score about 0.6 and a short English question about 0.1 against unrelated text. `cosine_z`
