@@ -315,15 +315,15 @@ _ID_BEFORE = re.compile(
 )
 
 
-def _model_number(text: str, found: re.Match[str]) -> bool:
-    return bool(_MODEL_SHAPE.fullmatch(found.group(0))) and not _ID_BEFORE.search(text[: found.start()])
+def _model_number(found: re.Match[str], before: str) -> bool:
+    return bool(_MODEL_SHAPE.fullmatch(found.group(0))) and not _ID_BEFORE.search(before)
 
 
 def _not_an_id(pattern: re.Pattern[str], text: str, found: re.Match[str]) -> bool:
     """A match of an id shape that is a model number or a quantity."""
     before = text[: found.start()]
     if pattern is _TICKET_SHAPE or pattern is _CODE_SHAPE:
-        return bool(_MODEL_BEFORE.search(before)) or _model_number(text, found)
+        return bool(_MODEL_BEFORE.search(before)) or _model_number(found, before)
     if pattern is _ID_WORDS:
         return bool(_QUANTITY_BEFORE.search(before) or _UNIT_AFTER.match(text, found.end()))
     return False
@@ -668,7 +668,7 @@ _MAYBE = re.compile(
     r"\b(next|this coming) (week|month|quarter|year|term|season)\b"
     r"|也许|或许|说不定|可能会|可能要|改天|下次|有空(再|的话|的时候)|以后再|回头再|考虑(一下|要不要|是否)|想试试|打算以后"
     r"|(想|打算|准备|计划)(先|等|过段时间|过阵子)|先.{1,12}再|(打算|准备)(?!长期|一直)"
-    r"|考虑(以后|将来|转|换|要不要|是否|是不是|去)|考虑.{1,10}?(要不要|是否|是不是)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
+    r"|考虑(以后|将来|转|换|去)|考虑.{0,10}?(要不要|是否|是不是)|有机会(的话)?|将来(可能|也许|想)|纠结|犹豫|还没(决定|想好)"
     r"|(几天|一阵子?|一段时间|一下)再|休息(几天|一下|一阵)|可能(会)?(考虑|想|打算)|可能\S{0,6}想",
     re.IGNORECASE,
 )

@@ -122,28 +122,43 @@ _HOLDS = {
 
 
 # A question for one exact value: a phone number, an email address, a handle or password, a price. A memory
-# that holds no value of that shape cannot answer it, however close its subject ("What's Dave's phone
-# number?" against "Dave leads the club's test team"): its score is multiplied by SLOT_MISS_FACTOR, and a
-# rare query token it holds (the surname) no longer lifts it over the threshold. Measured on the tune half.
+# that holds no value of that shape and does not name the thing asked for cannot answer it, however close its
+# subject ("What's Dave's phone number?" against "Dave leads the club's test team"); one that names it ("Dave's
+# number is in the club roster") is about it. Its score is multiplied by SLOT_MISS_FACTOR, and a rare query
+# token it holds (the surname) no longer lifts it over the threshold. Measured on the tune half.
 SLOT_MISS_FACTOR = 0.5
+
+
+@dataclass(frozen=True)
+class _Slot:
+    asks: re.Pattern[str]  # the question asks for this kind of value
+    holds: re.Pattern[str]  # the memory holds a value of its shape
+    names: re.Pattern[str]  # the memory names the thing asked for
+
+
 _SLOTS = {
-    "phone": (
+    "phone": _Slot(
         re.compile(
             r"\b(phone|mobile|cell|telephone)\s+(number|no\.?|#)|手机号|电话(号码)?(是|多少)|(电话|手机)是多少", re.I
         ),
         re.compile(r"\d[\d\s().-]{5,}\d"),
+        re.compile(r"\b(phone|mobile|cell|tel|telephone|number)\b|电话|手机|号码", re.I),
     ),
-    "email": (
+    "email": _Slot(
         re.compile(r"\be-?mail( address)?\s*\??\s*$|邮箱(地址)?(是|是多少|是什么)?\s*[？?]?\s*$", re.I),
         re.compile(r"@"),
+        re.compile(r"\be-?mail\b|邮箱|邮件", re.I),
     ),
-    "handle": (
+    "handle": _Slot(
         re.compile(
             r"\b(password|passcode|handle|username|user name|pin)\s*\??\s*$|(密码|群号|微信号)(是|是多少|多少)", re.I
         ),
         re.compile(r"@\w|\d{3,}|['\"‘“「『]"),
+        re.compile(
+            r"\b(password|passcode|passphrase|handle|username|user name|login|pin)\b|密码|账号|用户名|群号|微信号", re.I
+        ),
     ),
-    "price": (
+    "price": _Slot(
         re.compile(
             r"\bhow much\b(?!\s+(time|longer|more time))[^?]{0,50}\b(cost|costs|charge|charges|pay|paid|spend|spent)\b"
             r"|\bwhat('s| is| was| are| were)?\b[^?]{0,40}\b(cost|price|fee|fees|salary|budget|rate|rates)\s*\??\s*$"
@@ -152,34 +167,24 @@ _SLOTS = {
         ),
         # any number: an amount is often written without its currency ("rent is 1,450 a month")
         re.compile(r"\d|\bfree\b|免费|[一二三四五六七八九十百千万两半]\s*(元|块|镑|美元|欧元|刀|万)", re.I),
+        re.compile(
+            r"\b(cost|costs|price|priced|fee|fees|charge|charges|rate|salary|budget|pay|paid|rent)\b|价|费|钱|预算|工资|租金",
+            re.I,
+        ),
     ),
 }
 
 
 def slots(query: str) -> frozenset[str]:
     """The exact values a question asks for (phone, email, handle, price); empty for most questions."""
-    return frozenset(kind for kind, (ask, _) in _SLOTS.items() if ask.search(query))
-
-
-# A memory that names the thing asked for ("Dave's number is in the club roster") is about it: not lacking.
-_SLOT_NAMED = {
-    "phone": re.compile(r"\b(phone|mobile|cell|tel|telephone|number)\b|电话|手机|号码", re.I),
-    "email": re.compile(r"\be-?mail\b|邮箱|邮件", re.I),
-    "handle": re.compile(
-        r"\b(password|passcode|passphrase|handle|username|user name|login|pin)\b|密码|账号|用户名|群号|微信号", re.I
-    ),
-    "price": re.compile(
-        r"\b(cost|costs|price|priced|fee|fees|charge|charges|rate|salary|budget|pay|paid|rent)\b|价|费|钱|预算|工资|租金",
-        re.I,
-    ),
-}
+    return frozenset(kind for kind, slot in _SLOTS.items() if slot.asks.search(query))
 
 
 def lacks(kinds: frozenset[str], memory_text: str) -> bool:
     """Whether the memory neither holds a value of any kind the question asks for nor names that kind
     (False when the question asks for none)."""
     return bool(kinds) and not any(
-        _SLOTS[kind][1].search(memory_text) or _SLOT_NAMED[kind].search(memory_text) for kind in kinds
+        _SLOTS[kind].holds.search(memory_text) or _SLOTS[kind].names.search(memory_text) for kind in kinds
     )
 
 

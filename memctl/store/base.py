@@ -279,7 +279,7 @@ def _answerable(
 ) -> tuple[Mapping[int, float], Mapping[int, int]]:
     """Scores and rare-token counts with memctl.relevance's slot rule applied: a question for one exact value
     (a phone number, a price) scores a memory that holds no such value SLOT_MISS_FACTOR times lower, and the
-    rare token it shares (the surname) no longer lifts it over the threshold. The order is left as it was."""
+    rare token it shares (the surname) no longer lifts it over the threshold or ranks it first."""
     from memctl.relevance import SLOT_MISS_FACTOR, lacks, slots
 
     kinds = slots(query)
@@ -1429,6 +1429,7 @@ class StoreBase(abc.ABC):
 
     @staticmethod
     def _select(
+        query: str,
         hits: Mapping[int, Hit],
         scores: Mapping[int, float],
         rank: Mapping[int, float],
@@ -1439,7 +1440,9 @@ class StoreBase(abc.ABC):
     ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
         """Hits in order (rare-token hits first, then `rank`, then score), score set, those below threshold left
         out unless they hold a rare query token. Scores (and evidence) are read in that order until `limit`
-        hits are kept: a lazy mapping (_Lazy) computes no more of them than that."""
+        hits are kept: a lazy mapping (_Lazy) computes no more of them than that. Every search path ends here,
+        so the slot rule (_answerable) is applied here, once."""
+        scores, rare_hits = _answerable(query, hits, scores, rare_hits)
         ranked = sorted(hits, key=lambda key: (-rare_hits.get(key, 0), -rank[key]))
         results: builtins.list[tuple[Hit, dict[str, float] | None]] = []
         start = 0
@@ -1512,8 +1515,7 @@ class StoreBase(abc.ABC):
         low = min(relevances.values(), default=0.0)
         fused = {key: rel - low for key, rel in relevances.items()}
         scores, evidence = self._calibrated(calibration, query, hits, relevances, keyword, fused, None, vector)
-        scores, _ = _answerable(query, hits, scores, {})
-        return self._select(hits, scores, relevances, {}, evidence, limit, threshold)
+        return self._select(query, hits, scores, relevances, {}, evidence, limit, threshold)
 
     def _search_fused(
         self,
@@ -1556,13 +1558,11 @@ class StoreBase(abc.ABC):
         # it ranks first and passes the threshold whatever its vector similarity.
         rare_hits = self._rare_hits(query, hits, {key for key, _ in keyword})
         if calibration is None:
-            plain, rare = _answerable(query, hits, scores, rare_hits)
-            return self._select(hits, plain, fused, rare, None, limit, threshold)
+            return self._select(query, hits, scores, fused, rare_hits, None, limit, threshold)
         if not use_dense:  # keyword mode: the BM25 order is the mode's own score
             fused = dict(keyword)
         calibrated, evidence = self._calibrated(calibration, query, hits, scores, dict(keyword), fused, None, vector)
-        calibrated, rare = _answerable(query, hits, calibrated, rare_hits)
-        return self._select(hits, calibrated, fused, rare, evidence, limit, threshold)
+        return self._select(query, hits, calibrated, fused, rare_hits, evidence, limit, threshold)
 
     def _search_hybrid(
         self,
@@ -1638,13 +1638,11 @@ class StoreBase(abc.ABC):
             else self._relevance_of(list(hits), vector)
         )
         if calibration is None:
-            plain, rare = _answerable(query, hits, shown, rare_hits)
-            return self._select(hits, plain, final, rare, None, limit, threshold)
+            return self._select(query, hits, shown, final, rare_hits, None, limit, threshold)
         calibrated, evidence = self._calibrated(
             calibration, query, hits, shown, dict(keyword), final, self._facts(memo, hits), vector
         )
-        calibrated, rare = _answerable(query, hits, calibrated, rare_hits)
-        return self._select(hits, calibrated, final, rare, evidence, limit, threshold)
+        return self._select(query, hits, calibrated, final, rare_hits, evidence, limit, threshold)
 
     def _common_names_dropped(self, query: str, common_df: int) -> tuple[set[str], str]:
         """The capitalised query words found in over `common_df` memories, and the query without them (the
