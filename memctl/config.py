@@ -8,6 +8,7 @@ errors that name the file and the key.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -100,6 +101,24 @@ def _defaults_cache(path: Path) -> Path | None:
     return cache_root() / "config" / f"default_config-{digest}.json"
 
 
+# Keys of earlier releases: still read (an old config file loads), warned about once, and carried over to
+# the key that replaced them or ignored. Each goes one release after it was retired.
+RETIRED: dict[str, tuple[str | None, str]] = {
+    "memorize_gate": (None, "the gate is one learned model now (keep, drop or pending): see memorize_pending"),
+}
+_warned: set[str] = set()
+
+
+def retired(key: str, source: str) -> str | None:
+    """The key that replaced a retired `key` (None: ignore it), after one warning on stderr."""
+    replacement, why = RETIRED[key]
+    if key not in _warned:
+        _warned.add(key)
+        then = f"read as {replacement!r}" if replacement else "ignored"
+        print(f"memctl: {source}: config key {key!r} is retired ({why}); {then}", file=sys.stderr)
+    return replacement
+
+
 def _expected_type(key: str) -> type | None:
     default = defaults()[key]
     return NULLABLE_TYPES.get(key) if default is None else type(default)
@@ -107,6 +126,12 @@ def _expected_type(key: str) -> type | None:
 
 def check_value(key: str, value: Any, source: str) -> Any:
     """Return `value` coerced to the key's type, or raise naming `source` and `key`."""
+    if key in RETIRED:
+        replacement, why = RETIRED[key]
+        raise ConfigError(
+            f"{source}: config key {key!r} is retired ({why})",
+            hint=f"set {replacement!r} instead" if replacement else "remove it from your config",
+        )
     if key not in defaults():
         raise ConfigError(f"{source}: unknown config key {key!r}", hint="see `default_config.yaml` for the keys")
     expected = _expected_type(key)
@@ -145,6 +170,8 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
         import yaml  # only when a variable sets a key
 
         key = name[len(ENV_PREFIX) :].lower()
+        if key in RETIRED and (key := retired(key, f"environment variable {name}") or "") == "":
+            continue
         try:
             value = yaml_load(raw) if raw.strip() else None
         except yaml.YAMLError:
@@ -191,6 +218,8 @@ def load_config(
     layers.append(("override", dict(overrides or {})))
     for source, layer in layers:
         for key, value in layer.items():
+            if key in RETIRED and (key := retired(key, source) or "") == "":
+                continue
             values[key] = check_value(key, value, source)
             sources[key] = source
     _check_together(values, sources)

@@ -51,7 +51,7 @@ RULES: dict[str, Range | Choice] = {
     "embedding_provider": Choice(("local", "litellm", "fake")),
     "embedding_backend": Choice(("auto", "onnx", "torch")),
     "embedding_batch_size": Range(1, 65_536),
-    "memorize_gate": Choice(("rules", "classifier", "both")),
+    "memorize_pending": Choice(("review", "keep", "drop")),
     "search_threshold": UNIT,
     "search_limit": Range(1, 100_000),
     "search_mode": Choice(("hybrid", "dense", "keyword")),

@@ -26,15 +26,16 @@ from memctl.consolidate import Consolidator, Outcome
 from memctl.errors import MemctlError, UsageError
 from memctl.importance import Rater, Weights
 from memctl.llm import LLMError, UtilityModel
-from memctl.quality import EmbedFn, Grounding, check, learned_gate_embed
+from memctl.quality import EmbedFn, Grounding, Verdict, check, gate_embedding
 from memctl.store.records import AREAS
 from memctl.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 
 if TYPE_CHECKING:
     from memctl.store.base import StoreBase
 
-FATES = ("gated", "merged", "replaced", "updated", "kept_separate", "skipped", "inserted")
+FATES = ("gated", "pending", "merged", "replaced", "updated", "kept_separate", "skipped", "inserted")
 TRANSCRIPT_SUFFIXES = (".json", ".jsonl", ".txt", ".md", ".log")
+PENDING_POLICIES = ("review", "keep", "drop")
 MAX_CANDIDATES = 50  # per transcript and kind: more is a runaway reply, not a conversation's worth
 
 
@@ -188,7 +189,8 @@ def memorize_messages(
         similarity=float(config["memorize_grounding_similarity"]),
         echo_similarity=float(config["memorize_echo_similarity"]),
     )
-    gate_embed = _gate_embed(store, report.notes)
+    gate_embed, gate_model_name = gate_embedding(store.embedder.info, store.embed)
+    pending_policy = _pending_policy(store)
     consolidator = Consolidator(store, llm, actor=actor, dry_run=dry_run)
     metadata = {"source": "memorize", "transcript": Path(source).name}
     rater = Rater([m.content for m in messages if m.role == "user"], Weights.from_config(config))
@@ -205,22 +207,12 @@ def memorize_messages(
                 continue
             seen.add(key)
             verdict = check(
-                text,
-                "solutions" if target_area == "solutions" else "fragments",
-                grounding,
-                gate_embed,
-                rules_too=store.config["memorize_gate"] == "both",
+                text, "solutions" if target_area == "solutions" else "fragments", grounding, gate_embed, gate_model_name
             )
+            if verdict.pending and pending_policy == "keep":
+                verdict = Verdict(text, target_area)
             if not verdict.ok:
-                report.candidates.append(
-                    Outcome(
-                        text,
-                        target_area,
-                        "gated",
-                        verdict.reason or "",
-                        notes=[verdict.detail] if verdict.detail else [],
-                    )
-                )
+                report.candidates.append(_held_back(store, verdict, target_area, pending_policy, metadata, dry_run))
                 continue
             rating = rater.rate(text, target_area)  # metadata `importance` (memctl.importance)
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
@@ -240,18 +232,32 @@ def _warm_embeddings(store: StoreBase, texts: list[str]) -> None:
         pass  # each candidate's own embedding reports the failure where it happens
 
 
-def _gate_embed(store: StoreBase, notes: list[str]) -> EmbedFn | None:
-    """The embedder for the learned gate when `memorize_gate` is `classifier` or `both` and it applies,
-    else None."""
-    choice = str(store.config["memorize_gate"])
-    if choice not in ("rules", "classifier", "both"):
-        raise UsageError(f"memorize_gate is {choice!r}", hint="set memorize_gate to rules, classifier or both")
-    if choice == "rules":
-        return None
-    embed = learned_gate_embed(store.embedder.info, store.embed)
-    if embed is None:
-        notes.append(f"memorize_gate: {choice} needs the packaged MiniLM embedder; the rules decided")
-    return embed
+def _pending_policy(store: StoreBase) -> str:
+    """What happens to a candidate in the gate's uncertain band (config `memorize_pending`)."""
+    policy = str(store.config["memorize_pending"])
+    if policy not in PENDING_POLICIES:
+        raise UsageError(
+            f"memorize_pending is {policy!r}", hint=f"set memorize_pending to {', '.join(PENDING_POLICIES)}"
+        )
+    return policy
+
+
+def _held_back(
+    store: StoreBase, verdict: Verdict, area: str, policy: str, metadata: dict[str, Any], dry_run: bool
+) -> Outcome:
+    """The outcome of a candidate the gate did not keep: dropped, or (policy `review`) stored as pending."""
+    notes = [verdict.detail] if verdict.detail else []
+    if not verdict.pending or policy == "drop":
+        return Outcome(verdict.text, area, "gated", verdict.reason or "", notes=notes)
+    pending_id = None
+    if not dry_run:
+        pending_id = store.add_pending(
+            verdict.text, area, {**metadata, "gate_p_noise": verdict.p_noise}, reason=verdict.detail
+        )
+    outcome = Outcome(verdict.text, area, "pending", "uncertain: waits in `memctl review`", notes=notes)
+    if pending_id:
+        outcome.ids.append(pending_id)
+    return outcome
 
 
 def memorize_files(

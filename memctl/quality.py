@@ -1,30 +1,27 @@
-"""The quality gate: a deterministic filter between extracted candidates and the store (no LLM).
+"""The quality gate: between extracted candidates and the store (no LLM).
 
-An extractor, however well prompted, proposes things that do not belong in long-term memory:
-what happened in this session (agent actions, command output, a process id), what holds only
-now (tonight's plan, a deadline with no date, a passing state), where things are on one machine
-(localhost, ports, home folders), and things it made up or merely repeated from what memctl
-itself recalled.
+An extractor, however well prompted, proposes things that do not belong in long-term memory: what
+happened in this session, what holds only now, where things are on one machine, and things it made up
+or merely repeated from what memctl itself recalled.
 
-The gate keeps by default. A candidate is dropped only by a named rule (`memctl.gate_rules`)
-whose precision was measured on the tune half of the labelled corpus at 0.97 or more: the
-measurement and the list of rules allowed to drop live in `memctl/data/gate.json`, written by
-`scripts/train_gate.py`. A rule that is often wrong is not used, however plausible it looks.
-Grounding (is the candidate supported by what the user or a tool actually said?) needs the
-transcript and is done by `Grounding` (`memctl.grounding`).
+One learned model (`memctl.gate_model`) reads each candidate and gives one of three outcomes: keep,
+drop, or **pending** (the uncertain band: stored for review, not returned by searches until a person
+or the `memorize_pending` policy decides). Two checks that need no model come around it: a length
+veto (an empty line or a dump is never one memory) and, with the transcript, grounding (is the
+candidate supported by what the user or a tool actually said?) and echo (does it only restate what
+memctl recalled?), both in `memctl.grounding`.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from memctl.gate_rules import MAX_FRAGMENT_CHARS, MAX_SOLUTION_CHARS, RULES, Rule, rules_for
+from memctl import gate_model
 from memctl.grounding import (
+    CJK_RUN,
     EmbedFn,
     Grounding,
     cjk_share,
@@ -46,53 +43,53 @@ __all__ = [
     "check",
     "cjk_share",
     "content_stems",
-    "enabled_rules",
     "gate",
+    "gate_embedding",
     "key_entities",
     "parse_recalled",
     "recall_headings",
-    "learned_gate_embed",
-    "rule_reason",
     "split_recalled",
     "stem",
 ]
 
-GATE_DATA = Path(__file__).with_name("data") / "gate.json"
+MAX_FRAGMENT_CHARS = 600
+MAX_SOLUTION_CHARS = 2000
+MIN_WORDS = {"fragments": 3, "solutions": 6}
 
-# reason -> what it means (shown by `memctl memorize` and documented in the README).
-REASONS: dict[str, str] = {rule.name: rule.meaning for rule in RULES if "fragments" in rule.areas}
-REASONS.update({rule.name: rule.meaning for rule in RULES if rule.name not in REASONS})
-REASONS["classifier"] = "the learned gate (memorize_gate: classifier) is confident it is noise"
-REASONS["ungrounded"] = "not supported by anything the user or a tool said in the transcript"
-REASONS["echo"] = "only restates a memory that memctl recalled into the conversation"
-
-
-@cache
-def gate_data() -> dict[str, Any]:
-    """The tune-half measurement shipped with memctl (which rules may drop, per area)."""
-    try:
-        return json.loads(GATE_DATA.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def enabled_rules(area: str) -> list[Rule]:
-    """The rules allowed to drop a candidate of `area`: measured precise enough on the tune half.
-    Without the measurement file (a broken install) no form rule drops anything: the gate keeps."""
-    allowed = set((gate_data().get("enabled") or {}).get(area) or ())
-    return [rule for rule in rules_for(area) if rule.name in allowed]
+# reason -> what it means (shown by `memctl memorize` and documented in docs/memorize.md).
+REASONS: dict[str, str] = {
+    "too_short": "too short to be a fact (or a problem and its solution)",
+    "too_long": "too long for one memory (a summary or a dump, not a fact)",
+    "noise": "the learned gate is confident it is transient (what holds only now or only in this session)",
+    "ungrounded": "not supported by anything the user or a tool said in the transcript",
+    "echo": "only restates a memory that memctl recalled into the conversation",
+}
+_WORD = re.compile(r"[^\W_](?:[\w'’.\-/@:+]*[^\W_])?", re.UNICODE)
+PENDING = "pending"  # Verdict.reason of a candidate in the uncertain band (stored for review)
 
 
 @dataclass
 class Verdict:
+    """The gate's word on one candidate: `reason` None = keep; PENDING = store for review; else dropped."""
+
     text: str
     area: str
     reason: str | None = None
     detail: str = ""
+    p_noise: float | None = None
 
     @property
     def ok(self) -> bool:
+        """Kept as it is (not dropped, not pending)."""
         return self.reason is None
+
+    @property
+    def pending(self) -> bool:
+        return self.reason == PENDING
+
+    @property
+    def dropped(self) -> bool:
+        return self.reason is not None and self.reason != PENDING
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "area": self.area, "reason": self.reason, "detail": self.detail}
@@ -102,33 +99,30 @@ def _area(area: str) -> str:
     return "solutions" if area == "solutions" else "fragments"
 
 
-def rule_reason(text: str, area: str = "fragments", rules: Sequence[Rule] | None = None) -> tuple[str, str] | None:
-    """(reason, detail) of the first enabled rule `text` breaks, or None (keep)."""
-    clean = " ".join(text.split())
-    for rule in enabled_rules(_area(area)) if rules is None else rules:
-        detail = rule.check(clean)
-        if detail:
-            return rule.name, detail
+def size(text: str) -> int:
+    """Words of alphabetic text plus one word per two CJK characters (Chinese has no spaces)."""
+    cjk = sum(len(run) for run in CJK_RUN.findall(text))
+    return len(_WORD.findall(CJK_RUN.sub(" ", text))) + (cjk + 1) // 2
+
+
+def length_reason(text: str, area: str) -> tuple[str, str] | None:
+    """The length veto: fewer words than one fact needs, or more characters than one memory holds."""
+    path = _area(area)
+    limit = MAX_SOLUTION_CHARS if path == "solutions" else MAX_FRAGMENT_CHARS
+    if len(text) > limit:
+        return "too_long", f"{len(text)} characters"
+    n = size(text)
+    if n < MIN_WORDS[path] or (path == "fragments" and not CJK_RUN.search(text) and len(text) < 12):
+        return "too_short", f"{n} words"
     return None
 
 
-def learned_gate_embed(model: Any, embed: EmbedFn) -> EmbedFn | None:
-    """`embed` when the learned gate can use it: a classifier is shipped and `model` (the embedder's
-    ModelInfo) is the local model it was trained on; otherwise None (the rules decide)."""
-    data = gate_data().get("classifier") or {}
-    if not data.get("weights") or getattr(model, "provider", None) != "local":
-        return None
-    return embed if getattr(model, "model", None) == data.get("embedding_model") else None
-
-
-def _learned_reason(text: str, embed: EmbedFn) -> tuple[str, str] | None:
-    from memctl.gate_classifier import GateClassifier
-
-    found = GateClassifier.load().reason(text, "fragments", embed)
-    if found is None:
-        return None
-    named = rule_reason(text, "fragments")  # name the rule that agrees, when one does
-    return (named[0], f"{named[1]}; {found[1]}") if named else found
+def gate_embedding(model: Any, embed: EmbedFn) -> tuple[EmbedFn | None, str | None]:
+    """(embed, model name) for the learned gate when the store's embedder is a local model a gate was fitted
+    on; (None, None) otherwise (the form-features model decides)."""
+    if getattr(model, "provider", None) != "local":
+        return None, None
+    return embed, getattr(model, "model", None)
 
 
 def check(
@@ -136,19 +130,25 @@ def check(
     area: str = "fragments",
     grounding: Grounding | None = None,
     embed: EmbedFn | None = None,
-    rules_too: bool = False,
+    embedding_model: str | None = None,
 ) -> Verdict:
-    """The verdict on one candidate: form rules first, then grounding and echo (with a transcript).
-    With `embed` (see `learned_gate_embed`), the learned gate decides fragment candidates instead of
-    the rules (the rules are among its inputs), or beside them with `rules_too` (either one drops);
-    solutions always go through the rules."""
-    if embed is not None and _area(area) == "fragments":
-        found = (rule_reason(text, area) if rules_too else None) or _learned_reason(" ".join(text.split()), embed)
-    else:
-        found = rule_reason(text, area)
-    if found is None and grounding is not None:
-        found = grounding.check(text, _area(area))
-    return Verdict(text, area, *(found or (None, "")))
+    """The verdict on one candidate: the length veto, the learned gate, then grounding and echo (with a
+    transcript). `embed`/`embedding_model`: see `gate_embedding`."""
+    clean = " ".join(text.split())
+    found = length_reason(clean, area)
+    p_noise: float | None = None
+    if found is None:
+        model = gate_model.model_for(_area(area), embedding_model)
+        if model is not None:
+            decision = model.decide([clean], embed)[0]
+            p_noise = decision.p_noise
+            if decision.outcome == "drop":
+                found = ("noise", decision.detail)
+            elif decision.outcome == "pending":
+                found = (PENDING, decision.detail)
+    if (found is None or found[0] == PENDING) and grounding is not None:
+        found = grounding.check(text, _area(area)) or found
+    return Verdict(text, area, *(found or (None, "")), p_noise=p_noise)
 
 
 def gate(

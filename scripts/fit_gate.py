@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Fit the learned gate (memctl/gate_model.py) on the TUNE side of the corpus; write memctl/data/gate_model.json.
+
+    python scripts/fit_gate.py [--tune eval/corpus/tune] [--extra eval/corpus/tune-extra] [--dry-run]
+
+Data: the labelled candidates of the tune transcripts (facts, noise, solutions; superseded values are
+left to consolidation) and of tune-extra's domains (`gate` statements; their `memories` are facts or,
+with "->", solutions). A folder holding a report-half transcript is refused.
+
+Everything is chosen by leave-one-domain-out cross-validation (each domain's statements are scored by a
+model fitted without that domain): the L2 strength (best held-out log loss), then the two thresholds on
+the held-out P(noise) — `drop_from` so that at most MAX_FACTS_DROPPED of facts would be dropped, and
+`keep_below` so that at most MAX_NOISE_KEPT of noise would be kept, unless that leaves more than
+MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not). The
+shipped weights are then fitted on all of it. Four models: fragments and solutions, each with the MiniLM
+embedding and with the form features alone (for stores on another embedder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from memctl import gate_model  # noqa: E402
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+L2_GRID = (3e-4, 1e-3, 1e-2)
+MAX_FACTS_DROPPED = 0.01
+MAX_NOISE_KEPT = 0.05
+MAX_PENDING = 0.20
+CACHE = Path("/tmp/memctl-fit-gate-vectors.npz")
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str
+    noise: bool
+    area: str  # "fragments" | "solutions"
+    domain: str
+
+
+def transcripts(folder: Path) -> list[Statement]:
+    out: list[Statement] = []
+    for path in sorted(folder.glob("*.json")):
+        case = json.loads(path.read_text(encoding="utf-8"))
+        if case.get("half") == "report":
+            raise SystemExit(f"{path} is a report-half transcript: fit on the tune side only")
+        domain = f"tune/{case.get('domain') or case.get('series') or path.stem}"
+        old = {u.get("old") for u in case.get("updates") or []}
+        out += [Statement(t, False, "fragments", domain) for t in case.get("expected_fragments") or []]
+        out += [Statement(t, False, "solutions", domain) for t in case.get("expected_solutions") or []]
+        out += [Statement(t, True, "fragments", domain) for t in case.get("must_not_store") or [] if t not in old]
+    return out
+
+
+def extra(folder: Path) -> list[Statement]:
+    out: list[Statement] = []
+    for path in sorted(folder.glob("*/*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        domain = f"extra/{path.parent.name}/{path.stem}"
+        for text in data.get("memories") or []:
+            out.append(Statement(text, False, "solutions" if "->" in text else "fragments", domain))
+        for item in data.get("gate") or []:
+            label = item["label"]
+            area = "solutions" if label in ("solution", "noise_solution") else "fragments"
+            out.append(Statement(item["text"], label in ("noise", "noise_solution"), area, domain))
+    return out
+
+
+def embed_all(texts: list[str]) -> np.ndarray:
+    """MiniLM vectors of `texts`, cached across runs by the texts' digest."""
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    if CACHE.exists():
+        cached = np.load(CACHE)
+        if str(cached["digest"]) == digest:
+            return cached["vectors"]
+    from memctl.config import load_config
+    from memctl.embeddings import make_embedder
+
+    config = load_config(overrides={"embedding_provider": "local", "embedding_cache": False})
+    vectors = np.asarray(make_embedder(config).embed(texts), dtype=np.float64)
+    np.savez(CACHE, digest=digest, vectors=vectors)
+    return vectors
+
+
+def fit(x: np.ndarray, y: np.ndarray, l2: float, start: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Class-balanced, L2-penalised logistic regression (L-BFGS to convergence: the problem is convex, so
+    the result does not depend on `start`, which only makes the held-out folds converge sooner)."""
+    from scipy.optimize import minimize
+
+    positive = max(1.0, float(y.sum()))
+    negative = max(1.0, float(len(y) - y.sum()))
+    sample = np.where(y == 1, len(y) / (2 * positive), len(y) / (2 * negative)) / len(y)
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:-1], theta[-1]
+        z = x @ w + b
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+        nll = np.sum(sample * (np.logaddexp(0, z) - y * z)) + 0.5 * l2 * float(w @ w)
+        error = (p - y) * sample
+        return float(nll), np.concatenate([x.T @ error + l2 * w, [error.sum()]])
+
+    found = minimize(loss, np.zeros(x.shape[1] + 1) if start is None else start, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
+    return found.x[:-1], float(found.x[-1])
+
+
+def held_out(x: np.ndarray, y: np.ndarray, groups: np.ndarray, l2: float) -> np.ndarray:
+    """P(noise) of every row from a model fitted without the row's domain."""
+    p = np.zeros(len(y))
+    weights, bias = fit(x, y, l2)
+    everything = np.append(weights, bias)
+    for group in np.unique(groups):
+        test = groups == group
+        weights, bias = fit(x[~test], y[~test], l2, everything)
+        p[test] = gate_model.probability(x[test], weights, bias)
+    return p
+
+
+def log_loss(p: np.ndarray, y: np.ndarray) -> float:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def thresholds(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(keep_below, drop_from) from held-out scores (see the module docstring)."""
+    facts = np.sort(p[y == 0])
+    noise = np.sort(p[y == 1])
+    drop_from = float(facts[min(len(facts) - 1, int(np.ceil(len(facts) * (1 - MAX_FACTS_DROPPED))))]) + 1e-6
+    keep_below = min(drop_from, float(noise[int(np.floor(len(noise) * MAX_NOISE_KEPT))]))
+    while keep_below > 0 and np.mean((p >= keep_below) & (p < drop_from)) > MAX_PENDING:
+        keep_below = min(drop_from, keep_below + 0.005)
+        if keep_below >= drop_from:
+            break
+    return keep_below, drop_from
+
+
+def figures(p: np.ndarray, y: np.ndarray, keep_below: float, drop_from: float) -> dict[str, float]:
+    drop = p >= drop_from
+    pending = (p >= keep_below) & ~drop
+    facts, noise = y == 0, y == 1
+    return {
+        "facts_dropped": round(float(drop[facts].mean()), 4),
+        "facts_pending": round(float(pending[facts].mean()), 4),
+        "noise_kept": round(float((~drop & ~pending)[noise].mean()), 4),
+        "noise_pending": round(float(pending[noise].mean()), 4),
+        "pending_share": round(float(pending.mean()), 4),
+    }
+
+
+def fit_one(x: np.ndarray, y: np.ndarray, groups: np.ndarray, embedding: str | None) -> dict:
+    scores = {l2: held_out(x, y, groups, l2) for l2 in L2_GRID}
+    losses = {l2: log_loss(p, y) for l2, p in scores.items()}
+    l2 = min(losses, key=lambda k: losses[k])
+    keep_below, drop_from = thresholds(scores[l2], y)
+    weights, bias = fit(x, y, l2)
+    names = ([f"embedding[{i}]" for i in range(x.shape[1] - len(gate_model.FEATURES))] if embedding else []) + list(
+        gate_model.FEATURES
+    )
+    return {
+        "embedding_model": embedding,
+        "l2": l2,
+        "cv_log_loss": {str(k): round(v, 4) for k, v in losses.items()},
+        "keep_below": round(keep_below, 4),
+        "drop_from": round(drop_from, 4),
+        "cv": figures(scores[l2], y, keep_below, drop_from),
+        "statements": {"facts": int((y == 0).sum()), "noise": int((y == 1).sum()), "domains": len(set(groups))},
+        "features": names,
+        "bias": round(float(bias), 6),
+        "weights": [round(float(w), 6) for w in weights],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tune", type=Path, default=REPO / "eval" / "corpus" / "tune")
+    parser.add_argument("--extra", type=Path, default=REPO / "eval" / "corpus" / "tune-extra")
+    parser.add_argument("--out", type=Path, default=gate_model.MODEL_FILE)
+    parser.add_argument("--dry-run", action="store_true", help="print the cross-validated figures, write nothing")
+    args = parser.parse_args()
+    statements = transcripts(args.tune) + (extra(args.extra) if args.extra.is_dir() else [])
+    texts = list(dict.fromkeys(s.text for s in statements))
+    vectors = embed_all(texts)
+    row = {t: i for i, t in enumerate(texts)}
+    doc: dict = {"about": "written by scripts/fit_gate.py from the tune side of the corpus", "models": {}}
+    for area in ("fragments", "solutions"):
+        pool = [s for s in statements if s.area == area or (area == "solutions" and s.noise)]
+        y = np.asarray([1.0 if s.noise else 0.0 for s in pool])
+        groups = np.asarray([s.domain for s in pool])
+        forms = gate_model.features([s.text for s in pool], None)
+        dense = np.hstack([vectors[[row[s.text] for s in pool]], forms])
+        doc["models"][area] = {"embedding": fit_one(dense, y, groups, MINILM), "forms": fit_one(forms, y, groups, None)}
+        for kind, fitted in doc["models"][area].items():
+            print(f"{area:9} {kind:9} l2 {fitted['l2']:<6} keep<{fitted['keep_below']:.3f} drop>={fitted['drop_from']:.3f} "
+                  f"{fitted['statements']} cv {fitted['cv']}")
+    if not args.dry_run:
+        args.out.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
