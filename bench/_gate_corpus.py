@@ -12,12 +12,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from memctl.gate_rules import rules_for
-
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "eval" / "transcripts"
 CORPUS = REPO / "eval" / "corpus"
-AREAS = ("fragments", "solutions")
 
 
 @dataclass(frozen=True)
@@ -61,37 +58,3 @@ def items(case: dict) -> list[Item]:
 
 def all_items(cases: list[dict]) -> list[Item]:
     return [item for case in cases for item in items(case)]
-
-
-def candidates(items: list[Item], area: str) -> list[tuple[str, bool]]:
-    """(text, is noise) of every candidate of one path."""
-    keep = "fact" if area == "fragments" else "solution"
-    return [(i.text, i.label == "noise") for i in items if i.label in (keep, "noise")]
-
-
-def measure_rules(items: list[Item]) -> dict[str, dict[str, dict]]:
-    """area -> rule name -> {drops, noise, false_drops, precision, examples of false drops}."""
-    out: dict[str, dict[str, dict]] = {}
-    for area in AREAS:
-        pool = candidates(items, area)
-        per_rule: dict[str, dict] = {}
-        for rule in rules_for(area):
-            noise = wrong = 0
-            misses: list[str] = []
-            for text, is_noise in pool:
-                if rule.check(" ".join(text.split())):
-                    if is_noise:
-                        noise += 1
-                    else:
-                        wrong += 1
-                        misses.append(text)
-            drops = noise + wrong
-            per_rule[rule.name] = {
-                "drops": drops,
-                "noise": noise,
-                "false_drops": wrong,
-                "precision": round(noise / drops, 4) if drops else None,
-                "wrongly_dropped": misses[:5],
-            }
-        out[area] = per_rule
-    return out

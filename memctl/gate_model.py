@@ -52,7 +52,9 @@ _IDENTIFIER = _re(
     r"|\b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z0-9]{4,}[-_][a-z0-9-_]{3,}\b|\b(id|pid|ticket|order|run|job)\s*[:#=]"
     r"|(单号|编号|订单号|流水号|工单)"
 )
-_PATH_PORT = _re(r"(^|[\s(\"'`])(/|~/|\./|[a-z]:\\)[\w.\-/\\]+|\blocalhost\b|\b127\.0\.0\.1\b|\b\d{1,3}(\.\d{1,3}){3}\b|:\d{4,5}\b")
+_PATH_PORT = _re(
+    r"(^|[\s(\"'`])(/|~/|\./|[a-z]:\\)[\w.\-/\\]+|\blocalhost\b|\b127\.0\.0\.1\b|\b\d{1,3}(\.\d{1,3}){3}\b|:\d{4,5}\b"
+)
 _LOG_SHAPE = _re(
     r"\b(error|warn(ing)?|fatal|exception|traceback|failed|denied|timeout|timed out)\b|exit (code|status)"
     r"|\b[45]\d\d\b\s+[A-Za-z]|\b\d{2}:\d{2}:\d{2}\b|^\s*\[|\b(status|returned)\s*[:=]?\s*\d|报错|失败|错误|超时"
@@ -63,24 +65,29 @@ _ABSOLUTE_DATE = _re(
 )
 _RECURRENCE = _re(
     r"\b(every|each|daily|weekly|monthly|yearly|annually|fortnightly|quarterly|per (day|week|month|year))\b"
-    r"|\bon (mon|tues|wednes|thurs|fri|satur|sun)days\b|\b(mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays)\b"
+    r"|\bon (mon|tues|wednes|thurs|fri|satur|sun)days\b"
+    r"|\b(mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays)\b"
     r"|每(天|日|周|週|星期|个?月|個?月|年|季|晚|早|次)|周[一二三四五六日天]|週[一二三四五六日天]|星期[一二三四五六日天]"
 )
 _RELATIVE = _re(
     r"\b(today|tonight|tomorrow|yesterday|this (morning|afternoon|evening|week|month|weekend)|last (night|week|month)"
-    r"|right now|just now|at the moment|currently|so far|earlier|later today|next (week|month)|soon|in a (bit|minute))\b"
+    r"|right now|just now|at the moment|currently|so far|earlier|later today|next (week|month)|soon"
+    r"|in a (bit|minute))\b"
     r"|今天|今晚|明天|昨天|刚才|刚刚|剛剛|現在|现在|这周|這週|本周|上周|上週|这个月|這個月|本月|上个月|目前|暂时|暫時|待会|等下|过几天"
 )
 _AGENT = _re(
-    r"^(the )?(assistant|agent|bot|ai)\b|\b(i('ve| have| just)|we('ve| have))\s+(created|updated|fixed|run|ran|added|set|sent|drafted|made|written|checked)"
+    r"^(the )?(assistant|agent|bot|ai)\b|\b(i('ve| have| just)|we('ve| have))\s+"
+    r"(created|updated|fixed|run|ran|added|set|sent|drafted|made|written|checked)"
     r"|助手|已经帮|已經幫|帮你|幫你"
 )
 _REQUEST = _re(
-    r"\b(can|could|would) you\b|\bplease\b|\b(user )?(asks?|asked|wants?) (the assistant|me|you) to\b|\bhelp (me|with)\b"
+    r"\b(can|could|would) you\b|\bplease\b|\b(user )?(asks?|asked|wants?) (the assistant|me|you) to\b"
+    r"|\bhelp (me|with)\b"
     r"|帮我|幫我|麻烦|麻煩|请|請|能不能|可不可以"
 )
 _INTENTION = _re(
-    r"\b(might|maybe|perhaps|thinking (about|of)|considering|plans? to|planning|going to|want(s)? to try|hoping to|may)\b"
+    r"\b(might|maybe|perhaps|thinking (about|of)|considering|plans? to|planning|going to|want(s)? to try"
+    r"|hoping to|may)\b"
     r"|也许|也許|可能|考虑|考慮|打算|想要|准备|準備|说不定|說不定"
 )
 _UNIT_NUMBER = _re(

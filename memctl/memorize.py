@@ -26,7 +26,7 @@ from memctl.consolidate import Consolidator, Outcome
 from memctl.errors import MemctlError, UsageError
 from memctl.importance import Rater, Weights
 from memctl.llm import LLMError, UtilityModel
-from memctl.quality import EmbedFn, Grounding, Verdict, check, gate_embedding
+from memctl.quality import Grounding, Verdict, check, gate_embedding
 from memctl.store.records import AREAS
 from memctl.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 

