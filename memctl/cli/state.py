@@ -21,13 +21,20 @@ class State:
     overrides: dict[str, Any] = field(default_factory=dict)
     store: str | None = None  # --store: a postgresql:// URL or "embedded" (None: MEMCTL_STORE, config store_url)
 
-    def open_store(self, actor: str = "cli", create: bool = False) -> StoreBase:
+    def open_store(self, actor: str = "cli", create: bool = False, read_only: bool = False) -> StoreBase:
         """The store of --root/--subdir. Only commands that add memories pass `create=True`: the
-        others say "no store at ..." (exit 3) rather than leave an empty store behind a typo."""
+        others say "no store at ..." (exit 3) rather than leave an empty store behind a typo.
+        Commands that only read pass `read_only=True`: they create and write nothing."""
         from memctl.store import open_store
 
         return open_store(
-            self.root, self.subdir, overrides=self.overrides, actor=actor, store=self.store, create=create
+            self.root,
+            self.subdir,
+            overrides=self.overrides,
+            actor=actor,
+            store=self.store,
+            create=create,
+            read_only=read_only,
         )
 
     def subdir_names(self) -> list[str]:

@@ -205,7 +205,7 @@ def delete(
 def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Show one memory with its metadata. Exit 3 if the id does not exist."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         memory = store.get_one(memory_id)
         derived = store.derived_ids([memory_id])
     emit(st, {"subdir": st.subdir, "memory": memory.to_dict(), "derived": derived}, lambda c: _show(c, memory, derived))
@@ -238,7 +238,7 @@ def list_(
 ) -> None:
     """List memories, newest first, a page at a time."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         size = limit or int(store.config["list_page_size"])
         items, total = store.list(area=area, filter=filter, limit=size, offset=(page - 1) * size)
     doc = {"subdir": st.subdir, "total": total, "page": page, "page_size": size, "items": [m.to_dict() for m in items]}
@@ -293,7 +293,7 @@ def history(
 ) -> None:
     """Every recorded change (add, update, merge, replace, delete, prune, restore, import), newest first."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         entries = store.history(memory_id, limit=limit)
     if memory_id and not entries:
         info(st, f"no history for {memory_id!r}")

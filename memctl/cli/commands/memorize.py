@@ -181,7 +181,7 @@ def behaviour(
             "only `behaviour adjust` takes TEXT" if text is not None else "adjust needs TEXT",
             hint='memctl behaviour adjust "Always answer in German"',
         )
-    with st.open_store(create=action != "show") as store:
+    with st.open_store(create=action != "show", read_only=action == "show") as store:
         if action == "adjust":
             from memctl.llm import UtilityModel
 

@@ -59,7 +59,7 @@ def export(
     st = state(ctx)
     if all_subdirs:
         return _export_all(ctx, output, vectors, area)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         bar = progress(st, len(store), "export")
         try:
             if output is None or str(output) == "-":
@@ -91,7 +91,7 @@ def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: st
     written, failed = export_all(
         None,
         output,
-        lambda name: State(st.root, name, overrides=st.overrides, store=st.store).open_store(),
+        lambda name: State(st.root, name, overrides=st.overrides, store=st.store).open_store(read_only=True),
         with_vectors=vectors,
         area=area,
         subdirs=[s.name for s in listing.stores],
