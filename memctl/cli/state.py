@@ -37,6 +37,13 @@ class State:
             read_only=read_only,
         )
 
+    def text_limit(self) -> int:
+        """config max_text_bytes before a store is open (user config and -c overrides): the bound of a
+        '-' or '@file' text argument (0: no limit)."""
+        from memctl.config import load_config
+
+        return int(load_config(None, self.overrides).get("max_text_bytes") or 0)
+
     def subdir_names(self) -> list[str]:
         """Every store: folders under the root, or the subdirs of the PostgreSQL database."""
         from memctl.store import list_stores

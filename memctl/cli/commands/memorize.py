@@ -10,7 +10,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.commands.memories import AreaOpt, DryRunOpt
-from memctl.cli.inputs import read_text
+from memctl.cli.inputs import read_text, text_limit
 from memctl.cli.render import emit, info, progress, short
 from memctl.errors import EXIT_PARTIAL, UsageError
 
@@ -65,7 +65,7 @@ def memorize(
     paths = list(transcripts or []) + (resolve_batch(batch) if batch else [])
     if not paths:
         raise UsageError("give TRANSCRIPT files or --batch DIR|GLOB", hint="memctl memorize chat.json")
-    remembered = parse_recalled(read_text(f"@{recalled}", "--recalled")) if recalled else []
+    remembered = parse_recalled(read_text(f"@{recalled}", "--recalled", limit=st.text_limit())) if recalled else []
     with st.open_store(actor="memorize", create=True) as store:
         llm = UtilityModel(store.config)
         bar = progress(st, len(paths), "memorize")
@@ -185,7 +185,7 @@ def behaviour(
         if action == "adjust":
             from memctl.llm import UtilityModel
 
-            result = rules.adjust(store, read_text(text or "", "adjustment"), UtilityModel(store.config))
+            result = rules.adjust(store, read_text(text or "", "adjustment", limit=text_limit(store)), UtilityModel(store.config))
         elif action == "reset":
             result = rules.reset(store)
         elif action == "edit":
