@@ -37,7 +37,7 @@ from memctl.files import (
     swap_lock,
 )
 from memctl.store.base import StoreBase, iter_chunks
-from memctl.store.layout import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
+from memctl.store.layout import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE, read_only_database
 from memctl.store.records import now_iso
 from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE
 
@@ -135,7 +135,7 @@ def _copy_index(folder: Path, stage: Path) -> str | None:
 def _snapshot(source: Path, target: Path) -> int:
     """One-step online backup (a single read snapshot); the copy is a standalone file. The source is
     only read: its connection cannot write, and never creates a database that is not there."""
-    src = _read_connection(source)
+    src = read_only_database(source, timeout=30)
     try:
         dst = sqlite3.connect(target)
     except sqlite3.Error as exc:
@@ -161,26 +161,6 @@ def _snapshot(source: Path, target: Path) -> int:
     finally:
         dst.close()
         src.close()
-
-
-def _read_connection(source: Path) -> sqlite3.Connection:
-    """A connection to the database `source` that writes and creates nothing: query_only where the folder
-    is writable (its WAL files are removed again on close), else mode=ro, else immutable (read-only media
-    without the WAL's index)."""
-    from urllib.parse import quote
-
-    uri = "file:" + quote(str(source.resolve()))
-    tries = ["?mode=rw"] if os.access(source.parent, os.W_OK) and os.access(source, os.W_OK) else []
-    last: sqlite3.Error | None = None
-    for flags in (*tries, "?mode=ro", "?mode=ro&immutable=1"):
-        try:
-            db = sqlite3.connect(uri + flags, uri=True, timeout=30)
-            db.execute("PRAGMA query_only=ON")
-            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            return db
-        except sqlite3.Error as exc:
-            last = exc
-    raise StoreError(f"cannot read {source}: {last}", hint=sqlite_hint(str(last)))
 
 
 def _checkpoint_known(db_path: Path, sha: str) -> bool:
@@ -233,7 +213,7 @@ def _check_lock_place(target: Path) -> None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise StoreError(
-            f"cannot write in {target.parent}: {os.strerror(exc.errno or 0) or exc}",
+            f"cannot create files in {target.parent} ({os.strerror(exc.errno or 0) or exc}), where the backup is built",
             hint="choose a destination in a folder you may write to, on writable storage",
         ) from exc
     os.close(fd)
@@ -284,14 +264,17 @@ def store_has_content(folder: Path) -> bool:
     if not (folder / DB_FILE).is_file():
         return False
     try:
-        with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
+        db = read_only_database(folder / DB_FILE)
+        try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             return any(
                 db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
                 for t in ("memories", "history", "archive")
                 if t in tables
             )
-    except sqlite3.Error:
+        finally:
+            db.close()
+    except (sqlite3.Error, StoreError):
         return True  # unreadable: treat as precious
 
 

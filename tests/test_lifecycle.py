@@ -470,9 +470,9 @@ def test_restore_backup_refuses_a_damaged_backup(backend, cli, tmp_path: Path):
 
 
 def test_backup_without_a_usable_index_rebuilds_on_open(backend, cli, home: Path, tmp_path: Path):
-    import memctl
-
     import json
+
+    import memctl
 
     ids = [_save(cli, f"note {i} about topic {i}") for i in range(5)]
     cli("backup", tmp_path / "bk")

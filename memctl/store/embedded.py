@@ -42,6 +42,7 @@ from memctl.store.layout import (  # noqa: F401 - the file names and folder_size
     KNOWLEDGE_LOCK_FILE,
     LOCK_FILE,
     folder_size,
+    read_only_database,
 )
 from memctl.store.records import (
     ARCHIVE_COLUMNS,
@@ -60,7 +61,7 @@ from memctl.store.records import (
     relevance,
 )
 from memctl.store.schema import MIGRATIONS, apply_migrations
-from memctl.store.vector_index import SCAN_MIN, IndexOptions, VectorIndex
+from memctl.store.vector_index import INDEX_FILE, SCAN_MIN, SIDECAR_FILE, IndexOptions, VectorIndex
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -123,7 +124,11 @@ class EmbeddedStore(StoreBase):
             self._ident: tuple[int, int] | None = None
         else:
             self._open_database()
-        self._check_commits()
+        try:
+            self._check_commits()
+        except BaseException:
+            self.db.close()  # a refused store keeps no connection (and the WAL files it made go with it)
+            raise
 
     # -- finding and opening folder stores (memctl/store/__init__.py) --------------------
     @classmethod
@@ -267,7 +272,17 @@ class EmbeddedStore(StoreBase):
     def _unmake(self) -> None:
         """Undo `_materialize` after the first transaction failed (write lock held): no empty store stays."""
         self.db.close()
-        for name in (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal"):
+        # The model record and an index file may already be written inside that first transaction; none of
+        # them was there before (check_store_folder refuses a folder holding them without a database).
+        for name in (
+            DB_FILE,
+            f"{DB_FILE}-wal",
+            f"{DB_FILE}-shm",
+            f"{DB_FILE}-journal",
+            EMBEDDING_FILE,
+            INDEX_FILE,
+            SIDECAR_FILE,
+        ):
             (self.folder / name).unlink(missing_ok=True)
         self.db = _empty_database()
         self._ident = None
@@ -1486,8 +1501,8 @@ def _hashes_in_folder_stores(
         if skip is not None and folder.resolve() == skip:
             continue
         try:
-            db = sqlite3.connect(f"file:{urllib.parse.quote(str(folder / DB_FILE))}?mode=ro", uri=True, timeout=5)
-        except sqlite3.Error:
+            db = read_only_database(folder / DB_FILE)  # another store: read without leaving a file in it
+        except StoreError:
             used |= hashes  # unreadable: keep every entry rather than drop one it may need
             continue
         try:
@@ -1555,10 +1570,15 @@ def _make_private(folder: Path) -> None:
 def stored_count(folder: Path) -> int | None:
     """How many memories the folder store holds, read-only (None when its database cannot be read)."""
     try:
-        with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
-            return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+        db = read_only_database(folder / DB_FILE)
+    except StoreError:
+        return None
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     except sqlite3.Error:
         return None
+    finally:
+        db.close()
 
 
 # Files only a store that once had a database holds (the cache and config.yaml are not enough).

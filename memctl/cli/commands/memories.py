@@ -93,7 +93,12 @@ def load(
         limit = store.config["search_limit"] if limit is None else limit
         mode = mode or store.config["search_mode"]
         hits = store.search(
-            read_text(query, "query", limit=text_limit(store)), limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
+            read_text(query, "query", limit=text_limit(store)),
+            limit=limit,
+            threshold=threshold,
+            area=area,
+            filter=filter,
+            mode=mode,
         )
         if hits and store.config["track_access"]:
             store.touch([h.id for h in hits])  # after the search, one UPDATE (for prune --not-accessed-for)

@@ -185,7 +185,9 @@ def behaviour(
         if action == "adjust":
             from memctl.llm import UtilityModel
 
-            result = rules.adjust(store, read_text(text or "", "adjustment", limit=text_limit(store)), UtilityModel(store.config))
+            result = rules.adjust(
+                store, read_text(text or "", "adjustment", limit=text_limit(store)), UtilityModel(store.config)
+            )
         elif action == "reset":
             result = rules.reset(store)
         elif action == "edit":
