@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from memctl.embeddings import ModelInfo
-from memctl.errors import LockTimeoutError, NotFoundError, StoreError, UsageError
+from memctl.errors import LockTimeoutError, NotFoundError, StoreError, UsageError, sqlite_hint
 from memctl.files import (
+    SWAP_LOCK,
     clean_stale_staging,
     file_sha256,
     fsync_dir,
@@ -36,7 +37,7 @@ from memctl.files import (
     swap_lock,
 )
 from memctl.store.base import StoreBase, iter_chunks
-from memctl.store.layout import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE
+from memctl.store.layout import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE, read_only_database
 from memctl.store.records import now_iso
 from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE
 
@@ -132,29 +133,42 @@ def _copy_index(folder: Path, stage: Path) -> str | None:
 
 
 def _snapshot(source: Path, target: Path) -> int:
-    """One-step online backup (a single read snapshot); the copy is a standalone file."""
+    """One-step online backup (a single read snapshot); the copy is a standalone file. The source is
+    only read: its connection cannot write, and never creates a database that is not there."""
+    src = read_only_database(source, timeout=30)
     try:
-        src = sqlite3.connect(source, timeout=30)
+        dst = sqlite3.connect(target)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot open {source}: {exc}") from exc
-    dst = sqlite3.connect(target)
+        src.close()
+        raise StoreError(f"cannot create {target}: {exc}", hint=sqlite_hint(str(exc))) from exc
     try:
-        src.backup(dst)  # pages=-1: every page in one step, under one read transaction
-        dst.execute("PRAGMA journal_mode=DELETE")  # a backup is one self-contained file
-        check = dst.execute("PRAGMA integrity_check").fetchone()[0]
+        try:
+            src.backup(dst)  # pages=-1: every page in one step, under one read transaction
+        except sqlite3.Error as exc:
+            raise StoreError(f"copying {source} to {target} failed: {exc}", hint=sqlite_hint(str(exc))) from exc
+        try:
+            dst.execute("PRAGMA journal_mode=DELETE")  # a backup is one self-contained file
+            check = dst.execute("PRAGMA integrity_check").fetchone()[0]
+            count = int(dst.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise StoreError(f"the copy of {source} at {target} failed: {exc}", hint=sqlite_hint(str(exc))) from exc
         if check != "ok":
-            raise StoreError(f"the snapshot of {source} failed its integrity check: {check}")
-        return int(dst.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
-    except sqlite3.Error as exc:
-        raise StoreError(f"backup of {source} failed: {exc}", hint="check the store with `memctl stats`") from exc
+            raise StoreError(
+                f"the snapshot of {source} failed its integrity check: {check}",
+                hint="the database is damaged: restore it from an older backup or an export",
+            )
+        return count
     finally:
         dst.close()
         src.close()
 
 
 def _checkpoint_known(db_path: Path, sha: str) -> bool:
-    with sqlite3.connect(db_path) as db:
+    db = sqlite3.connect(db_path)
+    try:
         return db.execute("SELECT 1 FROM index_checkpoints WHERE sha256 = ?", (sha,)).fetchone() is not None
+    finally:
+        db.close()
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -181,6 +195,7 @@ def _replacing(target: Path, timeout: float) -> Iterator[None]:
     a kill interrupted and remove the staging folders killed runs left."""
     import filelock
 
+    _check_lock_place(target)
     try:
         with swap_lock(target, timeout):
             recover_swap(target, locked=True)
@@ -188,6 +203,20 @@ def _replacing(target: Path, timeout: float) -> Iterator[None]:
             yield
     except filelock.Timeout as exc:
         raise LockTimeoutError(f"another restore or backup of {target} is running", hint="retry later") from exc
+
+
+def _check_lock_place(target: Path) -> None:
+    """The swap lock's file can be made beside `target` (filelock reports a folder it may not write as a
+    lock held by someone else: "another backup is running" for a read-only or special folder)."""
+    path = target.parent / SWAP_LOCK.format(target.name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create files in {target.parent} ({os.strerror(exc.errno or 0) or exc}), where the backup is built",
+            hint="choose a destination in a folder you may write to, on writable storage",
+        ) from exc
+    os.close(fd)
 
 
 # -- restore-backup ----------------------------------------------------------------------
@@ -209,7 +238,12 @@ def verify_backup(source: Path) -> dict[str, Any]:
         raise UsageError(f"{source} is not a memctl backup (no {DB_FILE})", hint="pass a folder `memctl backup` wrote")
     path = source / MANIFEST
     if not path.is_file():
-        return {}
+        raise UsageError(
+            f"{source} has no {MANIFEST}: it is not a backup `memctl backup` wrote, or its manifest was lost "
+            "(without it nothing can be checked); nothing was restored",
+            hint=f"pass a folder `memctl backup` wrote; a plain store folder is read with "
+            f"`memctl --root {source.parent} -s {source.name} export` and brought in with `memctl import`",
+        )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         files = dict(manifest["files"])
@@ -230,14 +264,17 @@ def store_has_content(folder: Path) -> bool:
     if not (folder / DB_FILE).is_file():
         return False
     try:
-        with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
+        db = read_only_database(folder / DB_FILE)
+        try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             return any(
                 db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
                 for t in ("memories", "history", "archive")
                 if t in tables
             )
-    except sqlite3.Error:
+        finally:
+            db.close()
+    except (sqlite3.Error, StoreError):
         return True  # unreadable: treat as precious
 
 
@@ -479,10 +516,13 @@ def backup_subdir(
     from memctl.store import open_store, store_folder
 
     folder = store_folder(root, subdir, store=store, overrides=overrides)
-    if folder is not None:
-        return backup_store(folder, dest, subdir=subdir, force=force)
-    with open_store(root, subdir, store=store, overrides=overrides, actor="backup", create=False) as opened:
-        return backup_rows(opened, dest, force=force)
+    # Opened read-only first, as every command does: a damaged store (lost commits, an emptied database)
+    # is refused here, not copied as an empty backup; nothing of the source is written.
+    with open_store(root, subdir, store=store, overrides=overrides, actor="backup", read_only=True) as opened:
+        if folder is None:
+            return backup_rows(opened, dest, force=force)
+        lock_timeout = float(opened.config["lock_timeout"])
+    return backup_store(folder, dest, subdir=subdir, force=force, lock_timeout=lock_timeout)
 
 
 def restore_subdir(

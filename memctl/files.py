@@ -198,7 +198,7 @@ def recover_swap(target: Path, timeout: float = 30, *, locked: bool = False) -> 
         elif aside.is_dir() and not keep_aside:
             shutil.rmtree(aside, ignore_errors=True)
     else:
-        _remove_lock_only_folder(target)
+        remove_lock_only_folder(target)
         if stage.is_dir() and (stage / marker).is_file():
             os.rename(stage, target)
             action = "finished"
@@ -215,7 +215,7 @@ def recover_swap(target: Path, timeout: float = 30, *, locked: bool = False) -> 
     return action
 
 
-def _remove_lock_only_folder(folder: Path) -> None:
+def remove_lock_only_folder(folder: Path) -> None:
     """A folder a lock acquisition re-created (only lock files in it) is in the way of a rename."""
     if not folder.is_dir():
         return

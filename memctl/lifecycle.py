@@ -150,10 +150,32 @@ class _Scan:
     truncated_line: int | None = None  # a last line cut off mid-record (no newline, not JSON)
 
 
-def iter_jsonl_lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, line, ends with a newline): lines end at \\n only, never at U+2028, U+0085 or \\r."""
-    for number, raw in enumerate(handle, start=1):
+# A line of an export holds one text (JSON escapes make a byte at most 6: \\u0000), its metadata and
+# its vector: room for all three, so a file without line breaks (/dev/zero) stops at the first line.
+LINE_ALLOWANCE = 8 << 20
+
+
+def max_line_bytes(max_text: int | None) -> int | None:
+    """The longest JSONL line an import reads (None: max_text_bytes is 0, no limit)."""
+    return 6 * max_text + LINE_ALLOWANCE if max_text else None
+
+
+def iter_jsonl_lines(
+    handle: IO[bytes], max_line: int | None = None, source: str = "<input>"
+) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, line, ends with a newline): lines end at \\n only, never at U+2028, U+0085 or \\r.
+
+    Read one line at a time and never more than `max_line` bytes of one: a longer line is an error."""
+    number = 0
+    while raw := handle.readline(max_line + 1 if max_line else -1):
+        number += 1
         complete = raw.endswith(b"\n")
+        if max_line and len(raw) > max_line:
+            raise InputFormatError(
+                f"{source}:{number}: the line is longer than {max_line:,} bytes (6 x max_text_bytes plus "
+                f"{LINE_ALLOWANCE >> 20} MiB for metadata and vector); reading stopped there",
+                hint="expected one memory per line, as `memctl export` writes; raise max_text_bytes for longer texts",
+            )
         yield number, raw[:-1] if complete else raw, complete
 
 
@@ -199,7 +221,7 @@ def _check_header(obj: dict[str, Any], where: str) -> dict[str, Any]:
 def scan_jsonl(handle: IO[bytes], source: str, *, max_text: int | None = None) -> _Scan:
     """Validate every line before anything is written; errors name the file and line. Streams."""
     scan = _Scan()
-    for number, raw, complete in iter_jsonl_lines(handle):
+    for number, raw, complete in iter_jsonl_lines(handle, max_line_bytes(max_text), source):
         where = f"{source}:{number}"
         try:
             obj = _parse_line(raw, where)
@@ -221,7 +243,7 @@ def scan_jsonl(handle: IO[bytes], source: str, *, max_text: int | None = None) -
 
 
 def _records(handle: IO[bytes], source: str, stop: int | None, max_text: int | None) -> Iterator[dict[str, Any]]:
-    for number, raw, _ in iter_jsonl_lines(handle):
+    for number, raw, _ in iter_jsonl_lines(handle, max_line_bytes(max_text), source):
         if stop is not None and number >= stop:
             return
         obj = _parse_line(raw, f"{source}:{number}")

@@ -10,26 +10,64 @@ from typing import Any
 from memctl.errors import UsageError
 
 
-def read_text(value: str, what: str = "text") -> str:
-    """'-' reads stdin, '@path' reads a file, '@@...' is a literal starting with '@'."""
+def read_text(value: str, what: str = "text", *, limit: int) -> str:
+    """'-' reads stdin, '@path' reads a file, '@@...' is a literal starting with '@'.
+
+    At most `limit` bytes (config max_text_bytes; 0: no limit) are read from stdin or a file: one byte
+    more is an error, so `@/dev/zero` or `yes | memctl save -` stops at once instead of filling memory."""
     if value == "-":
-        text = sys.stdin.read()
+        text = _decode(_read_stdin(limit, what), what, "stdin")
     elif value.startswith("@@"):
         text = value[1:]
     elif value.startswith("@"):
         path = Path(value[1:]).expanduser()
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open("rb") as handle:
+                data = _bounded(handle.read(limit + 1) if limit else handle.read(), limit, what, repr(str(path)))
         except FileNotFoundError as exc:
             raise UsageError(f"{what} file {str(path)!r} does not exist", hint="write '@@' for a literal '@'") from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read {what} from {str(path)!r}: {exc}") from exc
+        except OSError as exc:
+            raise UsageError(f"cannot read {what} from {str(path)!r}: {exc.strerror or exc}") from exc
+        text = _decode(data, what, repr(str(path)))
     else:
         text = value
     text = text.strip()
     if not text:
         raise UsageError(f"{what} is empty")
     return text
+
+
+def _read_stdin(limit: int, what: str) -> bytes:
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is not None:
+        return _bounded(stream.read(limit + 1) if limit else stream.read(), limit, what, "stdin")
+    # A text stream without bytes underneath (an embedding application's): characters are at most bytes.
+    chars = sys.stdin.read(limit + 1) if limit else sys.stdin.read()
+    return _bounded(chars.encode("utf-8", "surrogatepass"), limit, what, "stdin")
+
+
+def _bounded(data: bytes, limit: int, what: str, where: str) -> bytes:
+    if limit and len(data) > limit:
+        raise UsageError(
+            f"the {what} from {where} is over the limit of {limit:,} bytes (max_text_bytes); reading stopped there",
+            hint="split it into smaller memories, or raise max_text_bytes in the config",
+        )
+    return data
+
+
+def _decode(data: bytes, what: str, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"the {what} from {where} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            hint="pass text: memories, queries and files must be UTF-8",
+        ) from exc
+
+
+def text_limit(store: Any) -> int:
+    """The most bytes a text argument may have for this store (config max_text_bytes; 0: no limit)."""
+    return int(store.config.get("max_text_bytes") or 0)
 
 
 def unit_interval(value: float | None) -> float | None:

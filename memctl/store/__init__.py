@@ -99,12 +99,17 @@ def open_store(
     actor: str = "api",
     store: str | None = None,
     create: bool = True,
+    read_only: bool = False,
 ) -> StoreBase:
     """Open (creating if needed) the store `<root>/<subdir>`. Use it as a context manager.
 
     `create=False` (read-only commands) raises NotFoundError when there is no store there instead
     of making an empty one. A folder that still has a store's files but lost its database is
-    refused either way: an empty store must never silently replace one that was there.
+    refused either way: an empty store must never silently replace one that was there. A store comes
+    into existence with its first commit: opening one and failing before that leaves nothing behind.
+
+    `read_only=True` (implies create=False) opens it so that nothing is created or written: a write
+    raises StoreError (the embedded store's connection cannot write; PostgreSQL's session is read-only).
 
     `store` (else env MEMCTL_STORE, else config store_url) names a PostgreSQL database
     (`postgresql://USER:PASSWORD@HOST:PORT/DB`): the store is then the rows of `subdir` there
@@ -112,7 +117,7 @@ def open_store(
     """
     root_path = resolve_root(root)
     url = resolve_store_url(store, overrides, config)
-    spec = StoreSpec(url, root_path, subdir, config, overrides, embedder, actor, create)
+    spec = StoreSpec(url, root_path, subdir, config, overrides, embedder, actor, create and not read_only, read_only)
     return backend_of(url).open_at(spec)
 
 

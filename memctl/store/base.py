@@ -348,6 +348,7 @@ class StoreSpec:
     embedder: Embedder | None = None
     actor: str = "api"
     create: bool = True
+    read_only: bool = False  # nothing is created or written (stats, list, export, backup's source)
 
     @property
     def cache_dir(self) -> Path:

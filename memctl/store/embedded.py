@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, sqlite_hint
-from memctl.files import atomic_write_bytes, recover_swap
+from memctl.files import atomic_write_bytes, recover_swap, remove_lock_only_folder
 from memctl.filters import Filter
 from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
     COMMON_TOKEN_SHARE,
@@ -42,6 +42,7 @@ from memctl.store.layout import (  # noqa: F401 - the file names and folder_size
     KNOWLEDGE_LOCK_FILE,
     LOCK_FILE,
     folder_size,
+    read_only_database,
 )
 from memctl.store.records import (
     ARCHIVE_COLUMNS,
@@ -59,8 +60,8 @@ from memctl.store.records import (
     now_iso,
     relevance,
 )
-from memctl.store.schema import apply_migrations
-from memctl.store.vector_index import SCAN_MIN, IndexOptions, VectorIndex
+from memctl.store.schema import MIGRATIONS, apply_migrations
+from memctl.store.vector_index import INDEX_FILE, SCAN_MIN, SIDECAR_FILE, IndexOptions, VectorIndex
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -91,6 +92,8 @@ class EmbeddedStore(StoreBase):
         embedder: Embedder | None = None,
         actor: str = "api",
         cache_dir: Path | None = None,
+        *,
+        read_only: bool = False,
     ) -> None:
         self.folder = folder
         self.config = config
@@ -106,15 +109,26 @@ class EmbeddedStore(StoreBase):
         self._knowledge_bytes: bytes | None = None  # knowledge_import.json as last read or written
         self._model_thread: ThreadPoolExecutor | None = None  # embeds a warm handle's queries (_start_query_embedding)
         recover_swap(folder, float(config["lock_timeout"]))  # a restore killed between its two renames
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # A store on read-only media (or in a folder this user cannot write) stays readable.
-        self.read_only = (folder / DB_FILE).is_file() and not os.access(folder, os.W_OK)
-        self.db = self._connect()
-        self._ident = self._db_ident()
-        if not self.read_only:
-            _make_private(folder)
-            apply_migrations(self.db)
-        self._check_commits()
+        # A store on read-only media (or in a folder this user cannot write) stays readable; a read-only
+        # open (stats, list, export, backup's source) reads through a connection that cannot write.
+        self._media_read_only = (folder / DB_FILE).is_file() and not os.access(folder, os.W_OK)
+        self.read_only = read_only or self._media_read_only
+        # No database yet: the store comes into existence with its first commit (_materialize), so a
+        # first command that fails (a bad model, an unreadable input) leaves nothing behind.
+        self._pending = not (folder / DB_FILE).is_file()
+        if self._pending and read_only:
+            raise NotFoundError(f"no store at {folder}", hint="check --root / --subdir (`memctl subdirs`)")
+        self._made_folder = False
+        if self._pending:
+            self.db = _empty_database()
+            self._ident: tuple[int, int] | None = None
+        else:
+            self._open_database()
+        try:
+            self._check_commits()
+        except BaseException:
+            self.db.close()  # a refused store keeps no connection (and the WAL files it made go with it)
+            raise
 
     # -- finding and opening folder stores (memctl/store/__init__.py) --------------------
     @classmethod
@@ -125,7 +139,9 @@ class EmbeddedStore(StoreBase):
         # A bad store config.yaml is named before anything else.
         config = spec.config if spec.config is not None else load_config(folder, spec.overrides)
         check_store_folder(spec.root, folder, spec.create)
-        return cls(folder, config, embedder=spec.embedder, actor=spec.actor, cache_dir=spec.cache_dir)
+        return cls(
+            folder, config, embedder=spec.embedder, actor=spec.actor, cache_dir=spec.cache_dir, read_only=spec.read_only
+        )
 
     @classmethod
     def stores_at(cls, spec: StoreSpec, *, counts: bool = True) -> StoreList:
@@ -177,13 +193,110 @@ class EmbeddedStore(StoreBase):
                 hint="restore it with `memctl restore-backup`, or open it again to start an empty one",
             )
         self.db.close()
-        self.db = self._connect(create=False)
-        self._ident = self._db_ident()
-        apply_migrations(self.db)
+        self._open_database()
         self._check_commits()
         self._index = None
         self._lock = None
         self._knowledge_bytes = None
+
+    # -- opening the database, and creating it with the first commit -----------------------
+    def _open_database(self) -> None:
+        """Connect to the existing database and bring its schema up to date, refusing one that lost its
+        content: nothing is written before that check (opening an empty file in WAL mode writes its header)."""
+        lost = self._lost_database(empty=(self.folder / DB_FILE).stat().st_size == 0)
+        if lost is not None:
+            raise lost
+        self.db = self._connect(create=False)
+        self._ident = self._db_ident()
+        applied = _applied_migrations(self.db)
+        if not applied:
+            lost = self._lost_database(empty=True)
+            if lost is not None or self.read_only:
+                self.db.close()
+                raise lost or NotFoundError(
+                    f"no store at {self.folder} ({DB_FILE} holds no memctl store)",
+                    hint="check --root / --subdir (`memctl subdirs`); `memctl save` creates a store",
+                )
+        if self._media_read_only:
+            return
+        if not self.read_only:
+            _make_private(self.folder)
+            apply_migrations(self.db)
+        elif len(applied) < len(MIGRATIONS):
+            # A store an older memctl wrote: its schema is upgraded (content unchanged) so this one can read it.
+            self.db.execute("PRAGMA query_only=OFF")
+            try:
+                apply_migrations(self.db)
+            finally:
+                self.db.execute("PRAGMA query_only=ON")
+
+    def _lost_database(self, *, empty: bool) -> StoreError | None:
+        """The error for a database that is empty (`empty`) while the folder shows a store was there."""
+        if not empty:
+            return None
+        traces = [name for name in _STORE_TRACES if (self.folder / name).exists()]
+        if _recorded_commits(self.folder / COMMITS_FILE):
+            traces.append(COMMITS_FILE)
+        if not traces:
+            return None
+        return StoreError(
+            f"the store database {self.folder / DB_FILE} is empty, but the store held data (still there: "
+            f"{', '.join(traces)}); memctl will not start an empty store in its place",
+            hint="restore it with `memctl restore-backup` or from your export (`memctl import`); "
+            "to start over, remove the folder",
+        )
+
+    def _materialize(self) -> bool:
+        """At the first write of a store that had no database (write lock held): create it, or open the one
+        another process created meanwhile. True when this call created it."""
+        created = not (self.folder / DB_FILE).exists()
+        self.db.close()
+        if created:
+            try:
+                self.db = self._connect()
+                self._ident = self._db_ident()
+                _make_private(self.folder)
+                apply_migrations(self.db)
+            except BaseException:
+                self._unmake()  # a disk that fills while the schema is written: no half-made store stays
+                raise
+        else:
+            self._open_database()
+        self._pending = False
+        self._index = None
+        self._knowledge_bytes = None
+        self._mirrored = False
+        self._check_commits()
+        return created
+
+    def _unmake(self) -> None:
+        """Undo `_materialize` after the first transaction failed (write lock held): no empty store stays."""
+        self.db.close()
+        # The model record and an index file may already be written inside that first transaction; none of
+        # them was there before (check_store_folder refuses a folder holding them without a database).
+        for name in (
+            DB_FILE,
+            f"{DB_FILE}-wal",
+            f"{DB_FILE}-shm",
+            f"{DB_FILE}-journal",
+            EMBEDDING_FILE,
+            INDEX_FILE,
+            SIDECAR_FILE,
+        ):
+            (self.folder / name).unlink(missing_ok=True)
+        self.db = _empty_database()
+        self._ident = None
+        self._pending = True
+        self._index = None
+
+    def _remove_unused_folder(self) -> None:
+        """After a failed first command: the folder this handle made, if it holds only lock files."""
+        if self._pending and self._made_folder:
+            try:
+                remove_lock_only_folder(self.folder)
+            except OSError:
+                return  # another process is creating the store there
+            self._made_folder = False
 
     # -- lost commits: the write-ahead log removed or damaged ----------------------------
     def _record_commits(self, value: int) -> None:
@@ -229,8 +342,10 @@ class EmbeddedStore(StoreBase):
 
     # -- plumbing ------------------------------------------------------------------------
     def _connect(self, *, create: bool = True) -> sqlite3.Connection:
-        if self.read_only:
+        if self._media_read_only:
             return self._connect_read_only()
+        if self.read_only:
+            return self._connect_query_only()
         timeout = float(self.config["lock_timeout"])
         deadline = time.monotonic() + timeout
         target: Any = self.folder / DB_FILE
@@ -266,6 +381,23 @@ class EmbeddedStore(StoreBase):
                     f"cannot open store database {self.folder / DB_FILE}: {exc}",
                     hint="restore it from a backup or export",
                 ) from exc
+
+    def _connect_query_only(self) -> sqlite3.Connection:
+        """A read-only open of a writable store: SQLite refuses every change on this connection (query_only),
+        and nothing is created (mode=rw). Unlike mode=ro it removes the WAL's -wal/-shm files it had to create
+        when it is the last to close, so the folder is left exactly as it was."""
+        target = "file:" + urllib.parse.quote(str(self.folder / DB_FILE)) + "?mode=rw"
+        timeout = float(self.config["lock_timeout"])
+        try:
+            db = sqlite3.connect(target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=True)
+            db.execute("PRAGMA query_only=ON")
+            register_functions(db)
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot read store database {self.folder / DB_FILE}: {exc}", hint=sqlite_hint(str(exc))
+            ) from exc
 
     def _connect_read_only(self) -> sqlite3.Connection:
         """Read-only media or folder: reading needs no lock and writes nothing. `mode=ro` still uses the
@@ -309,10 +441,15 @@ class EmbeddedStore(StoreBase):
         """The store's exclusive write lock, shared by every process (re-entrant in one store)."""
         import filelock
 
+        if self.read_only:
+            raise StoreError(f"store {self.folder} was opened read-only", hint="open it without read_only to change it")
         nested = self._lock is not None and self._lock.is_locked
         for _ in range(5):
             if not nested and self._replaced():
                 self._reopen()  # before taking the lock: it would re-create a vanished folder
+            if self._pending and not self.folder.is_dir():
+                self.folder.mkdir(mode=0o700, parents=True)
+                self._made_folder = True
             if self._lock is None:
                 self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=float(self.config["lock_timeout"]))
             try:
@@ -332,6 +469,8 @@ class EmbeddedStore(StoreBase):
             yield
         finally:
             self._lock.release()
+            if not nested:
+                self._remove_unused_folder()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -348,9 +487,10 @@ class EmbeddedStore(StoreBase):
                 self._depth -= 1
             return
         with self._locked():
-            self.db.execute("BEGIN IMMEDIATE")
+            created = self._pending and self._materialize()
             self._depth = 1
             try:
+                self.db.execute("BEGIN IMMEDIATE")
                 yield self.db
                 self.db.execute("UPDATE counters SET value = value + 1 WHERE name = 'commits'")
                 commits = self.db.execute("SELECT value FROM counters WHERE name = 'commits'").fetchone()
@@ -360,6 +500,8 @@ class EmbeddedStore(StoreBase):
                 # raise "no transaction is active" and hide the real error.
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
+                if created:
+                    self._unmake()  # the store's first transaction failed: it never existed
                 raise
             finally:
                 self._depth = 0
@@ -454,7 +596,7 @@ class EmbeddedStore(StoreBase):
         return data
 
     def _mirror_model_file(self, record: dict[str, Any]) -> None:
-        if self._model_file() == record:
+        if self.read_only or self._model_file() == record:
             return
         try:
             atomic_write_bytes(self.folder / EMBEDDING_FILE, (json.dumps(record, indent=2) + "\n").encode())
@@ -494,7 +636,7 @@ class EmbeddedStore(StoreBase):
         if self._index is None or self._index.dimension != dim:
             self._index = VectorIndex(self.folder, dim, self._index_options())
         self._index.sync(self.db)
-        if self._index.rebuilt:
+        if self._index.rebuilt and not self.read_only:  # a read-only open rebuilds in memory, writes nothing
             self._persist_rebuilt_index()
         return self._index
 
@@ -1205,6 +1347,7 @@ class EmbeddedStore(StoreBase):
             ) from exc
 
     def write_behaviour(self, rules: str) -> None:
+        self._exist()
         atomic_write_bytes(self.folder / BEHAVIOUR_FILE, rules.encode("utf-8"))
 
     # -- knowledge import state: knowledge_import.json, a mirror of the chunks' metadata --
@@ -1243,6 +1386,7 @@ class EmbeddedStore(StoreBase):
             except OSError:
                 self._knowledge_bytes = b""
         if data != self._knowledge_bytes:
+            self._exist()
             atomic_write_bytes(path, data)
             self._knowledge_bytes = data
 
@@ -1250,6 +1394,9 @@ class EmbeddedStore(StoreBase):
     def knowledge_lock(self) -> Iterator[None]:
         import filelock
 
+        if self._pending and not self.folder.is_dir():
+            self.folder.mkdir(mode=0o700, parents=True)
+            self._made_folder = True
         lock = filelock.FileLock(str(self.folder / KNOWLEDGE_LOCK_FILE), timeout=float(self.config["lock_timeout"]))
         try:
             lock.acquire()
@@ -1262,6 +1409,13 @@ class EmbeddedStore(StoreBase):
             yield
         finally:
             lock.release()
+            self._remove_unused_folder()
+
+    def _exist(self) -> None:
+        """A store that has no database yet gets one before a file of it is written (an empty commit)."""
+        if self._pending:
+            with self._write():
+                pass
 
     def _by_hash(self, hashes: Sequence[str], column: str) -> Iterator[tuple[str, Any]]:
         for chunk in iter_chunks(hashes, 500):
@@ -1347,8 +1501,8 @@ def _hashes_in_folder_stores(
         if skip is not None and folder.resolve() == skip:
             continue
         try:
-            db = sqlite3.connect(f"file:{urllib.parse.quote(str(folder / DB_FILE))}?mode=ro", uri=True, timeout=5)
-        except sqlite3.Error:
+            db = read_only_database(folder / DB_FILE)  # another store: read without leaving a file in it
+        except StoreError:
             used |= hashes  # unreadable: keep every entry rather than drop one it may need
             continue
         try:
@@ -1364,6 +1518,29 @@ def _hashes_in_folder_stores(
         finally:
             db.close()
     return used
+
+
+def _empty_database() -> sqlite3.Connection:
+    """An in-memory database of the current schema: what a store reads as before its first commit."""
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    register_functions(db)
+    apply_migrations(db)
+    return db
+
+
+def _applied_migrations(db: sqlite3.Connection) -> set[str]:
+    """The migrations the database records (none: it holds no memctl store), without writing."""
+    try:
+        return {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
+    except sqlite3.OperationalError:
+        return set()
+
+
+def _recorded_commits(path: Path) -> int:
+    try:
+        return int(path.read_text(encoding="ascii").strip() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 def _make_private(folder: Path) -> None:
@@ -1393,10 +1570,15 @@ def _make_private(folder: Path) -> None:
 def stored_count(folder: Path) -> int | None:
     """How many memories the folder store holds, read-only (None when its database cannot be read)."""
     try:
-        with sqlite3.connect(f"file:{folder / DB_FILE}?mode=ro", uri=True) as db:
-            return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+        db = read_only_database(folder / DB_FILE)
+    except StoreError:
+        return None
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
     except sqlite3.Error:
         return None
+    finally:
+        db.close()
 
 
 # Files only a store that once had a database holds (the cache and config.yaml are not enough).

@@ -8,6 +8,10 @@ to `memctl.store.vector_index` (INDEX_FILE, SIDECAR_FILE).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite3
 
 DB_FILE = "memories.sqlite"
 EMBEDDING_FILE = "embedding.json"
@@ -29,6 +33,7 @@ __all__ = [
     "KNOWLEDGE_LOCK_FILE",
     "LOCK_FILE",
     "folder_size",
+    "read_only_database",
 ]
 
 
@@ -45,3 +50,27 @@ def folder_size(folder: Path) -> int:
         except OSError:
             continue
     return total
+
+
+def read_only_database(source: Path, timeout: float = 5) -> sqlite3.Connection:
+    """A connection to the database `source` that writes and creates nothing: query_only where the folder
+    is writable (its WAL files are removed again on close), else mode=ro, else immutable (read-only media
+    without the WAL's index)."""
+    import os
+    import sqlite3
+    from urllib.parse import quote
+
+    uri = "file:" + quote(str(source.resolve()))
+    tries = ["?mode=rw"] if os.access(source.parent, os.W_OK) and os.access(source, os.W_OK) else []
+    last: sqlite3.Error | None = None
+    for flags in (*tries, "?mode=ro", "?mode=ro&immutable=1"):
+        try:
+            db = sqlite3.connect(uri + flags, uri=True, timeout=timeout)
+            db.execute("PRAGMA query_only=ON")
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.Error as exc:
+            last = exc
+    from memctl.errors import StoreError, sqlite_hint
+
+    raise StoreError(f"cannot read {source}: {last}", hint=sqlite_hint(str(last)))

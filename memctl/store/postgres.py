@@ -185,6 +185,8 @@ class PostgresStore(StoreBase):
         name = validate_subdir(spec.subdir)
         config = spec.config or load_config(None, spec.overrides)
         opened = cls(_url(spec), name, config, embedder=spec.embedder, actor=spec.actor, cache_dir=spec.cache_dir)
+        if spec.read_only:  # stats, list, export, backup: the server refuses any write of this session
+            opened.conn.execute("SET default_transaction_read_only = on")
         if not spec.create and name not in {known for known, _ in opened.subdirs()}:
             opened.close()
             raise NotFoundError(

@@ -266,7 +266,10 @@ def apply_migrations(db: sqlite3.Connection) -> list[str]:
             db.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (name,))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full): a second ROLLBACK would raise
+            # "no transaction is active" and hide the real error.
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         applied.append(name)
     return applied

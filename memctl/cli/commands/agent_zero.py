@@ -110,7 +110,7 @@ def export_agent_zero(
     from memctl.agent_zero import export_agent_zero as run_export
 
     st = state(ctx)
-    with st.open_store(actor="export-agent-zero") as store:
+    with st.open_store(actor="export-agent-zero", read_only=True) as store:
         bar = progress(st, len(store), "export")
         try:
             report = run_export(store, dest, force=force, progress=bar.update, timezone=timezone)

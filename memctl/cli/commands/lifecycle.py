@@ -185,7 +185,7 @@ def stats(ctx: typer.Context, all_subdirs: AllSubdirsOpt = False) -> None:
     rows, failed = [], []
     for name in st.subdir_names() if all_subdirs else [st.subdir]:
         try:
-            with State(st.root, name, overrides=st.overrides, store=st.store).open_store() as store:
+            with State(st.root, name, overrides=st.overrides, store=st.store).open_store(read_only=True) as store:
                 rows.append(store_stats(store, name))
         except (MemctlError, sqlite3.DatabaseError, OSError) as exc:
             if not all_subdirs:

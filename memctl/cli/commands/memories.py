@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.inputs import parse_meta, read_text, unit_interval
+from memctl.cli.inputs import parse_meta, read_text, text_limit, unit_interval
 from memctl.cli.render import emit, info, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
@@ -57,7 +57,7 @@ def save(
     st = state(ctx)
     metadata = _with_importance(parse_meta(meta), importance)
     with st.open_store(create=True) as store:
-        ids = store.add([read_text(text)], area=area, metadata=[metadata])
+        ids = store.add([read_text(text, limit=text_limit(store))], area=area, metadata=[metadata])
     emit(st, {"subdir": st.subdir, "area": area, "ids": ids}, lambda c: c.print(ids[0]))
 
 
@@ -93,7 +93,12 @@ def load(
         limit = store.config["search_limit"] if limit is None else limit
         mode = mode or store.config["search_mode"]
         hits = store.search(
-            read_text(query, "query"), limit=limit, threshold=threshold, area=area, filter=filter, mode=mode
+            read_text(query, "query", limit=text_limit(store)),
+            limit=limit,
+            threshold=threshold,
+            area=area,
+            filter=filter,
+            mode=mode,
         )
         if hits and store.config["track_access"]:
             store.touch([h.id for h in hits])  # after the search, one UPDATE (for prune --not-accessed-for)
@@ -137,7 +142,7 @@ def forget(
     from memctl.store.records import Hit
 
     st = state(ctx)
-    text = read_text(query, "query")
+    text = read_text(query, "query", limit=st.text_limit())
     with st.open_store() as store:
         threshold = store.config["forget_threshold"] if threshold is None else threshold
         if exact:
@@ -205,7 +210,7 @@ def delete(
 def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Show one memory with its metadata. Exit 3 if the id does not exist."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         memory = store.get_one(memory_id)
         derived = store.derived_ids([memory_id])
     emit(st, {"subdir": st.subdir, "memory": memory.to_dict(), "derived": derived}, lambda c: _show(c, memory, derived))
@@ -238,7 +243,7 @@ def list_(
 ) -> None:
     """List memories, newest first, a page at a time."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         size = limit or int(store.config["list_page_size"])
         items, total = store.list(area=area, filter=filter, limit=size, offset=(page - 1) * size)
     doc = {"subdir": st.subdir, "total": total, "page": page, "page_size": size, "items": [m.to_dict() for m in items]}
@@ -264,7 +269,7 @@ def update(
     changes = _with_importance(parse_meta(meta), importance)
     with st.open_store() as store:
         before = store.get_one(memory_id)
-        new_text = read_text(text) if text is not None else None
+        new_text = read_text(text, limit=text_limit(store)) if text is not None else None
         wanted = dict(changes) if replace_meta else {**before.metadata, **changes}
         for key in unset or []:
             wanted.pop(key, None)
@@ -293,7 +298,7 @@ def history(
 ) -> None:
     """Every recorded change (add, update, merge, replace, delete, prune, restore, import), newest first."""
     st = state(ctx)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         entries = store.history(memory_id, limit=limit)
     if memory_id and not entries:
         info(st, f"no history for {memory_id!r}")

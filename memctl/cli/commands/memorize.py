@@ -10,7 +10,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.commands.memories import AreaOpt, DryRunOpt
-from memctl.cli.inputs import read_text
+from memctl.cli.inputs import read_text, text_limit
 from memctl.cli.render import emit, info, progress, short
 from memctl.errors import EXIT_PARTIAL, UsageError
 
@@ -65,7 +65,7 @@ def memorize(
     paths = list(transcripts or []) + (resolve_batch(batch) if batch else [])
     if not paths:
         raise UsageError("give TRANSCRIPT files or --batch DIR|GLOB", hint="memctl memorize chat.json")
-    remembered = parse_recalled(read_text(f"@{recalled}", "--recalled")) if recalled else []
+    remembered = parse_recalled(read_text(f"@{recalled}", "--recalled", limit=st.text_limit())) if recalled else []
     with st.open_store(actor="memorize", create=True) as store:
         llm = UtilityModel(store.config)
         bar = progress(st, len(paths), "memorize")
@@ -181,11 +181,13 @@ def behaviour(
             "only `behaviour adjust` takes TEXT" if text is not None else "adjust needs TEXT",
             hint='memctl behaviour adjust "Always answer in German"',
         )
-    with st.open_store(create=action != "show") as store:
+    with st.open_store(create=action != "show", read_only=action == "show") as store:
         if action == "adjust":
             from memctl.llm import UtilityModel
 
-            result = rules.adjust(store, read_text(text or "", "adjustment"), UtilityModel(store.config))
+            result = rules.adjust(
+                store, read_text(text or "", "adjustment", limit=text_limit(store)), UtilityModel(store.config)
+            )
         elif action == "reset":
             result = rules.reset(store)
         elif action == "edit":

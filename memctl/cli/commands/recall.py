@@ -55,7 +55,7 @@ def recall(
     st = state(ctx)
     if output_format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {output_format!r}")
-    text = read_text(message, "message")
+    text = read_text(message, "message", limit=st.text_limit())
     with st.open_store() as store:
         past = read_transcript(history) if history else None
         llm = UtilityModel(store.config) if (query_prep or post_filter) else None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Annotated
+from typing import IO, Annotated, Any, cast
 
 import typer
 
@@ -59,7 +60,7 @@ def export(
     st = state(ctx)
     if all_subdirs:
         return _export_all(ctx, output, vectors, area)
-    with st.open_store() as store:
+    with st.open_store(read_only=True) as store:
         bar = progress(st, len(store), "export")
         try:
             if output is None or str(output) == "-":
@@ -91,7 +92,7 @@ def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: st
     written, failed = export_all(
         None,
         output,
-        lambda name: State(st.root, name, overrides=st.overrides, store=st.store).open_store(),
+        lambda name: State(st.root, name, overrides=st.overrides, store=st.store).open_store(read_only=True),
         with_vectors=vectors,
         area=area,
         subdirs=[s.name for s in listing.stores],
@@ -169,16 +170,13 @@ def import_(
 
 @contextmanager
 def _open_source(path: Path | None) -> Iterator[IO[bytes]]:
-    """The import file, binary (lines end at \\n only); stdin is spooled to a temporary file first
-    (it is read twice: validated, then imported)."""
+    """The import file, binary (lines end at \\n only). Stdin is read twice (validated, then imported):
+    its lines are copied to a temporary file as the validation reads them, so a bad or endless input
+    (`yes | memctl import -`) is refused at its first bad line, not after it was all copied."""
     if path is None:
         with tempfile.TemporaryFile() as spool:
-            if hasattr(sys.stdin, "buffer"):
-                shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
-            else:  # a text stream without bytes underneath (an embedding application's)
-                spool.write(sys.stdin.read().encode("utf-8"))
-            spool.seek(0)
-            yield spool
+            stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else _TextAsBytes(sys.stdin)
+            yield cast(IO[bytes], _Spooled(stream, spool))
         return
     try:
         handle = path.open("rb")
@@ -188,6 +186,46 @@ def _open_source(path: Path | None) -> Iterator[IO[bytes]]:
         raise UsageError(f"cannot read {str(path)!r}: {exc}") from exc
     with handle:
         yield handle
+
+
+class _Spooled(io.RawIOBase):
+    """Stdin read line by line and kept in `spool`; after seek(0) the lines are read from the spool."""
+
+    def __init__(self, stream: Any, spool: IO[bytes]) -> None:
+        super().__init__()
+        self._stream, self._spool, self._replay = stream, spool, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> bytes:
+        if self._replay:
+            return self._spool.readline(-1 if size is None else size)
+        line = bytes(self._stream.readline(-1 if size is None else size))
+        self._spool.write(line)
+        return line
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if (offset, whence) != (0, 0):
+            raise io.UnsupportedOperation("only seek(0)")
+        if not self._replay:
+            shutil.copyfileobj(self._stream, self._spool, 1 << 20)  # what the validation did not read
+        self._spool.flush()
+        self._replay = True
+        return self._spool.seek(0)
+
+
+class _TextAsBytes:
+    """A text stream without bytes underneath (an embedding application's), read as UTF-8 lines."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def readline(self, size: int = -1) -> bytes:
+        return str(self._stream.readline(size)).encode("utf-8", "surrogatepass")
+
+    def read(self, size: int = -1) -> bytes:
+        return str(self._stream.read(size)).encode("utf-8", "surrogatepass")
 
 
 @app.command()
