@@ -8,7 +8,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.inputs import parse_meta, read_text, unit_interval
-from memctl.cli.render import emit, info, memory_table
+from memctl.cli.render import count, emit, info, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
 AreaOpt = Annotated[str | None, typer.Option("--area", "-a", help="main, fragments or solutions.")]
@@ -106,7 +106,9 @@ def load(
         "count": len(hits),
         "results": [h.to_dict() for h in hits],
     }
-    emit(st, doc, lambda c: c.print(memory_table(hits, score=True)) if hits else c.print("no memories matched"))
+    if not hits:
+        info(st, "no memories matched")  # a message, not a result: stdout stays empty for scripts
+    emit(st, doc, (lambda c: c.print(memory_table(hits, score=True))) if hits else None)
     if not hits:
         raise typer.Exit(EXIT_NO_MATCH)
 
@@ -123,7 +125,8 @@ def forget(
             min=0.0,
             max=1.0,
             callback=unit_interval,
-            help="Minimum relevance [config forget_threshold: 0.75].",
+            help="Minimum similarity (1 + cosine) / 2 to QUERY, not the search relevance "
+            "[config forget_threshold: 0.99, close restatements only].",
         ),
     ] = None,
     exact: Annotated[bool, typer.Option("--exact", help="Delete only memories whose text is exactly QUERY.")] = False,
@@ -133,10 +136,11 @@ def forget(
     yes: YesOpt = False,
 ) -> None:
     """Delete every memory similar to QUERY (in batches until none is left). Exit 3 if none matched."""
-    from memctl.cli.confirm import decide
+    from memctl.cli.confirm import asked, decide
     from memctl.store.records import Hit
 
     st = state(ctx)
+    was_asked = asked(ctx, dry_run, yes)
     text = read_text(query, "query")
     with st.open_store() as store:
         threshold = store.config["forget_threshold"] if threshold is None else threshold
@@ -144,7 +148,8 @@ def forget(
             matches = [Hit(**m.__dict__, score=1.0) for m in store.find_exact(text, area, filter=filter)]
         else:
             matches = store.search_all_above(text, threshold, area=area, filter=filter)
-        dry_run = decide(ctx, dry_run, yes, f"Delete {len(matches)} memories?" if matches else None)
+        question = f"Delete these {count(len(matches), 'memory', 'memories')}?" if matches else None
+        dry_run = decide(ctx, dry_run, yes, question, preview=_listing(matches, "would delete"))
         if matches and not dry_run:
             batch = int(store.config["forget_batch_size"])
             for start in range(0, len(matches), batch):
@@ -158,10 +163,20 @@ def forget(
         "count": len(matches),
         "deleted": [m.to_dict() for m in matches],
     }
-    title = "would delete" if dry_run else "deleted"
-    emit(st, doc, lambda c: c.print(memory_table(matches, score=True, title=f"{title} {len(matches)}")))
+    if not matches:
+        info(st, "no memories matched")
+        emit(st, doc)
+    elif was_asked:  # the list was shown before the question: now only what happened
+        emit(st, doc, lambda c: c.print(f"deleted {count(len(matches), 'memory', 'memories')}"))
+    else:
+        listing = _listing(matches, "would delete" if dry_run else "deleted")
+        emit(st, doc, lambda c: c.print(listing), essential=[m.id for m in matches] if dry_run else None)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _listing(matches: list, verb: str) -> object:
+    return memory_table(matches, score=True, title=f"{verb} {count(len(matches), 'memory', 'memories')}")
 
 
 @app.command()
@@ -182,23 +197,27 @@ def delete(
             doc = {"subdir": st.subdir, "dry_run": True, **plan.to_dict()}
         else:
             if plan.deleted:
-                confirm(ctx, f"Delete {len(plan.deleted) + len(plan.cascaded)} memories?", yes)
+                confirm(ctx, _delete_line("Delete", plan.to_dict(), missing=False) + "?", yes)
             doc = {"subdir": st.subdir, "dry_run": False, **store.delete(ids, cascade=not no_cascade).to_dict()}
-    lists: dict[str, list[str]] = {
-        key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
-        for key in ("deleted", "cascaded", "missing")
-    }
     emit(
         st,
         doc,
-        lambda c: c.print(
-            f"{'would delete' if dry_run else 'deleted'} {len(lists['deleted'])}"
-            + (f" (+{len(lists['cascaded'])} derived: {' '.join(lists['cascaded'])})" if lists["cascaded"] else "")
-            + (f"; not found: {' '.join(lists['missing'])}" if lists["missing"] else "")
-        ),
+        lambda c: c.print(_delete_line("would delete" if dry_run else "deleted", doc), soft_wrap=True),
+        essential=[*map(str, doc["deleted"]), *map(str, doc["cascaded"])] if dry_run else None,
     )
     if not plan.deleted:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _delete_line(verb: str, plan: dict, missing: bool = True) -> str:
+    """`deleted 2 memories: a b (+1 derived: c); not found: x`: every id named, so a dry run says which."""
+    deleted, cascaded, absent = (list(map(str, plan[key])) for key in ("deleted", "cascaded", "missing"))
+    line = f"{verb} {count(len(deleted), 'memory', 'memories')}" + (f": {' '.join(deleted)}" if deleted else "")
+    if cascaded:
+        line += f" (+{len(cascaded)} derived: {' '.join(cascaded)})"
+    if absent and missing:
+        line += f"; not found: {' '.join(absent)}"
+    return line
 
 
 @app.command()
@@ -307,13 +326,7 @@ def history(
 
 
 def _history_table(entries: list) -> object:
-    from rich.table import Table
+    from memctl.cli.render import table
 
-    from memctl.cli.render import short
-
-    table = Table()
-    for column in ("at", "id", "op", "actor", "old text", "new text"):
-        table.add_column(column, overflow="fold")
-    for e in entries:
-        table.add_row(e.at[:19], e.memory_id, e.op, e.actor, short(e.old_text or "", 50), short(e.new_text or "", 50))
-    return table
+    rows = [(e.at[:19], e.memory_id, e.op, e.actor, e.old_text or "", e.new_text or "") for e in entries]
+    return table(("at", "id", "op", "actor", "old text", "new text"), rows, cut={"old text": 50, "new text": 50})

@@ -28,14 +28,10 @@ def subdirs(ctx: typer.Context) -> None:
     rows = [s.to_dict() for s in listing.stores]
 
     def human(console: object) -> None:
-        from rich.table import Table
+        from memctl.cli.render import table
 
-        table = Table(title=listing.where)
-        for column in ("subdir", "memories", "path"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(row["name"], "?" if row["count"] is None else str(row["count"]), row["path"])
-        console.print(table)  # type: ignore[attr-defined]
+        cells = [(r["name"], "?" if r["count"] is None else str(r["count"]), r["path"]) for r in rows]
+        console.print(table(("subdir", "memories", "path"), cells, title=listing.where))  # type: ignore[attr-defined]
 
     emit(st, {"root": listing.where, "subdirs": rows}, human)
 
