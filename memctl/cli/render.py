@@ -161,9 +161,9 @@ def memory_table(memories: Iterable[Any], *, score: bool = False, title: str | N
     return table
 
 
-def progress(state: State, total: int | None, description: str) -> Any:
-    """A Rich progress bar on a TTY (stderr); a no-op object otherwise."""
-    if state.quiet or state.json or not sys.stderr.isatty():
+def progress(state: State, total: int | None, description: str, show: bool = True) -> Any:
+    """A Rich progress bar on a TTY (stderr); a no-op object otherwise (or when not `show`)."""
+    if not show or state.quiet or state.json or not sys.stderr.isatty():
         return _NoProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

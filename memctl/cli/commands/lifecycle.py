@@ -69,11 +69,11 @@ def prune(
     criteria = PruneCriteria(older_than, not_accessed_for, area, min_importance, source, filter, decayed_below)
     with st.open_store(actor="prune") as store:
         chosen = select_for_prune(store, criteria)
-        question = f"Prune these {count(len(chosen), 'memory', 'memories')}{' for good' if purge else ''}?"
-        preview = memory_table(chosen, title=f"would prune {count(len(chosen), 'memory', 'memories')}")
+        question = f"Prune these {count(len(chosen), 'memory')}{' for good' if purge else ''}?"
+        preview = memory_table(chosen, title=f"would prune {count(len(chosen), 'memory')}")
         dry_run = decide(ctx, dry_run, yes, question if chosen else None, preview=preview)
         report = run_prune(store, criteria, dry_run=dry_run, purge=purge, selected=chosen)
-    title = f"{'would prune' if report.dry_run else 'pruned'} {count(len(report.pruned), 'memory', 'memories')}"
+    title = f"{'would prune' if report.dry_run else 'pruned'} {count(len(report.pruned), 'memory')}"
     emit(
         st,
         {"subdir": st.subdir, **report.to_dict()},
@@ -96,7 +96,7 @@ def restore(
     emit(
         st,
         {"subdir": st.subdir, **report.to_dict()},
-        lambda c: c.print(memory_table(report.restored, title=f"restored {len(report.restored)}")),
+        lambda c: c.print(memory_table(report.restored, title=f"restored {count(len(report.restored), 'memory')}")),
     )
 
 
@@ -117,7 +117,8 @@ def purge(
     with st.open_store(actor="purge") as store:
         preview = run_purge(store, older_than=older_than, everything=all_, dry_run=True)
         question = (
-            f"Purge {preview.history} history entries and {preview.archived} archived memories for good?"
+            f"Purge {count(preview.history, 'history entry')} and "
+            f"{count(preview.archived, 'archived memory')} for good?"
             if preview.history or preview.archived
             else None
         )
@@ -127,7 +128,8 @@ def purge(
     def human(console: Any) -> None:
         verb = "would purge" if report.dry_run else "purged"
         console.print(
-            f"{verb} {report.history} history entries and {report.archived} archived memories"
+            f"{verb} {count(report.history, 'history entry')} and "
+            f"{count(report.archived, 'archived memory')}"
             + ("" if report.dry_run else f"; store {report.bytes_before} -> {report.bytes_after} bytes")
         )
 
@@ -151,7 +153,7 @@ def backup(
     emit(
         st,
         {"subdir": st.subdir, **report.to_dict()},
-        lambda c: c.print(f"backed up {report.count} memories to {report.path} ({report.bytes} bytes)"),
+        lambda c: c.print(f"backed up {count(report.count, 'memory')} to {report.path} ({report.bytes} bytes)"),
     )
 
 
@@ -171,7 +173,7 @@ def restore_backup(
     emit(
         st,
         {"subdir": st.subdir, **report.to_dict()},
-        lambda c: c.print(f"restored {report.count} memories into {report.path}"),
+        lambda c: c.print(f"restored {count(report.count, 'memory')} into {report.path}"),
     )
 
 

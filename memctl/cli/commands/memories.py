@@ -52,13 +52,26 @@ def save(
     area: Annotated[str, typer.Option("--area", "-a", help="main, fragments or solutions.")] = "main",
     meta: MetaOpt = None,
     importance: ImportanceOpt = None,
+    unique: Annotated[
+        bool,
+        typer.Option("--unique", help="If an identical memory (text, area, metadata) is stored, print its id instead."),
+    ] = False,
 ) -> None:
-    """Save one memory and print its id."""
+    """Save one memory and print its id (an identical one is saved again, and said so, unless --unique)."""
+    from memctl.lifecycle import identity_key
+
     st = state(ctx)
     metadata = _with_importance(parse_meta(meta), importance)
+    body = read_text(text)
     with st.open_store(create=True) as store:
-        ids = store.add([read_text(text)], area=area, metadata=[metadata])
-    emit(st, {"subdir": st.subdir, "area": area, "ids": ids}, lambda c: c.print(ids[0]))
+        key = identity_key(body, area, metadata)
+        same = [m.id for m in store.find_exact(body, area) if identity_key(m.text, m.area, m.metadata) == key]
+        ids = same[:1] if unique and same else store.add([body], area=area, metadata=[metadata])
+    created = not (unique and same)
+    if same and created:
+        info(st, f"memctl: an identical memory is stored already ({', '.join(same)}); `save --unique` keeps one")
+    doc = {"subdir": st.subdir, "area": area, "ids": ids, "created": created, "identical": same}
+    emit(st, doc, lambda c: c.print(ids[0]))
 
 
 @app.command()
@@ -148,7 +161,7 @@ def forget(
             matches = [Hit(**m.__dict__, score=1.0) for m in store.find_exact(text, area, filter=filter)]
         else:
             matches = store.search_all_above(text, threshold, area=area, filter=filter)
-        question = f"Delete these {count(len(matches), 'memory', 'memories')}?" if matches else None
+        question = f"Delete these {count(len(matches), 'memory')}?" if matches else None
         dry_run = decide(ctx, dry_run, yes, question, preview=_listing(matches, "would delete"))
         if matches and not dry_run:
             batch = int(store.config["forget_batch_size"])
@@ -167,7 +180,7 @@ def forget(
         info(st, "no memories matched")
         emit(st, doc)
     elif was_asked:  # the list was shown before the question: now only what happened
-        emit(st, doc, lambda c: c.print(f"deleted {count(len(matches), 'memory', 'memories')}"))
+        emit(st, doc, lambda c: c.print(f"deleted {count(len(matches), 'memory')}"))
     else:
         listing = _listing(matches, "would delete" if dry_run else "deleted")
         emit(st, doc, lambda c: c.print(listing), essential=[m.id for m in matches] if dry_run else None)
@@ -176,7 +189,7 @@ def forget(
 
 
 def _listing(matches: list, verb: str) -> object:
-    return memory_table(matches, score=True, title=f"{verb} {count(len(matches), 'memory', 'memories')}")
+    return memory_table(matches, score=True, title=f"{verb} {count(len(matches), 'memory')}")
 
 
 @app.command()
@@ -212,7 +225,7 @@ def delete(
 def _delete_line(verb: str, plan: dict, missing: bool = True) -> str:
     """`deleted 2 memories: a b (+1 derived: c); not found: x`: every id named, so a dry run says which."""
     deleted, cascaded, absent = (list(map(str, plan[key])) for key in ("deleted", "cascaded", "missing"))
-    line = f"{verb} {count(len(deleted), 'memory', 'memories')}" + (f": {' '.join(deleted)}" if deleted else "")
+    line = f"{verb} {count(len(deleted), 'memory')}" + (f": {' '.join(deleted)}" if deleted else "")
     if cascaded:
         line += f" (+{len(cascaded)} derived: {' '.join(cascaded)})"
     if absent and missing:
@@ -231,15 +244,17 @@ def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="I
 
 
 def _show(console: object, memory: object, derived: list[str]) -> None:
-    """`key: value` lines, the text whole (never cut to a column width)."""
+    """`key: value` lines, the text whole (never cut to a column width). A text of several lines
+    continues on lines indented by two spaces, so no line of it can pass for a `key:` line."""
     import json
 
     from memctl.cli.render import PlainLines
 
-    lines = [
-        f"{key}: {json.dumps(value, ensure_ascii=False) if key == 'metadata' else value}"
-        for key, value in memory.to_dict().items()  # type: ignore[attr-defined]
-    ]
+    lines = []
+    for key, value in memory.to_dict().items():  # type: ignore[attr-defined]
+        shown = json.dumps(value, ensure_ascii=False) if key == "metadata" else str(value)
+        first, *rest = shown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        lines += [f"{key}: {first}", *(f"  {line}" for line in rest)]
     if derived:
         lines.append(f"derived: {' '.join(derived)}")
     console.print(PlainLines(lines))  # type: ignore[attr-defined]
@@ -262,7 +277,7 @@ def list_(
         items, total = store.list(area=area, filter=filter, limit=size, offset=(page - 1) * size)
     doc = {"subdir": st.subdir, "total": total, "page": page, "page_size": size, "items": [m.to_dict() for m in items]}
     pages = max(1, -(-total // size))
-    emit(st, doc, lambda c: c.print(memory_table(items, title=f"{total} memories — page {page}/{pages}")))
+    emit(st, doc, lambda c: c.print(memory_table(items, title=f"{count(total, 'memory')} — page {page}/{pages}")))
 
 
 @app.command()
