@@ -63,6 +63,7 @@ def test_failed_adjust_changes_nothing(store, reply):
 def test_rules_are_per_subdir(cli):
     import memctl
 
+    cli("-s", "agent1", "save", "y")
     reset = cli("-s", "agent1", "behaviour", "reset", "--json")
     assert reset.code == 0 and reset.json["changed"] is False  # the defaults were in effect already
     with memctl.open_store(None, "agent2") as other:

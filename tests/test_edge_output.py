@@ -112,7 +112,7 @@ def test_prune_on_a_terminal_lists_the_memories_before_asking(cli, home: Path):
     old = cli("save", "A fragment about the cache", "--area", "fragments", "--json").json["ids"][0]
     keep = cli("save", "The deploy target is Kubernetes", "--json").json["ids"][0]
     code, out = _run_on_tty(["prune", "--filter", "area == 'fragments'"], "n", home)
-    assert code == 1 and 0 <= out.index(old) < out.index("Prune these 1 memory?") and keep not in out
+    assert code == 1 and 0 <= out.index(old) < out.index("Prune this memory?") and keep not in out
     assert cli("list", "--json").json["total"] == 2
 
 
@@ -238,3 +238,14 @@ def test_ctrl_c_during_reindex_says_what_happened_and_how_to_go_on(cli, monkeypa
     assert result.code == 130 and "interrupted" in result.err and "memctl reindex` again" in result.err
     doc = cli("reindex", "--json")
     assert doc.code == 130 and doc.json["error"]["type"] == "Interrupted"
+
+
+def test_save_unique_and_forget_exact_of_a_nul_text_on_postgres_refuse_cleanly(cli):
+    from tests.pg import pg_schema
+
+    with pg_schema() as url:
+        assert cli("--store", url, "save", "a stored memory").code == 0
+        saved = cli("--store", url, "save", "nul \x00 inside", "--unique")
+        gone = cli("--store", url, "forget", "nul \x00 inside", "--exact", "--yes")
+    assert saved.code == 2 and "NUL" in saved.err and "Traceback" not in saved.err
+    assert gone.code == 3 and "no memories matched" in gone.err

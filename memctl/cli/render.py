@@ -76,6 +76,11 @@ def count(number: int, noun: str, plural: str | None = None) -> str:
     return f"{number} {noun if number == 1 else many}"
 
 
+def these(number: int, noun: str) -> str:
+    """What a question points at: `this memory`, `these 2 memories`."""
+    return f"this {noun}" if number == 1 else f"these {count(number, noun)}"
+
+
 def short(text: str, width: int = 100) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"

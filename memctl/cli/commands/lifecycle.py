@@ -10,7 +10,7 @@ import typer
 from memctl.cli.app import app, state
 from memctl.cli.confirm import asked, decide
 from memctl.cli.inputs import unit_interval
-from memctl.cli.render import count, emit, info, memory_table
+from memctl.cli.render import count, emit, info, memory_table, these
 from memctl.cli.state import State
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (needed when there is no terminal).")]
@@ -69,7 +69,7 @@ def prune(
     criteria = PruneCriteria(older_than, not_accessed_for, area, min_importance, source, filter, decayed_below)
     with st.open_store(actor="prune") as store:
         chosen = select_for_prune(store, criteria)
-        question = f"Prune these {count(len(chosen), 'memory')}{' for good' if purge else ''}?"
+        question = f"Prune {these(len(chosen), 'memory')}{' for good' if purge else ''}?"
         preview = memory_table(chosen, title=f"would prune {count(len(chosen), 'memory')}")
         dry_run = decide(ctx, dry_run, yes, question if chosen else None, preview=preview)
         report = run_prune(store, criteria, dry_run=dry_run, purge=purge, selected=chosen)

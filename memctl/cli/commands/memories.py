@@ -8,7 +8,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.inputs import parse_meta, read_text, unit_interval
-from memctl.cli.render import count, emit, info, memory_table
+from memctl.cli.render import count, emit, info, memory_table, these
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
 AreaOpt = Annotated[str | None, typer.Option("--area", "-a", help="main, fragments or solutions.")]
@@ -161,7 +161,7 @@ def forget(
             matches = [Hit(**m.__dict__, score=1.0) for m in store.find_exact(text, area, filter=filter)]
         else:
             matches = store.search_all_above(text, threshold, area=area, filter=filter)
-        question = f"Delete these {count(len(matches), 'memory')}?" if matches else None
+        question = f"Delete {these(len(matches), 'memory')}?" if matches else None
         dry_run = decide(ctx, dry_run, yes, question, preview=_listing(matches, "would delete"))
         if matches and not dry_run:
             batch = int(store.config["forget_batch_size"])

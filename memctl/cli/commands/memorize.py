@@ -116,6 +116,8 @@ def _render_memorize(console: Any, report: Any) -> None:
     if piped():
         rows = [(t.source, *_candidate_row(c, report.dry_run)) for t in report.transcripts for c in t.candidates]
         console.print(table(("transcript", *_CANDIDATE_COLUMNS), rows))
+        if report.dry_run:
+            say("dry run: nothing was written")
     for transcript in report.transcripts:
         title = ("dry run: " if report.dry_run else "") + f"{transcript.source}"
         if transcript.error:
