@@ -77,7 +77,6 @@ INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 # What to do after Ctrl-C, for commands whose work can be picked up again.
 _RESUME = {
     "reindex": "run `memctl reindex` again: it continues after the last committed batch",
-    "import-knowledge": "run the same `memctl import-knowledge` again: files already imported are skipped",
 }
 
 

@@ -62,7 +62,7 @@ def export(
         # Records on a terminal's stdout and a bar on the same terminal's stderr would interleave.
         bar = progress(st, total, "export", show=not (to_stdout and sys.stdout.isatty()))
         try:
-            if to_stdout:
+            if output is None or to_stdout:
                 sys.stdout.flush()
                 count = export_to_stdout(store, sys.stdout.buffer, with_vectors=vectors, area=area, progress=bar.update)
             else:
