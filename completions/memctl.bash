@@ -16,7 +16,7 @@ _memctl_subcommands() {
 _memctl_options() {
     case "$1" in
         memctl) _memctl_words=(--root -s --subdir --store --json -q --quiet --version -h --help) ;;
-        'memctl save') _memctl_words=(-a --area -m --meta --importance -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl save') _memctl_words=(-a --area -m --meta --importance --unique -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl delete') _memctl_words=(--no-cascade --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;

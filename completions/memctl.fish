@@ -100,7 +100,7 @@ complete -c memctl -l version -d 'Show the version and exit.'
 complete -c memctl -s h -l help -d 'Show this message and exit.'
 
 # Subcommands of memctl.
-complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print its id.'
+complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print its id (an identical one is saved again, and said so, unless --unique).'
 complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories (hybrid vector + keyword by default).'
 complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory similar to QUERY (in batches until none is left).'
 complete -c memctl -n '__memctl_at memctl' -a delete -d 'Delete memories by id, and what was derived from them.'
@@ -133,6 +133,7 @@ complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set confi
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl save' -s m -l meta -x -d 'key=value (repeatable; JSON values kept).'
 complete -c memctl -n '__memctl_at memctl save' -l importance -x -d 'Metadata `importance` in [0, 1] (1 = a standing rule).'
+complete -c memctl -n '__memctl_at memctl save' -l unique -d 'If an identical memory (text, area, metadata) is stored, print its id instead.'
 
 # memctl load
 complete -c memctl -n '__memctl_at memctl load' -s t -l threshold -x -d 'Minimum relevance (see README) [config search_threshold: 0.7].'
@@ -142,7 +143,7 @@ complete -c memctl -n '__memctl_at memctl load' -s f -l filter -x -d 'Metadata f
 complete -c memctl -n '__memctl_at memctl load' -l mode -x -d 'hybrid (vector + keyword), dense or keyword [config search_mode: hybrid].'
 
 # memctl forget
-complete -c memctl -n '__memctl_at memctl forget' -s t -l threshold -x -d 'Minimum relevance [config forget_threshold: 0.75].'
+complete -c memctl -n '__memctl_at memctl forget' -s t -l threshold -x -d 'Minimum similarity (1 + cosine) / 2 to QUERY, not the search relevance [config forget_threshold: 0.99, close restatements only].'
 complete -c memctl -n '__memctl_at memctl forget' -l exact -d 'Delete only memories whose text is exactly QUERY.'
 complete -c memctl -n '__memctl_at memctl forget' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl forget' -s f -l filter -x -d 'Metadata filter, e.g. "\'db\' in tags".'

@@ -83,7 +83,11 @@ def show(store: StoreBase) -> BehaviourResult:
 
 
 def _write(store: StoreBase, rules: str, action: str) -> BehaviourResult:
-    before = store.read_behaviour()
+    """`changed` compares with the rules in effect (the defaults when the store has none of its own),
+    so resetting default rules, or adjusting them to what they are, reports no change."""
+    before, is_default = read_rules(store)
+    if rules == before:  # nothing to write: the store keeps what it has (its own rules, or none)
+        return BehaviourResult(store.behaviour_location, action, rules, False, is_default)
     store.write_behaviour(rules)
     return BehaviourResult(store.behaviour_location, action, rules, rules != before, False)
 

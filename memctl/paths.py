@@ -50,7 +50,12 @@ def validate_subdir(name: str) -> str:
     for segment in segments:
         if not _SEGMENT.fullmatch(segment) or segment == "projects" and len(parts) == 1:
             raise UsageError(
-                f"subdir name {name!r} is invalid: segments are 1-64 characters of letters, digits, '.', '_', '-'",
+                f"subdir name {name!r} is invalid: "
+                + (
+                    "'projects' alone is reserved (use 'projects/<name>')"
+                    if segment == "projects"
+                    else "a name starts with a letter or digit, then up to 63 letters, digits, '.', '_' or '-'"
+                ),
                 hint=hint,
             )
     return name

@@ -63,11 +63,13 @@ def test_failed_adjust_changes_nothing(store, reply):
 def test_rules_are_per_subdir(cli):
     import memctl
 
-    assert cli("-s", "agent1", "behaviour", "reset").code == 0
+    cli("-s", "agent1", "save", "y")
+    reset = cli("-s", "agent1", "behaviour", "reset", "--json")
+    assert reset.code == 0 and reset.json["changed"] is False  # the defaults were in effect already
     with memctl.open_store(None, "agent2") as other:
         other.write_behaviour("- agent two only\n")
     assert cli("-s", "agent2", "behaviour", "show").out == "- agent two only\n"
-    assert cli("-s", "agent1", "behaviour", "show", "--json").json["default"] is False
+    assert cli("-s", "agent1", "behaviour", "show", "--json").json["default"] is True  # nothing was written
     cli("-s", "agent3", "save", "x")
     assert cli("-s", "agent3", "behaviour", "show", "--json").json["default"] is True
 
@@ -80,6 +82,8 @@ def test_reset_and_cli_adjust(cli, monkeypatch):
     assert cli("behaviour", "show").out == "- Reply in haiku.\n"
     reset = cli("behaviour", "reset", "--json").json
     assert reset["rules"].startswith("# Behaviour rules") and reset["changed"]
+    again = cli("behaviour", "reset", "--json").json
+    assert again["rules"] == reset["rules"] and again["changed"] is False
     assert cli("behaviour", "adjust", "--json").code == 2  # adjust needs TEXT
     assert cli("behaviour", "explode", "--json").code == 2
 

@@ -206,14 +206,14 @@ def test_forget_deletes_in_batches_until_exhausted(backend, cli, store, monkeypa
     keep = store.add(["completely unrelated zebra"])[0]
     store.close()
     monkeypatch.setenv("MEMCTL_FORGET_BATCH_SIZE", "40")
-    dry = cli("forget", "the build cache lives in gradle folder", "--dry-run", "--json").json
+    dry = cli("forget", "the build cache lives in gradle folder", "-t", "0.75", "--dry-run", "--json").json
     assert dry["count"] == 250 and dry["dry_run"] is True
     assert cli("list", "--json").json["total"] == 251
-    assert cli("forget", "the build cache lives in gradle folder", "--json").json["dry_run"] is True  # no TTY
-    real = cli("forget", "the build cache lives in gradle folder", "--yes", "--json").json
+    assert cli("forget", "the build cache lives in gradle folder", "-t", "0.75", "--json").json["dry_run"]  # no TTY
+    real = cli("forget", "the build cache lives in gradle folder", "-t", "0.75", "--yes", "--json").json
     assert real["count"] == 250 and {m["id"] for m in real["deleted"]} == {m["id"] for m in dry["deleted"]}
     assert [m["id"] for m in cli("list", "--json").json["items"]] == [keep]
-    assert cli("forget", "the build cache lives in gradle folder", "--json").code == 3
+    assert cli("forget", "the build cache lives in gradle folder", "-t", "0.75", "--json").code == 3
 
 
 def test_forget_exact(backend, cli):

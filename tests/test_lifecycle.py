@@ -580,7 +580,7 @@ def test_prune_asks_on_a_terminal(backend, cli, home: Path):
 
     mid = _save(cli, "a memory a terminal user is asked about")
     code, out = _run_on_tty(["prune", "--filter", f"id == '{mid}'"], "n", home)
-    assert "Prune 1 memories?" in out and code == 1 and "aborted" in out
+    assert "Prune this memory?" in out and code == 1 and mid in out and "aborted" in out
     assert cli("show", mid).code == 0
     code, out = _run_on_tty(["prune", "--filter", f"id == '{mid}'"], "y", home)
     assert code == 0, out

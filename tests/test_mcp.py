@@ -322,7 +322,7 @@ def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(transport: str) 
             messages=[{"role": "user", "content": "I moved the staging database to port 5433."}],
         )
         await fails(client, "memorize", "exactly one of transcript or messages")
-        await fails(client, "memory_search", "threshold", "less than or equal to 1", query="x", threshold=2)
+        await fails(client, "memory_search", "threshold", "must be at most 1", query="x", threshold=2)
         await fails(client, "memory_search", "mode", query="x", mode="fuzzy")
         await fails(client, "memory_update", "NotFoundError", "nosuchid", id="nosuchid", text="new")
         await fails(client, "memory_update", "nothing to update", id="nosuchid")

@@ -86,8 +86,8 @@ def test_memorize_gates_and_inserts(cli, chat, scripted):
     importance = {m["text"]: m["metadata"]["importance"] for m in listed}
     assert importance[FACTS[1]] == 0.8 and importance[FACTS[0]] == 0.5  # "I always want answers in Spanish"
     assert router.count("fragments") == 1 and router.count("solutions") == 1
-    table = cli("memorize", chat, "--dry-run")  # the human table
-    assert "local_coordinate" in table.out and "ungrounded" in table.out and "dry run" in table.out
+    table = cli("memorize", chat, "--dry-run")  # into a pipe: the records on stdout, the messages on stderr
+    assert "local_coordinate" in table.out and "ungrounded" in table.out and "dry run" in table.err
 
 
 def test_dry_run_writes_nothing(cli, chat, scripted):
@@ -119,8 +119,8 @@ def test_failed_extraction_stores_nothing_and_says_why(cli, chat, scripted, repl
     assert transcript["extraction_failed"] == ["fact", "solution"]
     assert result.json["summary"]["failed"] == 1 and result.json["summary"]["extractions_failed"] == 2
     human = cli("memorize", chat)
-    assert human.code == 4 and "extraction failed: fact, solution" in human.out
-    assert "failed: 1" in human.out and "failed: 0" not in human.out
+    assert human.code == 4 and "extraction failed: fact, solution" in human.err
+    assert "failed: 1" in human.err and "failed: 0" not in human.err
 
 
 def test_one_failed_extraction_keeps_the_other(cli, chat, scripted):

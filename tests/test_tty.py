@@ -46,7 +46,7 @@ def _run_on_tty(args: list[str], answer: str | None, home: Path) -> tuple[int, s
 def test_delete_asks_on_a_terminal(cli, home: Path):
     mid = cli("save", "precious memory", "--json").json["ids"][0]
     code, out = _run_on_tty(["delete", mid], "n", home)
-    assert "Delete 1 memories?" in out and code == 1 and "aborted" in out
+    assert "Delete 1 memory: " in out and code == 1 and "aborted" in out
     assert cli("show", mid).code == 0
     code, out = _run_on_tty(["delete", mid], "y", home)
     assert code == 0, out

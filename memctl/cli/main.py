@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         return _exit(_report(message, "UsageError" if code == EXIT_USAGE else "Error", code, hint, as_json))
     except KeyboardInterrupt:
-        return _exit(_report("interrupted; committed changes are kept", "Interrupted", 130, None, as_json))
+        return _exit(_interrupted(args, as_json))
     except BrokenPipeError:
         return _exit(0)
     except (OSError, UnicodeError, OverflowError, RecursionError, MemoryError, sqlite3.Error) as exc:
@@ -67,7 +67,24 @@ def main(argv: list[str] | None = None) -> int:
 
         failure = describe(exc)
         return _exit(_report(failure.message, failure.kind, failure.exit_code, failure.hint, as_json))
+    if result == INTERRUPTED:  # typer turns Ctrl-C into a bare 130 (no command returns it): say so
+        return _exit(_interrupted(args, as_json))
     return _exit(result if isinstance(result, int) else 0)
+
+
+INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+# What to do after Ctrl-C, for commands whose work can be picked up again.
+_RESUME = {
+    "reindex": "run `memctl reindex` again: it continues after the last committed batch",
+}
+
+
+def _interrupted(args: list[str], as_json: bool) -> int:
+    from memctl.cli.app import command_name
+
+    hint = _RESUME.get(command_name(args) or "")
+    return _report("interrupted; committed changes are kept", "Interrupted", INTERRUPTED, hint, as_json)
 
 
 def _dashdash(args: list[str]) -> int:

@@ -5,19 +5,29 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memctl.cli.state import State
 
 
-def emit(state: State, document: dict[str, Any], human: Callable[[Any], object] | None = None) -> None:
-    """Print `document` as JSON, or call `human(console)` to draw it for people."""
+def emit(
+    state: State,
+    document: dict[str, Any],
+    human: Callable[[Any], object] | None = None,
+    essential: Iterable[str] | None = None,
+) -> None:
+    """Print `document` as JSON, or call `human(console)` to draw it for people. Under --quiet only
+    the `essential` lines are printed (a dry run's ids: what it would change is its whole answer)."""
     if state.json:
         sys.stdout.write(to_json(document) + "\n")
         sys.stdout.flush()
         return
-    if human is not None and not state.quiet:
+    if state.quiet:
+        for line in essential or ():
+            sys.stdout.write(line + "\n")
+        return
+    if human is not None:
         human(console())
 
 
@@ -60,6 +70,17 @@ def info(state: State, message: str) -> None:
         sys.stderr.write(message + "\n")
 
 
+def count(number: int, noun: str, plural: str | None = None) -> str:
+    """`1 memory`, `2 memories`, `0 entries`: the noun agrees with the number."""
+    many = plural or (noun[:-1] + "ies" if noun.endswith("y") else noun + "s")
+    return f"{number} {noun if number == 1 else many}"
+
+
+def these(number: int, noun: str) -> str:
+    """What a question points at: `this memory`, `these 2 memories`."""
+    return f"this {noun}" if number == 1 else f"these {count(number, noun)}"
+
+
 def short(text: str, width: int = 100) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -83,6 +104,38 @@ def _cell(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
+def piped() -> bool:
+    """stdout is a pipe or a file: records go out tab-separated, never as a box table."""
+    return not sys.stdout.isatty()
+
+
+def table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    *,
+    title: str | None = None,
+    cut: dict[str, int] | None = None,
+    header: bool = True,
+) -> Any:
+    """Every table the CLI draws: Rich on a terminal (cells of the columns in `cut` shortened to that
+    width); into a pipe or file, a header line then one tab-separated record per line, every cell whole
+    (tab, newline and backslash escaped) and no title: `cut`, `sort` and `awk` read it as it is."""
+    if piped():
+        return PlainLines(["\t".join(columns), *("\t".join(_cell(str(c)) for c in row) for row in rows)])
+    from rich.table import Table
+    from rich.text import Text
+
+    widths = cut or {}
+    drawn = Table(title=title, show_header=header, title_justify="left" if not header else "center")
+    for column in columns:
+        drawn.add_column(column, overflow="fold")
+    for row in rows:
+        # Text, not str: a memory holding "[red]" is shown as written, not read as Rich markup.
+        cells = [short(str(c), widths[n]) if n in widths else str(c) for n, c in zip(columns, row, strict=True)]
+        drawn.add_row(*(Text(cell) for cell in cells))
+    return drawn
+
+
 def memory_rows(memories: Iterable[Any], *, score: bool = False) -> PlainLines:
     """Tab-separated records for pipes (`cut`, `sort`, `awk`): a header line, then one memory per line,
     the text whole (tab, newline and backslash escaped as \\t, \\n, \\\\)."""
@@ -95,9 +148,10 @@ def memory_rows(memories: Iterable[Any], *, score: bool = False) -> PlainLines:
 
 def memory_table(memories: Iterable[Any], *, score: bool = False, title: str | None = None) -> Any:
     """A table for people on a terminal; plain tab-separated records when stdout is a pipe or file."""
-    if not sys.stdout.isatty():
+    if piped():
         return memory_rows(memories, score=score)
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, show_lines=False, expand=False)
     table.add_column("id", no_wrap=True, style="cyan")
@@ -108,13 +162,13 @@ def memory_table(memories: Iterable[Any], *, score: bool = False, title: str | N
     table.add_column("text", overflow="fold")
     for m in memories:
         row = [m.id, m.area] + ([f"{m.score:.3f}"] if score else []) + [m.created_at[:19], short(m.text)]
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     return table
 
 
-def progress(state: State, total: int | None, description: str) -> Any:
-    """A Rich progress bar on a TTY (stderr); a no-op object otherwise."""
-    if state.quiet or state.json or not sys.stderr.isatty():
+def progress(state: State, total: int | None, description: str, show: bool = True) -> Any:
+    """A Rich progress bar on a TTY (stderr); a no-op object otherwise (or when not `show`)."""
+    if not show or state.quiet or state.json or not sys.stderr.isatty():
         return _NoProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -16,12 +16,13 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from memctl.errors import MemctlError, UsageError
 from memctl.mcp import models, tools
+from memctl.mcp.arguments import refusal, strict_tool_arguments
 from memctl.mcp.pool import StorePool
 from memctl.mcp.schemas import inline_tool_schemas
 from memctl.mcp.scope import Scope
@@ -49,6 +50,21 @@ def tool_error(exc: MemctlError) -> ToolError:
     return ToolError(f"{type(exc).__name__}: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""))
 
 
+class MemctlServer(MCPServer):
+    """The SDK's server, with arguments that fail a tool's schema refused in memctl's words."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            tool = self._tool_manager.get_tool(name)
+            known = list(tool.fn_metadata.arg_model.model_fields) if tool is not None else []
+            # `from` the ValidationError: the SDK logs the field names of a refusal, not the values.
+            raise ToolError(refusal(name, exc.__cause__, known)) from exc.__cause__
+
+
 def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPServer:
     """An MCPServer whose tools and resources work on `pool`'s stores, within `scope`.
 
@@ -60,7 +76,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
     from memctl import __version__
     from memctl.paths import resolve_root
 
-    server: MCPServer = MCPServer("memctl", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = MemctlServer("memctl", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     root = str(resolve_root(pool.root))
 
     def run(subdir: str | None, work: Callable[[Any, str], Any], *, create: bool = False) -> Any:
@@ -233,7 +249,13 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
     def memory_forget(
         query: Annotated[str, Field(min_length=1, description="Delete memories similar to this.")],
         threshold: Annotated[
-            float | None, Field(ge=0.0, le=1.0, description="Minimum relevance [config forget_threshold, 0.75].")
+            float | None,
+            Field(
+                ge=0.0,
+                le=1.0,
+                description="Minimum similarity (1 + cosine) / 2 to the query, not the search relevance "
+                "[config forget_threshold, 0.99: close restatements only].",
+            ),
         ] = None,
         exact: Annotated[bool, Field(description="Only memories whose text is exactly the query.")] = False,
         area: AreaArg = None,
@@ -326,6 +348,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         return run(subdir, lambda s, n: tools.stats(s, n, root))
 
     _add_resources(server, pool, scope, root)
+    strict_tool_arguments(server)
     inline_tool_schemas(server)
     return server
 

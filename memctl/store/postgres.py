@@ -738,6 +738,8 @@ class PostgresStore(StoreBase):
         return [found[i] for i in ids if i in found]
 
     def _exact_rows(self, text: str, area: str | None) -> builtins.list[Memory]:
+        if "\x00" in text:  # PostgreSQL text holds no NUL: no stored memory has this text (and the query would fail)
+            return []
         sql = f"SELECT {MEMORY_COLUMNS} FROM memctl_memories WHERE subdir = %s AND content_hash = %s AND text = %s"
         args: builtins.list[Any] = [self.subdir, content_hash(text), text]
         if area:

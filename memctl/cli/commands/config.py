@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.render import emit
+from memctl.cli.render import emit, info
 
 config_app = typer.Typer(
     help="Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).",
@@ -42,26 +42,17 @@ def show(
         "files": config_paths(folder),
         "values": {s.key: s.to_dict() for s in rows},
     }
-    emit(
-        st,
-        doc,
-        lambda c: c.print(
-            _table(rows) if rows else "every key has its default (`memctl config show --effective` lists them)"
-        ),
-    )
+    if not rows:
+        info(st, "every key has its default (`memctl config show --effective` lists them)")
+    emit(st, doc, (lambda c: c.print(_table(rows))) if rows else None)
 
 
 def _table(rows: list[Any]) -> Any:
     import json
 
-    from rich.table import Table
+    from memctl.cli.render import table
 
-    table = Table()
-    for column in ("key", "value", "source"):
-        table.add_column(column, overflow="fold")
-    for s in rows:
-        table.add_row(s.key, json.dumps(s.value, ensure_ascii=False), s.source)
-    return table
+    return table(("key", "value", "source"), [(s.key, json.dumps(s.value, ensure_ascii=False), s.source) for s in rows])
 
 
 @config_app.command("get")
@@ -75,6 +66,8 @@ def get(ctx: typer.Context, key: Annotated[str, typer.Argument(help="A key of de
     st = state(ctx)
     check_key(key)
     setting = next(s for s in settings(load_config(_folder(ctx), st.overrides)) if s.key == key)
+    if not st.json:  # --json has it as "source"; stdout stays the bare value for `$(memctl config get KEY)`
+        info(st, f"{key} from {setting.source}")
     emit(
         st,
         {"subdir": st.subdir, "key": key, **setting.to_dict()},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,7 +10,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.commands.memories import DryRunOpt
-from memctl.cli.render import emit, info, progress, short
+from memctl.cli.render import emit, info, progress
 from memctl.errors import EXIT_PARTIAL
 
 LISTED_SKIPS = 20  # skipped paths shown to people; --json has them all
@@ -48,26 +49,57 @@ def import_knowledge(
 
 
 def _render(console: Any, report: Any) -> None:
-    from rich.table import Table
+    from memctl.cli.render import piped
 
+    if piped():
+        _render_records(console, report)
+        return
+    _render_tables(console, report)
+
+
+def _render_records(console: Any, report: Any) -> None:
+    """Into a pipe: one tab-separated record per changed or skipped file on stdout; the summary is a
+    message (stderr)."""
+    from memctl.cli.render import table
+
+    rows = [
+        (f.status, f.area, f.file_type, f.chunks, f.path, f.renamed_from or f.error or "")
+        for f in report.files
+        if f.status != "unchanged"
+    ]
+    rows += [("skipped", "", "", 0, skip.path, skip.reason) for skip in report.skipped]
+    console.print(table(("status", "area", "type", "chunks", "file", "note"), rows))
+    for line in _summary_lines(report):
+        sys.stderr.write(line + "\n")
+
+
+def _summary_lines(report: Any) -> list[str]:
+    from memctl.knowledge import STATUSES
+
+    counts = ", ".join([*(f"{status} {report.count(status)}" for status in STATUSES), f"skipped {len(report.skipped)}"])
+    verb = "would embed" if report.dry_run else "embedded"
+    lines = [f"{'dry run: ' if report.dry_run else ''}files: {counts}"]
+    lines.append(f"{verb} {report.embedded} chunk texts; reused {report.reused} stored vectors")
+    if report.other_folders:
+        lines.append(f"other knowledge folders in this store, not touched: {', '.join(report.other_folders)}")
+    return lines
+
+
+def _render_tables(console: Any, report: Any) -> None:
+    from memctl.cli.render import table
     from memctl.knowledge import STATUSES
 
     listed = [f for f in report.files if f.status != "unchanged"]
     if listed:
-        files = Table(title="would change" if report.dry_run else "changes")
-        for column in ("status", "area", "type", "chunks", "file"):
-            files.add_column(column, overflow="fold")
+        rows = []
         for f in listed:
             note = f" (from {f.renamed_from})" if f.renamed_from else f": {f.error}" if f.error else ""
-            files.add_row(f.status, f.area, f.file_type, str(f.chunks), short(f.path + note, 140))
-        console.print(files)
-    summary = Table(title=("dry run: " if report.dry_run else "") + ", ".join(str(f.path) for f in report.folders))
-    for column in ("files", "count", "chunks"):
-        summary.add_column(column, justify="left" if column == "files" else "right")
-    for status in STATUSES:
-        summary.add_row(status, str(report.count(status)), str(report.chunks(status)))
-    summary.add_row("skipped", str(len(report.skipped)), "")
-    console.print(summary)
+            rows.append((f.status, f.area, f.file_type, f.chunks, f.path + note))
+        title = "would change" if report.dry_run else "changes"
+        console.print(table(("status", "area", "type", "chunks", "file"), rows, title=title, cut={"file": 140}))
+    counts = [(status, report.count(status), report.chunks(status)) for status in STATUSES]
+    title = ("dry run: " if report.dry_run else "") + ", ".join(str(f.path) for f in report.folders)
+    console.print(table(("files", "count", "chunks"), [*counts, ("skipped", len(report.skipped), "")], title=title))
     verb = "would embed" if report.dry_run else "embedded"
     console.print(f"{verb} {report.embedded} chunk texts; reused {report.reused} stored vectors")
     for skip in report.skipped[:LISTED_SKIPS]:

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.confirm import decide
+from memctl.cli.confirm import asked, decide
 from memctl.cli.inputs import unit_interval
-from memctl.cli.render import emit, info, memory_table
+from memctl.cli.render import count, emit, info, memory_table, these
 from memctl.cli.state import State
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (needed when there is no terminal).")]
@@ -65,14 +65,21 @@ def prune(
     from memctl.lifecycle import prune as run_prune
 
     st = state(ctx)
+    was_asked = asked(ctx, dry_run, yes)
     criteria = PruneCriteria(older_than, not_accessed_for, area, min_importance, source, filter, decayed_below)
     with st.open_store(actor="prune") as store:
         chosen = select_for_prune(store, criteria)
-        question = f"Prune {len(chosen)} memories{' for good' if purge else ''}?" if chosen else None
-        dry_run = decide(ctx, dry_run, yes, question)
+        question = f"Prune {these(len(chosen), 'memory')}{' for good' if purge else ''}?"
+        preview = memory_table(chosen, title=f"would prune {count(len(chosen), 'memory')}")
+        dry_run = decide(ctx, dry_run, yes, question if chosen else None, preview=preview)
         report = run_prune(store, criteria, dry_run=dry_run, purge=purge, selected=chosen)
-    title = f"{'would prune' if report.dry_run else 'pruned'} {len(report.pruned)}"
-    emit(st, {"subdir": st.subdir, **report.to_dict()}, lambda c: c.print(memory_table(report.pruned, title=title)))
+    title = f"{'would prune' if report.dry_run else 'pruned'} {count(len(report.pruned), 'memory')}"
+    emit(
+        st,
+        {"subdir": st.subdir, **report.to_dict()},
+        lambda c: c.print(title if was_asked and report.pruned else memory_table(report.pruned, title=title)),
+        essential=[m.id for m in report.pruned] if report.dry_run else None,
+    )
 
 
 @app.command()
@@ -89,7 +96,7 @@ def restore(
     emit(
         st,
         {"subdir": st.subdir, **report.to_dict()},
-        lambda c: c.print(memory_table(report.restored, title=f"restored {len(report.restored)}")),
+        lambda c: c.print(memory_table(report.restored, title=f"restored {count(len(report.restored), 'memory')}")),
     )
 
 
@@ -110,7 +117,8 @@ def purge(
     with st.open_store(actor="purge") as store:
         preview = run_purge(store, older_than=older_than, everything=all_, dry_run=True)
         question = (
-            f"Purge {preview.history} history entries and {preview.archived} archived memories for good?"
+            f"Purge {count(preview.history, 'history entry')} and "
+            f"{count(preview.archived, 'archived memory')} for good?"
             if preview.history or preview.archived
             else None
         )
@@ -120,7 +128,8 @@ def purge(
     def human(console: Any) -> None:
         verb = "would purge" if report.dry_run else "purged"
         console.print(
-            f"{verb} {report.history} history entries and {report.archived} archived memories"
+            f"{verb} {count(report.history, 'history entry')} and "
+            f"{count(report.archived, 'archived memory')}"
             + ("" if report.dry_run else f"; store {report.bytes_before} -> {report.bytes_after} bytes")
         )
 
@@ -144,7 +153,7 @@ def backup(
     emit(
         st,
         {"subdir": st.subdir, **report.to_dict()},
-        lambda c: c.print(f"backed up {report.count} memories to {report.path} ({report.bytes} bytes)"),
+        lambda c: c.print(f"backed up {count(report.count, 'memory')} to {report.path} ({report.bytes} bytes)"),
     )
 
 
@@ -164,7 +173,7 @@ def restore_backup(
     emit(
         st,
         {"subdir": st.subdir, **report.to_dict()},
-        lambda c: c.print(f"restored {report.count} memories into {report.path}"),
+        lambda c: c.print(f"restored {count(report.count, 'memory')} into {report.path}"),
     )
 
 
@@ -198,30 +207,36 @@ def stats(ctx: typer.Context, all_subdirs: AllSubdirsOpt = False) -> None:
 
 
 def _stats_table(rows: list[dict[str, Any]]) -> Any:
+    """One key/value table per store on a terminal; into a pipe, one `subdir key value` record per row."""
     from rich.console import Group
-    from rich.table import Table
 
-    tables = []
-    for r in rows:
-        table = Table(title=r["subdir"], show_header=False, title_justify="left")
-        table.add_column("what", style="cyan", no_wrap=True)
-        table.add_column("value", overflow="fold")
-        areas = ", ".join(f"{a} {v['count']}" for a, v in r["areas"].items())
-        model = f"{r['model']['provider']}:{r['model']['model']} ({r['model']['dimension']}-d)" if r["model"] else "-"
-        for what, value in (
-            ("memories", f"{r['count']} ({areas})"),
-            ("knowledge / conversation", f"{r['knowledge']} / {r['conversation']}"),
-            ("oldest / newest", f"{(r['oldest'] or '-')[:19]} / {(r['newest'] or '-')[:19]}"),
-            ("never accessed", str(r["never_accessed"])),
-            ("archived (restorable)", str(r["archived"])),
-            ("history entries", str(r["history"])),
-            ("size on disk", _size(r["bytes"])),
-            ("model", model),
-            ("path", r["path"]),
-        ):
-            table.add_row(what, value)
-        tables.append(table)
-    return Group(*tables)
+    from memctl.cli.render import piped, table
+
+    per_store = [(r["subdir"], _stats_rows(r)) for r in rows]
+    if piped():
+        return table(("subdir", "what", "value"), [(name, *row) for name, lines in per_store for row in lines])
+    return Group(*(table(("what", "value"), lines, title=name, header=False) for name, lines in per_store))
+
+
+def _stats_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    areas = ", ".join(f"{a} {v['count']}" for a, v in r["areas"].items())
+    model = f"{r['model']['provider']}:{r['model']['model']} ({r['model']['dimension']}-d)" if r["model"] else "-"
+    return [
+        ("memories", f"{r['count']} ({areas})"),
+        ("knowledge / conversation", f"{r['knowledge']} / {r['conversation']}"),
+        ("oldest / newest", f"{_when(r['oldest'])} / {_when(r['newest'])}"),
+        ("never accessed", str(r["never_accessed"])),
+        ("last access", _when(r["last_accessed"])),
+        ("archived (restorable)", str(r["archived"])),
+        ("history entries", str(r["history"])),
+        ("size on disk", _size(r["bytes"])),
+        ("model", model),
+        ("path", r["path"]),
+    ]
+
+
+def _when(stamp: str | None) -> str:
+    return (stamp or "-")[:19]
 
 
 def _size(count: int) -> str:

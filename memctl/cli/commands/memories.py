@@ -8,7 +8,7 @@ import typer
 
 from memctl.cli.app import app, state
 from memctl.cli.inputs import parse_meta, read_text, text_limit, unit_interval
-from memctl.cli.render import emit, info, memory_table
+from memctl.cli.render import count, emit, info, memory_table, these
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
 AreaOpt = Annotated[str | None, typer.Option("--area", "-a", help="main, fragments or solutions.")]
@@ -52,13 +52,26 @@ def save(
     area: Annotated[str, typer.Option("--area", "-a", help="main, fragments or solutions.")] = "main",
     meta: MetaOpt = None,
     importance: ImportanceOpt = None,
+    unique: Annotated[
+        bool,
+        typer.Option("--unique", help="If an identical memory (text, area, metadata) is stored, print its id instead."),
+    ] = False,
 ) -> None:
-    """Save one memory and print its id."""
+    """Save one memory and print its id (an identical one is saved again, and said so, unless --unique)."""
+    from memctl.lifecycle import identity_key
+
     st = state(ctx)
     metadata = _with_importance(parse_meta(meta), importance)
     with st.open_store(create=True) as store:
-        ids = store.add([read_text(text, limit=text_limit(store))], area=area, metadata=[metadata])
-    emit(st, {"subdir": st.subdir, "area": area, "ids": ids}, lambda c: c.print(ids[0]))
+        body = read_text(text, limit=text_limit(store))
+        key = identity_key(body, area, metadata)
+        same = [m.id for m in store.find_exact(body, area) if identity_key(m.text, m.area, m.metadata) == key]
+        ids = same[:1] if unique and same else store.add([body], area=area, metadata=[metadata])
+    created = not (unique and same)
+    if same and created:
+        info(st, f"memctl: an identical memory is stored already ({', '.join(same)}); `save --unique` keeps one")
+    doc = {"subdir": st.subdir, "area": area, "ids": ids, "created": created, "identical": same}
+    emit(st, doc, lambda c: c.print(ids[0]))
 
 
 @app.command()
@@ -111,7 +124,9 @@ def load(
         "count": len(hits),
         "results": [h.to_dict() for h in hits],
     }
-    emit(st, doc, lambda c: c.print(memory_table(hits, score=True)) if hits else c.print("no memories matched"))
+    if not hits:
+        info(st, "no memories matched")  # a message, not a result: stdout stays empty for scripts
+    emit(st, doc, (lambda c: c.print(memory_table(hits, score=True))) if hits else None)
     if not hits:
         raise typer.Exit(EXIT_NO_MATCH)
 
@@ -128,7 +143,8 @@ def forget(
             min=0.0,
             max=1.0,
             callback=unit_interval,
-            help="Minimum relevance [config forget_threshold: 0.75].",
+            help="Minimum similarity (1 + cosine) / 2 to QUERY, not the search relevance "
+            "[config forget_threshold: 0.99, close restatements only].",
         ),
     ] = None,
     exact: Annotated[bool, typer.Option("--exact", help="Delete only memories whose text is exactly QUERY.")] = False,
@@ -138,10 +154,11 @@ def forget(
     yes: YesOpt = False,
 ) -> None:
     """Delete every memory similar to QUERY (in batches until none is left). Exit 3 if none matched."""
-    from memctl.cli.confirm import decide
+    from memctl.cli.confirm import asked, decide
     from memctl.store.records import Hit
 
     st = state(ctx)
+    was_asked = asked(ctx, dry_run, yes)
     text = read_text(query, "query", limit=st.text_limit())
     with st.open_store() as store:
         threshold = store.config["forget_threshold"] if threshold is None else threshold
@@ -149,7 +166,8 @@ def forget(
             matches = [Hit(**m.__dict__, score=1.0) for m in store.find_exact(text, area, filter=filter)]
         else:
             matches = store.search_all_above(text, threshold, area=area, filter=filter)
-        dry_run = decide(ctx, dry_run, yes, f"Delete {len(matches)} memories?" if matches else None)
+        question = f"Delete {these(len(matches), 'memory')}?" if matches else None
+        dry_run = decide(ctx, dry_run, yes, question, preview=_listing(matches, "would delete"))
         if matches and not dry_run:
             batch = int(store.config["forget_batch_size"])
             for start in range(0, len(matches), batch):
@@ -163,10 +181,20 @@ def forget(
         "count": len(matches),
         "deleted": [m.to_dict() for m in matches],
     }
-    title = "would delete" if dry_run else "deleted"
-    emit(st, doc, lambda c: c.print(memory_table(matches, score=True, title=f"{title} {len(matches)}")))
+    if not matches:
+        info(st, "no memories matched")
+        emit(st, doc)
+    elif was_asked:  # the list was shown before the question: now only what happened
+        emit(st, doc, lambda c: c.print(f"deleted {count(len(matches), 'memory')}"))
+    else:
+        listing = _listing(matches, "would delete" if dry_run else "deleted")
+        emit(st, doc, lambda c: c.print(listing), essential=[m.id for m in matches] if dry_run else None)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _listing(matches: list, verb: str) -> object:
+    return memory_table(matches, score=True, title=f"{verb} {count(len(matches), 'memory')}")
 
 
 @app.command()
@@ -187,23 +215,27 @@ def delete(
             doc = {"subdir": st.subdir, "dry_run": True, **plan.to_dict()}
         else:
             if plan.deleted:
-                confirm(ctx, f"Delete {len(plan.deleted) + len(plan.cascaded)} memories?", yes)
+                confirm(ctx, _delete_line("Delete", plan.to_dict(), missing=False) + "?", yes)
             doc = {"subdir": st.subdir, "dry_run": False, **store.delete(ids, cascade=not no_cascade).to_dict()}
-    lists: dict[str, list[str]] = {
-        key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
-        for key in ("deleted", "cascaded", "missing")
-    }
     emit(
         st,
         doc,
-        lambda c: c.print(
-            f"{'would delete' if dry_run else 'deleted'} {len(lists['deleted'])}"
-            + (f" (+{len(lists['cascaded'])} derived: {' '.join(lists['cascaded'])})" if lists["cascaded"] else "")
-            + (f"; not found: {' '.join(lists['missing'])}" if lists["missing"] else "")
-        ),
+        lambda c: c.print(_delete_line("would delete" if dry_run else "deleted", doc), soft_wrap=True),
+        essential=[*map(str, doc["deleted"]), *map(str, doc["cascaded"])] if dry_run else None,
     )
     if not plan.deleted:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _delete_line(verb: str, plan: dict, missing: bool = True) -> str:
+    """`deleted 2 memories: a b (+1 derived: c); not found: x`: every id named, so a dry run says which."""
+    deleted, cascaded, absent = (list(map(str, plan[key])) for key in ("deleted", "cascaded", "missing"))
+    line = f"{verb} {count(len(deleted), 'memory')}" + (f": {' '.join(deleted)}" if deleted else "")
+    if cascaded:
+        line += f" (+{len(cascaded)} derived: {' '.join(cascaded)})"
+    if absent and missing:
+        line += f"; not found: {' '.join(absent)}"
+    return line
 
 
 @app.command()
@@ -217,15 +249,17 @@ def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="I
 
 
 def _show(console: object, memory: object, derived: list[str]) -> None:
-    """`key: value` lines, the text whole (never cut to a column width)."""
+    """`key: value` lines, the text whole (never cut to a column width). A text of several lines
+    continues on lines indented by two spaces, so no line of it can pass for a `key:` line."""
     import json
 
     from memctl.cli.render import PlainLines
 
-    lines = [
-        f"{key}: {json.dumps(value, ensure_ascii=False) if key == 'metadata' else value}"
-        for key, value in memory.to_dict().items()  # type: ignore[attr-defined]
-    ]
+    lines = []
+    for key, value in memory.to_dict().items():  # type: ignore[attr-defined]
+        shown = json.dumps(value, ensure_ascii=False) if key == "metadata" else str(value)
+        first, *rest = shown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        lines += [f"{key}: {first}", *(f"  {line}" for line in rest)]
     if derived:
         lines.append(f"derived: {' '.join(derived)}")
     console.print(PlainLines(lines))  # type: ignore[attr-defined]
@@ -248,7 +282,7 @@ def list_(
         items, total = store.list(area=area, filter=filter, limit=size, offset=(page - 1) * size)
     doc = {"subdir": st.subdir, "total": total, "page": page, "page_size": size, "items": [m.to_dict() for m in items]}
     pages = max(1, -(-total // size))
-    emit(st, doc, lambda c: c.print(memory_table(items, title=f"{total} memories — page {page}/{pages}")))
+    emit(st, doc, lambda c: c.print(memory_table(items, title=f"{count(total, 'memory')} — page {page}/{pages}")))
 
 
 @app.command()
@@ -312,13 +346,7 @@ def history(
 
 
 def _history_table(entries: list) -> object:
-    from rich.table import Table
+    from memctl.cli.render import table
 
-    from memctl.cli.render import short
-
-    table = Table()
-    for column in ("at", "id", "op", "actor", "old text", "new text"):
-        table.add_column(column, overflow="fold")
-    for e in entries:
-        table.add_row(e.at[:19], e.memory_id, e.op, e.actor, short(e.old_text or "", 50), short(e.new_text or "", 50))
-    return table
+    rows = [(e.at[:19], e.memory_id, e.op, e.actor, e.old_text or "", e.new_text or "") for e in entries]
+    return table(("at", "id", "op", "actor", "old text", "new text"), rows, cut={"old text": 50, "new text": 50})

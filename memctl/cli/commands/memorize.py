@@ -97,33 +97,44 @@ def _fate_label(fate: str, dry_run: bool) -> str:
     return f"would be {fate.replace('_', ' ')}" if dry_run and fate != "gated" else fate.replace("_", " ")
 
 
-def _render_memorize(console: Any, report: Any) -> None:
-    from rich.table import Table
+_CANDIDATE_COLUMNS = ("area", "fate", "why", "ids", "text")
 
+
+def _candidate_row(c: Any, dry_run: bool) -> tuple[str, ...]:
+    why = c.reason + (f" ({c.notes[0]})" if c.fate == "gated" and c.notes else "")
+    ids = ", ".join(c.ids + [f"-{i}" for i in c.removed])
+    text = c.text if not c.result_text else f"{c.text} => {c.result_text}"
+    return (c.area, _fate_label(c.fate, dry_run), why, ids, text)
+
+
+def _render_memorize(console: Any, report: Any) -> None:
+    """A table per transcript on a terminal; into a pipe one tab-separated record per candidate (a
+    `transcript` column first) on stdout, and the notes and totals as messages on stderr."""
+    from memctl.cli.render import piped, table
+
+    say = (lambda line: sys.stderr.write(line + "\n")) if piped() else console.print
+    if piped():
+        rows = [(t.source, *_candidate_row(c, report.dry_run)) for t in report.transcripts for c in t.candidates]
+        console.print(table(("transcript", *_CANDIDATE_COLUMNS), rows))
+        if report.dry_run:
+            say("dry run: nothing was written")
     for transcript in report.transcripts:
         title = ("dry run: " if report.dry_run else "") + f"{transcript.source}"
         if transcript.error:
-            console.print(f"{title}: not read ({transcript.error})")
+            say(f"{title}: not read ({transcript.error})")
             continue
-        table = Table(
-            title=f"{title} ({transcript.messages} messages" + (", trimmed" if transcript.trimmed else "") + ")"
-        )
-        for column in ("area", "fate", "why", "ids", "text"):
-            table.add_column(column, overflow="fold")
-        for c in transcript.candidates:
-            why = c.reason + (f" ({c.notes[0]})" if c.fate == "gated" and c.notes else "")
-            ids = ", ".join(c.ids + [f"-{i}" for i in c.removed])
-            text = c.text if not c.result_text else f"{c.text} => {c.result_text}"
-            table.add_row(c.area, _fate_label(c.fate, report.dry_run), short(why, 80), ids, short(text, 140))
-        console.print(table)
+        if not piped():
+            rows = [_candidate_row(c, report.dry_run) for c in transcript.candidates]
+            heading = f"{title} ({transcript.messages} messages" + (", trimmed" if transcript.trimmed else "") + ")"
+            console.print(table(_CANDIDATE_COLUMNS, rows, title=heading, cut={"why": 80, "text": 140}))
         if transcript.extraction_failed:
-            console.print(f"extraction failed: {', '.join(transcript.extraction_failed)} (see the notes)")
+            say(f"extraction failed: {', '.join(transcript.extraction_failed)} (see the notes)")
         elif not transcript.candidates:
-            console.print("no candidates extracted")
+            say("no candidates extracted")
         for note in transcript.notes:
-            console.print(f"note: {note}")
+            say(f"note: {note}")
     counts = {k: v for k, v in report.summary().items() if v and k not in ("transcripts",)}
-    console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()) or "nothing extracted")
+    say(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()) or "nothing extracted")
 
 
 @app.command()
@@ -148,20 +159,22 @@ def consolidate(
 
 
 def _render_consolidate(console: Any, report: Any) -> None:
-    from rich.table import Table
+    from memctl.cli.render import piped, table
 
+    say = (lambda line: sys.stderr.write(line + "\n")) if piped() else console.print
     if not report.groups:
-        console.print("no similar memories to consolidate")
+        say("no similar memories to consolidate")
         return
-    table = Table(title=("dry run: " if report.dry_run else "") + "consolidation")
-    for column in ("area", "fate", "why", "members", "result"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for g in report.groups:
-        members = "\n".join(f"{m.id} {m.score:.2f} {short(m.text, 60)}" for m in g.members)
-        result = ", ".join(g.ids) + (f": {short(g.result_text, 80)}" if g.result_text else "")
-        table.add_row(g.area, _fate_label(g.fate, report.dry_run), short(g.reason, 80), members, result)
-    console.print(table)
-    console.print(", ".join(f"{k}: {v}" for k, v in report.summary().items()))
+        width = 10**6 if piped() else 60
+        members = "\n".join(f"{m.id} {m.score:.2f} {short(m.text, width)}" for m in g.members)
+        result = ", ".join(g.ids) + (f": {g.result_text}" if g.result_text else "")
+        rows.append((g.area, _fate_label(g.fate, report.dry_run), g.reason, members, result))
+    title = ("dry run: " if report.dry_run else "") + "consolidation"
+    cut = {"why": 80, "result": 80}
+    console.print(table(("area", "fate", "why", "members", "result"), rows, title=title, cut=cut))
+    say(", ".join(f"{k}: {v}" for k, v in report.summary().items()))
 
 
 @app.command()

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.render import emit, progress
+from memctl.cli.render import count, emit, progress
 
 
 @app.command()
@@ -59,7 +59,8 @@ def migrate(
         st,
         doc,
         lambda c: c.print(
-            f"copied {report.count} memories, {report.history} history entries and "
-            f"{report.links} links from {source_where} to {dest_where}"
+            f"copied {count(report.count, 'memory')}, "
+            f"{count(report.history, 'history entry')} and "
+            f"{count(report.links, 'link')} from {source_where} to {dest_where}"
         ),
     )

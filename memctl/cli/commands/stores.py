@@ -14,6 +14,7 @@ from typing import IO, Annotated, Any, cast
 import typer
 
 from memctl.cli.app import app, state
+from memctl.cli.render import count as plural
 from memctl.cli.render import emit, info, progress
 from memctl.cli.state import State
 from memctl.errors import EXIT_PARTIAL, StoreError, UsageError
@@ -29,14 +30,10 @@ def subdirs(ctx: typer.Context) -> None:
     rows = [s.to_dict() for s in listing.stores]
 
     def human(console: object) -> None:
-        from rich.table import Table
+        from memctl.cli.render import table
 
-        table = Table(title=listing.where)
-        for column in ("subdir", "memories", "path"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(row["name"], "?" if row["count"] is None else str(row["count"]), row["path"])
-        console.print(table)  # type: ignore[attr-defined]
+        cells = [(r["name"], "?" if r["count"] is None else str(r["count"]), r["path"]) for r in rows]
+        console.print(table(("subdir", "memories", "path"), cells, title=listing.where))  # type: ignore[attr-defined]
 
     emit(st, {"root": listing.where, "subdirs": rows}, human)
 
@@ -60,23 +57,26 @@ def export(
     st = state(ctx)
     if all_subdirs:
         return _export_all(ctx, output, vectors, area)
+    to_stdout = output is None or str(output) == "-"
     with st.open_store(read_only=True) as store:
-        bar = progress(st, len(store), "export")
+        total = store.list(area=area, limit=1)[1] if area else len(store)  # what will be written, not the store
+        # Records on a terminal's stdout and a bar on the same terminal's stderr would interleave.
+        bar = progress(st, total, "export", show=not (to_stdout and sys.stdout.isatty()))
         try:
-            if output is None or str(output) == "-":
+            if output is None or to_stdout:
                 sys.stdout.flush()
                 count = export_to_stdout(store, sys.stdout.buffer, with_vectors=vectors, area=area, progress=bar.update)
             else:
                 count = export_to_file(store, output, with_vectors=vectors, area=area, progress=bar.update)
         finally:
             bar.close()
-    if output is None or str(output) == "-":
-        info(st, f"exported {count} memories")
+    if to_stdout:
+        info(st, f"exported {plural(count, 'memory')}")
         return
     emit(
         st,
         {"subdir": st.subdir, "path": str(output), "count": count, "vectors": vectors},
-        lambda c: c.print(f"exported {count} memories to {output}"),
+        lambda c: c.print(f"exported {plural(count, 'memory')} to {output}"),
     )
 
 
@@ -102,7 +102,7 @@ def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: st
     emit(
         st,
         {"root": where, "path": str(output), "vectors": vectors, "subdirs": written, "failed": failed},
-        lambda c: c.print(f"exported {len(written)} stores to {output}"),
+        lambda c: c.print(f"exported {plural(len(written), 'store')} to {output}"),
     )
     if failed:
         raise typer.Exit(EXIT_PARTIAL)
