@@ -328,6 +328,8 @@ def import_jsonl(
             batches = iter_chunks(_records(source, name, scan.truncated_line, max_text), batch_size)
             if not allow_duplicates:
                 batches = _deduplicated(store, batches, seen, report)
+            if on_conflict in ("skip", "error"):
+                batches = _without_stored_ids(store, batches, on_conflict, report)
             for batch, vectors, embedded in _with_vectors(store, batches, dimension):
                 if embedded:
                     report.reembedded += len(batch)
@@ -352,6 +354,23 @@ def _deduplicated(
     for batch in batches:
         kept = _drop_duplicates(store, batch, seen)
         report.duplicates += len(batch) - len(kept)
+        if kept:
+            yield kept
+
+
+def _without_stored_ids(
+    store: StoreBase, batches: Iterator[list[dict[str, Any]]], on_conflict: str, report: ImportReport
+) -> Iterator[list[dict[str, Any]]]:
+    """The records whose id the store does not hold, decided before anything is embedded: re-importing an
+    export without vectors into its own store embeds nothing (`skip`) or refuses at once (`error`). An id a
+    writer takes meanwhile is still skipped or refused by insert_records."""
+    for batch in batches:
+        stored = store.existing_ids([r["id"] for r in batch if r.get("id")])
+        if stored and on_conflict == "error":
+            first = next(r["id"] for r in batch if r.get("id") in stored)
+            raise UsageError(f"id {first!r} already exists in the store", hint="use --on-conflict skip or new-id")
+        kept = [r for r in batch if r.get("id") not in stored]
+        report.skipped += len(batch) - len(kept)
         if kept:
             yield kept
 

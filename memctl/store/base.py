@@ -690,6 +690,10 @@ class StoreBase(abc.ABC):
 
         return nullcontext()
 
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """The ids among `ids` that a memory of this store has."""
+        return self._existing_ids(ids) if ids else set()
+
     @abc.abstractmethod
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         """The ids among `ids` that a memory has."""
