@@ -433,12 +433,42 @@ def _fold(node: ast.expr) -> ast.expr:
     if isinstance(node, ast.BoolOp):
         return ast.BoolOp(op=node.op, values=[_fold(v) for v in node.values])
     if isinstance(node, ast.Compare):
-        return ast.Compare(
-            left=_fold(node.left),
-            ops=node.ops,
-            comparators=[_fold(c) for c in node.comparators],
-        )
+        operands = [_fold(node.left), *(_fold(c) for c in node.comparators)]
+        if any(isinstance(o, ast.Name) and o.id in TIME_NAMES for o in operands):
+            operands = [_instant_literal(o) for o in operands]
+        return ast.Compare(left=operands[0], ops=node.ops, comparators=operands[1:])
     return node  # Name or Constant
+
+
+# Names that read a stored timestamp (UTC ISO 8601: memctl/store/validate.py).
+TIME_NAMES = frozenset({"created_at", "updated_at", "timestamp"})
+
+
+def _instant_literal(node: ast.expr) -> ast.expr:
+    """A string literal compared with a timestamp column, in the stored form when it names an instant with an
+    offset (`'2025-03-01T12:00:00+05:00'` is 07:00 UTC), so the text comparison compares instants. Dates and
+    naive times are left as written: they compare as UTC prefixes."""
+    if not isinstance(node, ast.Constant):
+        return node
+    value = node.value
+    if isinstance(value, str):
+        return ast.Constant(value=_instant(value))
+    if isinstance(value, list | tuple):
+        items = [_instant(v) if isinstance(v, str) else v for v in value]
+        return ast.Constant(value=type(value)(items))  # type: ignore[arg-type]
+    return node
+
+
+def _instant(text: str) -> str:
+    from datetime import datetime
+
+    from memctl.store.validate import utc_iso
+
+    try:
+        stamp = datetime.fromisoformat(text)
+        return utc_iso(stamp) if stamp.tzinfo is not None else text
+    except (ValueError, OverflowError):
+        return text
 
 
 class _RecordNames:

@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from memctl.errors import UsageError
-
 KEY = "importance"  # the metadata key
 
 # Keep-signals: a person telling the assistant that something holds beyond this conversation.
@@ -108,18 +106,11 @@ class Rating:
 
 
 def check(value: Any, what: str = "importance") -> float:
-    """A finite number in [0, 1] (bools and strings refused), or a UsageError naming `what`."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0.0 <= value <= 1.0
-    ):
-        raise UsageError(
-            f"{what} must be a number in [0, 1], got {value!r}",
-            hint="e.g. 0.9 for a standing rule, 0.2 for a passing detail",
-        )
-    return float(value)
+    """A finite number in [0, 1] (bools and strings refused), or a UsageError naming `what`: the rule every
+    write path applies (memctl.store.validate)."""
+    from memctl.store.validate import check_importance
+
+    return check_importance(value, what)
 
 
 def check_metadata(metadata: Mapping[str, Any]) -> None:

@@ -20,9 +20,10 @@ from typing import IO, Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import InputFormatError, MemctlError, NotFoundError, UsageError
-from memctl.store.base import StoreBase, check_area, check_metadata, check_text_size, iter_chunks
+from memctl.store.base import StoreBase, check_area, iter_chunks
 from memctl.store.layout import folder_size  # noqa: F401 - part of this module's API
 from memctl.store.records import Memory, now_iso
+from memctl.store.validate import check_record
 
 EXPORT_FORMAT = 1
 HEADER_KEY = "memctl_export"
@@ -267,34 +268,12 @@ def parse_jsonl(lines: list[str], source: str) -> tuple[dict[str, Any] | None, l
 
 
 def _check_record(obj: dict[str, Any], where: str, max_text: int | None = None) -> dict[str, Any]:
-    text = obj.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise InputFormatError(f"{where}: record has no text", hint='each line needs at least {"text": "..."}')
+    """One line's record checked as every write path checks it (memctl.store.validate.check_record), with
+    its timestamps in the stored form; errors name the line."""
     try:
-        check_area(obj.get("area") or "main")
-        check_metadata(obj.get("metadata") or {})
-        if max_text is not None:
-            check_text_size(text, max_text)
+        return check_record(obj, now_iso(), max_text or 0)
     except MemctlError as exc:
         raise InputFormatError(f"{where}: {exc.message}", hint=exc.hint) from exc
-    for key in ("id", "created_at", "updated_at"):
-        if obj.get(key) is not None and not isinstance(obj[key], str):
-            raise InputFormatError(f"{where}: {key} must be a string")
-    for key in ("created_at", "updated_at"):
-        if obj.get(key) is not None:
-            obj[key] = check_timestamp(obj[key], f"{where}: {key}")
-    return obj
-
-
-def check_timestamp(value: str, what: str) -> str:
-    """An ISO 8601 timestamp as stored: kept as it is when it has an offset; a naive one is read as UTC."""
-    try:
-        stamp = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise InputFormatError(
-            f"{what} {value!r} is not an ISO 8601 timestamp", hint="e.g. 2025-03-01T12:00:00+00:00"
-        ) from exc
-    return value if stamp.tzinfo else stamp.replace(tzinfo=UTC).isoformat()
 
 
 def _vectors_usable(header: dict[str, Any] | None, info: ModelInfo) -> int | None:
@@ -371,6 +350,8 @@ def import_jsonl(
             batches = iter_chunks(_records(source, name, scan.truncated_line, max_text), batch_size)
             if not allow_duplicates:
                 batches = _deduplicated(store, batches, seen, report)
+            if on_conflict in ("skip", "error"):
+                batches = _without_stored_ids(store, batches, on_conflict, report)
             for batch, vectors, embedded in _with_vectors(store, batches, dimension):
                 if embedded:
                     report.reembedded += len(batch)
@@ -395,6 +376,23 @@ def _deduplicated(
     for batch in batches:
         kept = _drop_duplicates(store, batch, seen)
         report.duplicates += len(batch) - len(kept)
+        if kept:
+            yield kept
+
+
+def _without_stored_ids(
+    store: StoreBase, batches: Iterator[list[dict[str, Any]]], on_conflict: str, report: ImportReport
+) -> Iterator[list[dict[str, Any]]]:
+    """The records whose id the store does not hold, decided before anything is embedded: re-importing an
+    export without vectors into its own store embeds nothing (`skip`) or refuses at once (`error`). An id a
+    writer takes meanwhile is still skipped or refused by insert_records."""
+    for batch in batches:
+        stored = store.existing_ids([r["id"] for r in batch if r.get("id")])
+        if stored and on_conflict == "error":
+            first = next(r["id"] for r in batch if r.get("id") in stored)
+            raise UsageError(f"id {first!r} already exists in the store", hint="use --on-conflict skip or new-id")
+        kept = [r for r in batch if r.get("id") not in stored]
+        report.skipped += len(batch) - len(kept)
         if kept:
             yield kept
 
@@ -702,7 +700,13 @@ def restore(store: StoreBase, ids: list[str], *, actor: str | None = None) -> Re
     with store.transaction():
         _refuse_existing(store, ids)  # nobody took an id while we embedded
         store.insert_records(
-            records, np.stack([vectors[i] for i in ids]), info, actor=actor, op="restore", on_conflict="error"
+            records,
+            np.stack([vectors[i] for i in ids]),
+            info,
+            actor=actor,
+            op="restore",
+            on_conflict="error",
+            stored=True,
         )
         store.unarchive(ids)
         # A restore is a use: the memory is not pruned again tonight for not being accessed.

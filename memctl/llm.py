@@ -318,12 +318,66 @@ class UtilityModel:
         return self.chat(render(system, **values), render(message, **values))
 
     def ask_json(self, prompt: str, **values: Any) -> Any:
-        """Like ask, parsed tolerantly; raises LLMError when the reply holds no JSON."""
-        reply = self.ask(prompt, **values)
+        """Like ask, parsed tolerantly; raises LLMError when the reply holds no JSON, or when it echoes the
+        prompt (a small local model repeating its instructions: the `[]` of "answer [] when nothing
+        qualifies" is no answer)."""
+        system, message = load_prompt(prompt)
+        system, message = render(system, **values), render(message, **values)
+        reply = self.chat(system, message)
+        echo = echoed_prompt(reply, (system, message), _template_lines(prompt))
+        if echo:
+            raise LLMError(
+                f"utility model {self.name!r} echoed the prompt instead of answering ({echo})",
+                hint="use a larger utility model, or check its chat template (utility_fold_system)",
+            )
         parsed = parse_json(reply)
         if parsed is None:
             raise LLMError(f"utility model reply is not JSON: {reply[:200]!r}")
         return parsed
+
+
+# A line of a prompt template counts for the echo test when it has this many characters of its own.
+_ECHO_LINE_CHARS = 24
+_ECHO_CONTEXT = 30  # characters of reply text before a JSON bracket that, found in the prompt, make it quoted
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@lru_cache(maxsize=64)
+def _template_lines(name: str) -> tuple[str, ...]:
+    """The instruction lines of prompt `name`: its own text, not the values put in (a transcript may be quoted
+    back in a fair answer, the instructions never are)."""
+    lines = []
+    for part in load_prompt(name):
+        for line in part.splitlines():
+            text = _squeeze(line)
+            if "$" not in text and len(text) >= _ECHO_LINE_CHARS:
+                lines.append(text)
+    return tuple(dict.fromkeys(lines))
+
+
+def echoed_prompt(reply: str, prompt: Sequence[str], instructions: Sequence[str]) -> str | None:
+    """Why `reply` is an echo of the prompt rather than an answer, or None.
+
+    An echo repeats at least two of the prompt's instruction lines (or its only one), or the JSON a tolerant
+    parse would take from it sits in text the prompt holds (the `[]` of "answer [] when nothing qualifies")."""
+    text = _squeeze(reply or "")
+    found = sum(1 for line in instructions if line in text)
+    if instructions and found >= min(2, len(instructions)):
+        return f"it repeats {found} of the prompt's {len(instructions)} instruction lines"
+    whole = _squeeze("\n".join(prompt))
+    stripped = (reply or "").strip()
+    for match in re.finditer(r"[\[{]", stripped):
+        if match.start() == 0:
+            return None  # the reply starts with its JSON: an answer, whatever it says
+        before = stripped[max(0, match.start() - _ECHO_CONTEXT) : match.start()]
+        quoted = _squeeze(before + stripped[match.start() : match.start() + 2])
+        if len(quoted) >= 12 and quoted in whole:
+            return f"its JSON {stripped[match.start() : match.start() + 2]!r} is the prompt's own text"
+        return None  # only the first bracket is where parse_json starts
+    return None
 
 
 def _not_worth_retrying(exc: Exception) -> bool:

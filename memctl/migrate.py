@@ -100,6 +100,7 @@ def migrate_store(
                 actor="migrate",
                 op="migrate",
                 on_conflict="error",
+                stored=True,  # what the source holds is copied, timestamps in the stored form
             )
             report.count += len(batch)
             if progress:

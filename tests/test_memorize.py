@@ -137,6 +137,46 @@ def test_empty_extraction_is_not_a_failure(cli, chat, scripted):
     assert result.json["transcripts"][0]["extraction_failed"] == []
 
 
+def _echo(prompt: str, part: str = "all"):
+    """A reply that echoes the prompt, as Gemma 270M on llama.cpp did: the system text (folded into the user
+    turn), the user message, or just the last lines of the instructions."""
+    from memctl.llm import load_prompt
+
+    system = load_prompt(prompt)[0]
+
+    def reply(message: str) -> str:
+        if part == "message":
+            return message
+        if part == "tail":
+            return system.strip().splitlines()[-1]
+        return f"{system}\n\n{message}"
+
+    return reply
+
+
+@pytest.mark.parametrize("part", ["all", "message", "tail"])
+def test_echoed_prompt_is_a_failed_extraction(cli, chat, scripted, part):
+    """An echoed prompt is no answer: the `[]` of "answer [] when nothing qualifies" is the prompt's own text,
+    not "nothing extracted". Counted as a failed extraction, exit 4, nothing stored."""
+    scripted(Router(fragments=_echo("memorize_fragments", part), solutions=_echo("memorize_solutions", part)))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 4, result.out
+    [transcript] = result.json["transcripts"]
+    assert transcript["extraction_failed"] == ["fact", "solution"]
+    assert sum("echoed the prompt" in n for n in transcript["notes"]) == 2, transcript["notes"]
+    assert result.json["summary"]["extractions_failed"] == 2 and stored_count(cli) == 0
+
+
+def test_answer_quoting_the_conversation_is_not_an_echo(cli, chat, scripted):
+    """A fair answer may repeat the user's own words, after prose or in a code fence: it is not an echo."""
+    quoted = CHAT[0]["content"]
+    scripted(Router(fragments=f"Here you go:\n```json\n{json.dumps([quoted])}\n```", solutions="Nothing: []"))
+    result = cli("memorize", chat, "--json")
+    assert result.code == 0, result.out
+    assert result.json["transcripts"][0]["extraction_failed"] == []
+    assert [c["text"] for c in result.json["transcripts"][0]["candidates"]] == [quoted]
+
+
 def test_consolidation_timeout_inserts_candidate(cli, chat, scripted):
     cli("save", "User (Ana) runs her shop on Django 5 with PostgreSQL 16", "--area", "fragments")
     scripted(Router(fragments=json.dumps(FACTS[:1]), consolidate=LLMError("Timeout after 60 s")))

@@ -48,6 +48,7 @@ from memctl.agent_zero.pickle_read import INDEX_PKL, _DocumentState, load_index_
 from memctl.embeddings import ModelInfo
 from memctl.errors import StoreError, UsageError
 from memctl.store.records import AREAS, RESERVED_METADATA_KEYS
+from memctl.store.validate import IMPORTANCE_KEY, MAX_ID_LENGTH, check_id, check_importance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -178,9 +179,21 @@ def _documents(
     return documents, skipped
 
 
+def _importance_ok(value: Any) -> bool:
+    try:
+        check_importance(value)
+    except UsageError:
+        return False
+    return True
+
+
 def _why_unusable(key: Any, doc: Any) -> str | None:
     if not isinstance(key, str) or not key:
         return "docstore id is not a string"
+    try:
+        check_id(key)
+    except UsageError:  # the rule every import applies: not a path, an option or 10,000 characters
+        return f"docstore id is not a valid memory id (1 to {MAX_ID_LENGTH} letters, digits and _ . : -)"
     if not isinstance(doc, _DocumentState) or doc.fields is None:
         return "not a Document"
     text = doc.fields.get("page_content")
@@ -231,6 +244,9 @@ def _document(
             continue
         if name in RESERVED_METADATA_KEYS or name == A0_KEY:
             notes.add(f"metadata key {name!r} is a memctl column: kept in metadata {A0_KEY}.keys")
+            kept.setdefault("keys", {})[name] = plain
+        elif name == IMPORTANCE_KEY and not _importance_ok(plain):
+            notes.add(f"metadata {name!r} is not a number in [0, 1]: kept in metadata {A0_KEY}.keys")
             kept.setdefault("keys", {})[name] = plain
         else:
             metadata[name] = plain

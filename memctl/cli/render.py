@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -136,12 +137,20 @@ def table(
     return drawn
 
 
+_FRACTION = re.compile(r"(?<=T\d\d:\d\d:\d\d)\.\d+")
+
+
+def shown_time(value: str | None) -> str:
+    """A stored timestamp as tables show it: to the second, with its zone (`2025-03-01T07:00:00+00:00`)."""
+    return _FRACTION.sub("", value or "", count=1)
+
+
 def memory_rows(memories: Iterable[Any], *, score: bool = False) -> PlainLines:
     """Tab-separated records for pipes (`cut`, `sort`, `awk`): a header line, then one memory per line,
     the text whole (tab, newline and backslash escaped as \\t, \\n, \\\\)."""
     lines = ["\t".join(["id", "area", *(["score"] if score else []), "created", "text"])]
     for m in memories:
-        cells = [m.id, m.area, *([f"{m.score:.3f}"] if score else []), m.created_at[:19], m.text]
+        cells = [m.id, m.area, *([f"{m.score:.3f}"] if score else []), shown_time(m.created_at), m.text]
         lines.append("\t".join(_cell(str(c)) for c in cells))
     return PlainLines(lines)
 
@@ -161,7 +170,7 @@ def memory_table(memories: Iterable[Any], *, score: bool = False, title: str | N
     table.add_column("created", no_wrap=True)
     table.add_column("text", overflow="fold")
     for m in memories:
-        row = [m.id, m.area] + ([f"{m.score:.3f}"] if score else []) + [m.created_at[:19], short(m.text)]
+        row = [m.id, m.area] + ([f"{m.score:.3f}"] if score else []) + [shown_time(m.created_at), short(m.text)]
         table.add_row(*(Text(cell) for cell in row))
     return table
 

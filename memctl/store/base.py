@@ -27,7 +27,6 @@ from memctl.filters import Filter, compile_filter
 from memctl.paths import DEFAULT_SUBDIR
 from memctl.store.records import (
     AREAS,
-    RESERVED_METADATA_KEYS,
     ArchivedMemory,
     DeleteResult,
     HistoryEntry,
@@ -36,6 +35,14 @@ from memctl.store.records import (
     StoreList,
     now_iso,
     relevance,
+)
+from memctl.store.validate import (  # noqa: F401 - check_area, check_metadata, check_text_size re-exported
+    check_area,
+    check_metadata,
+    check_record,
+    check_stored_metadata,
+    check_text_size,
+    normalised_or_kept,
 )
 
 if TYPE_CHECKING:
@@ -91,44 +98,22 @@ def new_id() -> str:
     return "".join(_ID_ALPHABET[b % 36] for b in _RANDOM.take(10))
 
 
-def check_area(area: str) -> str:
-    if area not in AREAS:
-        raise UsageError(f"unknown area {area!r}", hint=f"use one of: {', '.join(AREAS)}")
-    return area
-
-
-def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping):
-        raise UsageError("metadata must be a JSON object (key: value)")
-    bad = RESERVED_METADATA_KEYS & set(metadata)
-    if bad:
-        raise UsageError(f"metadata keys {sorted(bad)} are reserved", hint="they are columns of the memory itself")
-    try:
-        # allow_nan=False: NaN and Infinity are not JSON; SQLite's json functions (stats, filters)
-        # reject the whole row set once one such value is stored.
-        json.dumps(metadata, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(
-            f"metadata is not JSON-serialisable: {exc}",
-            hint="values must be strings, finite numbers, booleans, null, lists or objects",
-        ) from exc
-    return dict(metadata)
+def _stored_record(record: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """A memory a store already held, as _prepare_rows inserts it: timestamps in the stored form when they
+    read as timestamps, nothing else refused but what no row may hold (metadata that is not JSON, an area
+    memctl does not have)."""
+    created_at = normalised_or_kept(record.get("created_at")) or now
+    return {
+        **record,
+        "area": check_area(record.get("area") or "main"),
+        "metadata": check_stored_metadata(record.get("metadata")),
+        "created_at": created_at,
+        "updated_at": normalised_or_kept(record.get("updated_at")) or created_at,
+    }
 
 
 def json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
-
-
-def check_text_size(text: str, limit: int) -> None:
-    """Refuse a text over `limit` bytes of UTF-8 (config max_text_bytes; 0: no limit) before it is
-    embedded: the model's memory grows with the text (~150 MB per MB)."""
-    if limit and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
-        raise UsageError(
-            f"the text is {len(text.encode('utf-8')):,} bytes, over the limit of {limit:,} bytes",
-            hint="split it into smaller memories, or raise max_text_bytes in the config",
-        )
 
 
 def keywords_of(config: Config, metadata: Mapping[str, Any]) -> str:
@@ -621,8 +606,11 @@ class StoreBase(abc.ABC):
         on_conflict: str,
         op: str,
         actor: str | None,
+        stored: bool = False,
     ) -> tuple[builtins.list[PreparedRow], builtins.list[tuple[Any, ...]]]:
-        """Validated rows to insert and their history rows; resolves id conflicts (skip / error / new-id)."""
+        """Validated rows to insert and their history rows; resolves id conflicts (skip / error / new-id).
+        `stored`: memories a store already held (migrate, restore) keep what memctl once accepted; their
+        timestamps only take the stored form."""
         now = now_iso()
         rows: builtins.list[PreparedRow] = []
         history: builtins.list[tuple[Any, ...]] = []
@@ -635,18 +623,20 @@ class StoreBase(abc.ABC):
                     raise UsageError(f"id {rid!r} already exists in the store", hint="use --on-conflict skip or new-id")
                 rid = new_id()
             taken.add(rid)
-            check_text_size(record["text"], int(self.config.get("max_text_bytes") or 0))
-            stamp = record.get("created_at") or now
-            meta = check_metadata(record.get("metadata"))
-            area = check_area(record.get("area") or "main")
+            checked = (
+                _stored_record(record, now)
+                if stored
+                else check_record(record, now, int(self.config.get("max_text_bytes") or 0))
+            )
+            meta, area = checked["metadata"], checked["area"]
             meta_json = json.dumps(meta, ensure_ascii=False)
             rows.append(
                 PreparedRow(
                     rid,
                     record["text"],
                     area,
-                    stamp,
-                    record.get("updated_at") or stamp,
+                    checked["created_at"],
+                    checked["updated_at"],
                     meta_json,
                     vector,
                     content_hash(record["text"]),
@@ -666,10 +656,13 @@ class StoreBase(abc.ABC):
         op: str = "add",
         on_conflict: str = "error",
         links: Mapping[str, Sequence[str]] | None = None,
+        stored: bool = False,
     ) -> builtins.list[str]:
         """Insert fully prepared records (ids and timestamps optional) with their vectors, atomically.
 
         on_conflict: "error" (refuse the batch), "skip" (keep the stored one) or "new-id".
+        Every record is validated (memctl.store.validate.check_record) unless `stored` (memories a store
+        held: migrate, restore).
         Returns the ids inserted (skipped records are left out).
         """
         dim = self._checked_dimension(records, vectors, info)
@@ -680,7 +673,7 @@ class StoreBase(abc.ABC):
             if dim:
                 self._record_model(info, dim)
             taken = self._existing_ids([r["id"] for r in records if r.get("id")])
-            prepared, history = self._prepare_rows(records, vectors, taken, on_conflict, op, actor)
+            prepared, history = self._prepare_rows(records, vectors, taken, on_conflict, op, actor, stored)
             inserted += [r.id for r in prepared]
             self._insert_prepared(prepared, history)
             for kind, parents in (links or {}).items():
@@ -697,6 +690,10 @@ class StoreBase(abc.ABC):
         from contextlib import nullcontext
 
         return nullcontext()
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        """The ids among `ids` that a memory of this store has."""
+        return self._existing_ids(ids) if ids else set()
 
     @abc.abstractmethod
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
@@ -1113,8 +1110,8 @@ class StoreBase(abc.ABC):
             memory.id,
             memory.text,
             memory.area,
-            memory.created_at,
-            memory.updated_at,
+            normalised_or_kept(memory.created_at) or memory.created_at,
+            normalised_or_kept(memory.updated_at) or memory.updated_at,
             metadata,
             vector,
             content_hash(memory.text),

@@ -7,16 +7,44 @@ level advisory lock, so the second waits and then finds them applied.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from memctl.errors import StoreError
+from memctl.store.validate import normalised_or_kept
 
 # pg_advisory_xact_lock key of memctl's schema changes (also taken to create a vector index).
 LOCK_KEY = 0x6D656D63746C  # "memctl"
 # First half of the two-key advisory lock a knowledge import holds on its subdir (second: hashtext(subdir)).
 KNOWLEDGE_LOCK_CLASS = 0x6D656D6B  # "memk"
 
-MIGRATIONS: list[tuple[str, str]] = [
+# The stored form of a timestamp (memctl/store/validate.py): a value of this shape is left alone.
+_STORED_FORM = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(\d{3})?\+00:00$"
+
+
+def _utc_timestamps(conn: Any) -> None:
+    """m008_utc_timestamps: created_at and updated_at of memories and of the archive in the stored form (UTC
+    ISO 8601 with offset), as the embedded store's m008 does (the same Python function decides). Imports kept
+    offsets as written, and filters and `list` compare the columns as text. Values that read as no timestamp
+    stay."""
+    for table, key in (("memctl_memories", "seq"), ("memctl_archive", "subdir, id")):
+        rows = conn.execute(
+            f"SELECT {key}, created_at, updated_at FROM {table} WHERE created_at !~ %s OR updated_at !~ %s",
+            (_STORED_FORM, _STORED_FORM),
+        ).fetchall()
+        changed = []
+        for *ident, created, updated in rows:
+            new = (normalised_or_kept(created), normalised_or_kept(updated))
+            if new != (created, updated):
+                changed.append((*new, *ident))
+        where = " AND ".join(f"{column.strip()} = %s" for column in key.split(","))
+        with conn.cursor() as cursor:
+            cursor.executemany(f"UPDATE {table} SET created_at = %s, updated_at = %s WHERE {where}", changed)
+
+
+# A migration is an SQL script or, where SQL cannot say it (Python's timestamp rules), a function of the
+# connection; either runs in the one migration transaction.
+MIGRATIONS: list[tuple[str, str | Callable[[Any], None]]] = [
     (
         "m001_initial",
         """
@@ -331,6 +359,7 @@ INSERT INTO memctl_counts (subdir, slot, memories, changes)
     SELECT subdir, 0, count(*), 1 FROM memctl_memories GROUP BY subdir;
 """,
     ),
+    ("m008_utc_timestamps", _utc_timestamps),
 ]
 
 
@@ -358,7 +387,10 @@ def apply_pg_migrations(conn: Any) -> list[str]:
             for name, sql in MIGRATIONS:
                 if name in done:
                     continue
-                conn.execute(sql)
+                if callable(sql):
+                    sql(conn)
+                else:
+                    conn.execute(sql)
                 conn.execute("INSERT INTO memctl_migrations (name) VALUES (%s)", (name,))
                 applied.append(name)
     except psycopg.errors.InsufficientPrivilege as exc:

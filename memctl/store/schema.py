@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from memctl.errors import StoreError
+from memctl.store.validate import normalised_or_kept
 
 
 def _terms(seq: str, meta: str, source: str = "") -> str:
@@ -51,7 +53,29 @@ END;
 """
 
 
-MIGRATIONS: list[tuple[str, str]] = [
+# The stored form of a timestamp (memctl/store/validate.py): a value of this shape is left alone.
+_STORED_FORM = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]"
+_NOT_STORED_FORM = f"{{0}} NOT GLOB '{_STORED_FORM}+00:00' AND {{0}} NOT GLOB '{_STORED_FORM}[0-9][0-9][0-9]+00:00'"
+
+
+def _utc_timestamps(db: sqlite3.Connection) -> None:
+    """m008_utc_timestamps: created_at and updated_at of memories and of the archive in the stored form (UTC
+    ISO 8601 with offset). Imports kept offsets as written (`+05:00`), and filters and `list` compare the
+    columns as text, so 10:00+05:00 sorted after 06:00+00:00. Values that read as no timestamp stay."""
+    for table, key in (("memories", "seq"), ("archive", "id")):
+        where = " OR ".join(_NOT_STORED_FORM.format(column) for column in ("created_at", "updated_at"))
+        rows = db.execute(f"SELECT {key}, created_at, updated_at FROM {table} WHERE {where}").fetchall()
+        changed = [
+            (normalised_or_kept(created), normalised_or_kept(updated), ident)
+            for ident, created, updated in rows
+            if (normalised_or_kept(created), normalised_or_kept(updated)) != (created, updated)
+        ]
+        db.executemany(f"UPDATE {table} SET created_at = ?, updated_at = ? WHERE {key} = ?", changed)
+
+
+# A migration is an SQL script or, where SQL cannot say it (Python's timestamp rules), a function of the
+# connection; either runs in the migration's transaction.
+MIGRATIONS: list[tuple[str, str | Callable[[sqlite3.Connection], None]]] = [
     (
         "m001_initial",
         """
@@ -239,6 +263,7 @@ INSERT OR IGNORE INTO counters VALUES ('commits', 0);
 """,
     ),
     ("m007_filter_terms", _FILTER_TERMS),
+    ("m008_utc_timestamps", _utc_timestamps),
 ]
 
 
@@ -261,8 +286,11 @@ def apply_migrations(db: sqlite3.Connection) -> list[str]:
             if db.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (name,)).fetchone():
                 db.execute("ROLLBACK")  # another process applied it while we waited
                 continue
-            for statement in _split(sql):
-                db.execute(statement)
+            if callable(sql):
+                sql(db)
+            else:
+                for statement in _split(sql):
+                    db.execute(statement)
             db.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (name,))
             db.execute("COMMIT")
         except BaseException:
