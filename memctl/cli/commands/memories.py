@@ -16,6 +16,25 @@ FilterOpt = Annotated[str | None, typer.Option("--filter", "-f", help="Metadata 
 MetaOpt = Annotated[list[str] | None, typer.Option("--meta", "-m", help="key=value (repeatable; JSON values kept).")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
+VerifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verify",
+        help="Then prove the removed texts cannot be recalled: not in the live rows, the vector and keyword "
+        "indexes or the embedding cache (receipt in --json; exit 4 if not proven).",
+    ),
+]
+
+
+def receipt_out(st: object, receipt: object | None) -> None:
+    """A receipt that does not verify: said on stderr, and exit 4 (the removal itself happened)."""
+    from memctl.errors import EXIT_PARTIAL
+
+    if receipt is None:
+        return
+    info(st, receipt.summary())  # type: ignore[arg-type, attr-defined]
+    if not receipt.verified:  # type: ignore[attr-defined]
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 def _importance(value: float | None) -> float | None:
@@ -131,6 +150,7 @@ def forget(
     filter: FilterOpt = None,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
+    verify: VerifyOpt = False,
 ) -> None:
     """Delete every memory similar to QUERY (in batches until none is left). Exit 3 if none matched."""
     from memctl.cli.confirm import decide
@@ -149,6 +169,7 @@ def forget(
             batch = int(store.config["forget_batch_size"])
             for start in range(0, len(matches), batch):
                 store.delete([m.id for m in matches[start : start + batch]], cascade=False)
+        receipt = _receipt(store, "forget", [m.id for m in matches], [m.text for m in matches], verify and not dry_run)
     doc = {
         "subdir": st.subdir,
         "query": text,
@@ -157,11 +178,19 @@ def forget(
         "dry_run": dry_run,
         "count": len(matches),
         "deleted": [m.to_dict() for m in matches],
+        **({"receipt": receipt.to_dict()} if receipt else {}),
     }
     title = "would delete" if dry_run else "deleted"
     emit(st, doc, lambda c: c.print(memory_table(matches, score=True, title=f"{title} {len(matches)}")))
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
+    receipt_out(st, receipt)
+
+
+def _receipt(store: object, operation: str, ids: list[str], texts: list[str], wanted: bool) -> object | None:
+    from memctl.receipts import hashes_of, verify_removal
+
+    return verify_removal(store, operation, ids, hashes_of(texts)) if wanted and ids else None  # type: ignore[arg-type]
 
 
 @app.command()
@@ -171,11 +200,13 @@ def delete(
     no_cascade: Annotated[bool, typer.Option("--no-cascade", help="Keep memories derived from these ids.")] = False,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
+    verify: VerifyOpt = False,
 ) -> None:
     """Delete memories by id, and what was derived from them. Exit 3 if no id exists."""
     st = state(ctx)
     if not all(i.strip() for i in ids):
         raise UsageError("an id is empty", hint="pass the ids `memctl list` or `memctl load` print")
+    receipt = None
     with st.open_store() as store:
         plan = store.delete_plan(ids, cascade=not no_cascade)
         if dry_run:
@@ -183,7 +214,15 @@ def delete(
         else:
             if plan.deleted:
                 confirm(ctx, f"Delete {len(plan.deleted) + len(plan.cascaded)} memories?", yes)
-            doc = {"subdir": st.subdir, "dry_run": False, **store.delete(ids, cascade=not no_cascade).to_dict()}
+            texts = [m.text for m in store.get(plan.deleted + plan.cascaded)] if verify else []
+            result = store.delete(ids, cascade=not no_cascade)
+            receipt = _receipt(store, "delete", result.deleted + result.cascaded, texts, verify)
+            doc = {
+                "subdir": st.subdir,
+                "dry_run": False,
+                **result.to_dict(),
+                **({"receipt": receipt.to_dict()} if receipt else {}),  # type: ignore[attr-defined]
+            }
     lists: dict[str, list[str]] = {
         key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
         for key in ("deleted", "cascaded", "missing")
@@ -199,6 +238,7 @@ def delete(
     )
     if not plan.deleted:
         raise typer.Exit(EXIT_NO_MATCH)
+    receipt_out(st, receipt)
 
 
 @app.command()
