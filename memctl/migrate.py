@@ -9,7 +9,6 @@ copied memory also gets a `migrate` history entry. Archived memories and access 
 from __future__ import annotations
 
 from collections.abc import Callable
-import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -63,10 +62,15 @@ _NUL_SHOWN = 5
 
 
 def _has_nul(*values: Any) -> bool:
-    """U+0000 in a value, or in the JSON of one (a metadata key or string; jsonb refuses its escape)."""
-    return any(
-        v is not None and "\x00" in (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) for v in values
-    )
+    """U+0000 in a value, or in any key or string nested in one (jsonb refuses it as much as text does)."""
+    for value in values:
+        if isinstance(value, str) and "\x00" in value:
+            return True
+        if isinstance(value, dict) and (_has_nul(*value) or _has_nul(*value.values())):
+            return True
+        if isinstance(value, list | tuple) and _has_nul(*value):
+            return True
+    return False
 
 
 def _refuse_nul(source: StoreBase, history: list[HistoryEntry]) -> None:

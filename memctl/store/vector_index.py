@@ -213,7 +213,6 @@ class VectorIndex:
 
     def checkpoint(self, db: sqlite3.Connection) -> None:
         """Write index.faiss atomically and record its journal position. Caller holds the write lock."""
-        import faiss
 
         self.sync(db)
         if self.needs_retype():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -10,6 +10,11 @@ from memctl.cli.app import app, state
 from memctl.cli.inputs import parse_meta, read_text, unit_interval
 from memctl.cli.render import emit, info, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
+
+if TYPE_CHECKING:
+    from memctl.cli.state import State
+    from memctl.receipts import Receipt
+    from memctl.store.base import StoreBase
 
 AreaOpt = Annotated[str | None, typer.Option("--area", "-a", help="main, fragments or solutions.")]
 FilterOpt = Annotated[str | None, typer.Option("--filter", "-f", help="Metadata filter, e.g. \"'db' in tags\".")]
@@ -26,14 +31,14 @@ VerifyOpt = Annotated[
 ]
 
 
-def receipt_out(st: object, receipt: object | None) -> None:
-    """A receipt that does not verify: said on stderr, and exit 4 (the removal itself happened)."""
+def receipt_out(st: State, receipt: Receipt | None) -> None:
+    """The receipt's one-line summary on stderr; one that does not verify exits 4 (the removal itself happened)."""
     from memctl.errors import EXIT_PARTIAL
 
     if receipt is None:
         return
-    info(st, receipt.summary())  # type: ignore[arg-type, attr-defined]
-    if not receipt.verified:  # type: ignore[attr-defined]
+    info(st, receipt.summary())
+    if not receipt.verified:
         raise typer.Exit(EXIT_PARTIAL)
 
 
@@ -187,10 +192,10 @@ def forget(
     receipt_out(st, receipt)
 
 
-def _receipt(store: object, operation: str, ids: list[str], texts: list[str], wanted: bool) -> object | None:
+def _receipt(store: StoreBase, operation: str, ids: list[str], texts: list[str], wanted: bool) -> Receipt | None:
     from memctl.receipts import hashes_of, verify_removal
 
-    return verify_removal(store, operation, ids, hashes_of(texts)) if wanted and ids else None  # type: ignore[arg-type]
+    return verify_removal(store, operation, ids, hashes_of(texts)) if wanted and ids else None
 
 
 @app.command()
@@ -206,7 +211,7 @@ def delete(
     st = state(ctx)
     if not all(i.strip() for i in ids):
         raise UsageError("an id is empty", hint="pass the ids `memctl list` or `memctl load` print")
-    receipt = None
+    receipt: Receipt | None = None
     with st.open_store() as store:
         plan = store.delete_plan(ids, cascade=not no_cascade)
         if dry_run:
@@ -221,7 +226,7 @@ def delete(
                 "subdir": st.subdir,
                 "dry_run": False,
                 **result.to_dict(),
-                **({"receipt": receipt.to_dict()} if receipt else {}),  # type: ignore[attr-defined]
+                **({"receipt": receipt.to_dict()} if receipt else {}),
             }
     lists: dict[str, list[str]] = {
         key: [str(i) for i in doc[key]]  # type: ignore[attr-defined]
