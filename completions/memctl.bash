@@ -18,8 +18,8 @@ _memctl_options() {
         memctl) _memctl_words=(--root -s --subdir --store --json -q --quiet --version -h --help) ;;
         'memctl save') _memctl_words=(-a --area -m --meta --importance --unique -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl delete') _memctl_words=(--no-cascade --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl delete') _memctl_words=(--no-cascade --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl show') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl list') _memctl_words=(-a --area -f --filter -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area --importance -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -33,7 +33,7 @@ _memctl_options() {
         'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --decayed-below --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl restore') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl purge') _memctl_words=(--older-than --all --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl purge') _memctl_words=(--older-than --all --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl backup') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl restore-backup') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl stats') _memctl_words=(--all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;

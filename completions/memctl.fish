@@ -149,11 +149,13 @@ complete -c memctl -n '__memctl_at memctl forget' -s a -l area -x -a 'main fragm
 complete -c memctl -n '__memctl_at memctl forget' -s f -l filter -x -d 'Metadata filter, e.g. "\'db\' in tags".'
 complete -c memctl -n '__memctl_at memctl forget' -l dry-run -d 'Show what would change; change nothing.'
 complete -c memctl -n '__memctl_at memctl forget' -s y -l yes -d 'Do not ask for confirmation.'
+complete -c memctl -n '__memctl_at memctl forget' -l verify -d 'Then prove the removed texts cannot be recalled: not in the live rows, the vector and keyword indexes or the embedding cache (receipt in --json; exit 4 if not proven).'
 
 # memctl delete
 complete -c memctl -n '__memctl_at memctl delete' -l no-cascade -d 'Keep memories derived from these ids.'
 complete -c memctl -n '__memctl_at memctl delete' -l dry-run -d 'Show what would change; change nothing.'
 complete -c memctl -n '__memctl_at memctl delete' -s y -l yes -d 'Do not ask for confirmation.'
+complete -c memctl -n '__memctl_at memctl delete' -l verify -d 'Then prove the removed texts cannot be recalled: not in the live rows, the vector and keyword indexes or the embedding cache (receipt in --json; exit 4 if not proven).'
 
 # memctl show
 
@@ -223,6 +225,7 @@ complete -c memctl -n '__memctl_at memctl purge' -l older-than -x -d 'History an
 complete -c memctl -n '__memctl_at memctl purge' -l all -d 'All history and every archived memory.'
 complete -c memctl -n '__memctl_at memctl purge' -l dry-run -d 'Show what would go; change nothing.'
 complete -c memctl -n '__memctl_at memctl purge' -s y -l yes -d 'Do it without asking (needed when there is no terminal).'
+complete -c memctl -n '__memctl_at memctl purge' -l verify -d 'Then prove the purged texts cannot be recalled: not in the live rows, the indexes, the history, the archive or the embedding cache (receipt in --json; exit 4 if not proven).'
 
 # memctl backup
 complete -c memctl -n '__memctl_at memctl backup' -l force -d 'Replace DEST if it is not empty.'

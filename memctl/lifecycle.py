@@ -11,6 +11,7 @@ import io
 import json
 import re
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memctl.embeddings import ModelInfo
-from memctl.errors import InputFormatError, MemctlError, NotFoundError, UsageError
+from memctl.errors import InputFormatError, MemctlError, NotFoundError, StoreError, UsageError
 from memctl.store.base import StoreBase, check_area, iter_chunks
 from memctl.store.layout import folder_size  # noqa: F401 - part of this module's API
 from memctl.store.records import Memory, now_iso
@@ -735,9 +736,12 @@ class PurgeReport:
     compacted: bool | None = None
     bytes_before: int = 0
     bytes_after: int = 0
+    receipt: Any = None  # memctl.receipts.Receipt when asked to verify
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        doc.pop("receipt")
+        return doc | ({"receipt": self.receipt.to_dict()} if self.receipt is not None else {})
 
 
 def purge(
@@ -747,6 +751,7 @@ def purge(
     everything: bool = False,
     dry_run: bool = False,
     now: datetime | None = None,
+    verify: bool = False,
 ) -> PurgeReport:
     """Remove history entries and archived memories older than `older_than` (or all) for good.
 
@@ -766,12 +771,36 @@ def purge(
     cache_dir = store.cache_dir
     pending = _PendingScrub(cache_dir)
     hashes = store.purge_rows(bound, found=pending.record)
-    report.compacted = store.compact()
+    try:
+        report.compacted = store.compact()
+    except (OSError, sqlite3.OperationalError) as exc:
+        # The rows are gone (committed, overwritten in place: secure_delete); what failed is the rewrite
+        # of the files that drops free pages, which needs room for a copy. Say so instead of "refused".
+        raise PurgeIncomplete(report, exc) from exc
     hashes |= pending.load_all()  # this purge's, and those of purges killed before their scrub
     report.cache_entries = scrub_cache(cache_dir, hashes - store.hashes_used_elsewhere(hashes))
     pending.done()
     report.bytes_after = store.size_bytes()
+    if verify:
+        from memctl.receipts import verify_removal
+
+        report.receipt = verify_removal(store, "purge", [], hashes)
     return report
+
+
+class PurgeIncomplete(StoreError):
+    """Purged, but the store could not be compacted (typically a full disk): run purge again with space."""
+
+    exit_code = 4  # partial: the rows are gone, the compaction is not done
+
+    def __init__(self, report: PurgeReport, cause: BaseException) -> None:
+        report.compacted = False
+        self.report = report
+        super().__init__(
+            f"purged {report.history} history entries and {report.archived} archived memories, but the store "
+            f"could not be compacted ({cause}): until it is, their text may remain in the file's free pages",
+            hint="free some space and run `memctl purge --all` again (it compacts even with nothing left to purge)",
+        )
 
 
 class _PendingScrub:

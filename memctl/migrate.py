@@ -15,6 +15,7 @@ from typing import Any
 from memctl.embeddings import ModelInfo
 from memctl.errors import StoreError, UsageError
 from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.records import HistoryEntry
 
 BATCH = 2000
 
@@ -57,6 +58,43 @@ def describe(
     return store_location(root, subdir, store=store, overrides=overrides, must_exist=must_exist)
 
 
+_NUL_SHOWN = 5
+
+
+def _has_nul(*values: Any) -> bool:
+    """U+0000 in a value, or in any key or string nested in one (jsonb refuses it as much as text does)."""
+    for value in values:
+        if isinstance(value, str) and "\x00" in value:
+            return True
+        if isinstance(value, dict) and (_has_nul(*value) or _has_nul(*value.values())):
+            return True
+        if isinstance(value, list | tuple) and _has_nul(*value):
+            return True
+    return False
+
+
+def _refuse_nul(source: StoreBase, history: list[HistoryEntry]) -> None:
+    """PostgreSQL cannot hold U+0000: name the memories and history entries that do, before anything is written."""
+    memories = [m.id for m, _ in source.iter_all() if _has_nul(m.id, m.text, m.area, m.metadata, m.created_at)]
+    entries = [
+        e
+        for e in history
+        if _has_nul(e.memory_id, e.op, e.actor, e.area, e.old_text, e.new_text, e.old_metadata, e.new_metadata)
+    ]
+    if not memories and not entries:
+        return
+    named = [f"memory {i!r}" for i in memories[:_NUL_SHOWN]] + [
+        f"history entry {e.hid} ({e.op} of {e.memory_id!r} at {e.at})" for e in entries[:_NUL_SHOWN]
+    ]
+    more = len(memories) + len(entries) - len(named)
+    raise UsageError(
+        f"PostgreSQL cannot store the NUL character (U+0000) that {len(memories)} memories and {len(entries)} "
+        f"history entries hold: {', '.join(named)}{f' and {more} more' if more else ''}; nothing was copied",
+        hint="remove it: `memctl update ID --text ...` (and --meta) for a memory; `memctl purge` drops old "
+        "history (its texts are gone for good); then migrate again",
+    )
+
+
 def migrate_store(
     source: StoreBase, dest: StoreBase, *, progress: Callable[[int, int], None] | None = None
 ) -> MigrateReport:
@@ -81,6 +119,8 @@ def migrate_store(
     report = MigrateReport(model=stored)
     history = list(reversed(source.history()))  # oldest first, as they happened
     links = source.links()
+    if not dest.holds_nul:
+        _refuse_nul(source, history)
     with dest.transaction():
         dest.append_history(history)
         report.history = len(history)

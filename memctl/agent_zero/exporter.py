@@ -211,9 +211,11 @@ def _write_folder(
 ) -> None:
     import faiss
 
+    from memctl.store.vector_index import write_index_file
+
     index = faiss.IndexFlatIP(matrix.shape[1])
     index.add(matrix)
-    faiss.write_index(index, str(folder / INDEX_FAISS))
+    write_index_file(index, folder / INDEX_FAISS)
     fsync_file(folder / INDEX_FAISS)
     write_synced(folder / INDEX_PKL, pkl)
     write_synced(folder / EMBEDDING_JSON, json.dumps(embedding).encode("utf-8"))

@@ -345,6 +345,8 @@ class StoreBase(abc.ABC):
 
     config: Config
     actor: str
+    # Whether texts, metadata and ids may hold U+0000 (PostgreSQL's text and jsonb cannot).
+    holds_nul: bool = True
     _embedder: Embedder | None
     _cache_dir: Path | None
 
@@ -879,6 +881,19 @@ class StoreBase(abc.ABC):
     @abc.abstractmethod
     def compact(self) -> bool:
         """Reclaim the space and traces of removed rows; False when that could not be done fully."""
+        raise NotImplementedError
+
+    # -- removal receipts (memctl.receipts): what a removal left behind, by location ------------
+    @abc.abstractmethod
+    def ids_with_hashes(self, hashes: set[str]) -> builtins.list[str]:
+        """Ids of the live memories whose text has one of these content hashes."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def index_strays(self) -> dict[str, int]:
+        """Entries of the derived indexes that belong to no live memory, by index ({"vector_index": n,
+        "keyword_index": n}), after the indexes are brought up to date and written where they persist.
+        0 everywhere proves that nothing removed can be found through them."""
         raise NotImplementedError
 
     def _embed_query(self, query: str) -> np.ndarray:

@@ -370,8 +370,10 @@ class EmbeddedStore(StoreBase):
                 if db is not None:
                     db.close()
                 if "locked" not in str(exc) or time.monotonic() > deadline:
+                    # SQLite says "disk I/O error" when a full disk leaves no room for the WAL index (-shm).
+                    cause = f"the disk is full ({exc})" if _full_disk(self.folder, exc) else str(exc)
                     raise StoreError(
-                        f"cannot open store database {self.folder / DB_FILE}: {exc}", hint=sqlite_hint(str(exc))
+                        f"cannot open store database {self.folder / DB_FILE}: {cause}", hint=sqlite_hint(cause)
                     ) from exc
                 time.sleep(0.05)
             except sqlite3.DatabaseError as exc:
@@ -1239,6 +1241,37 @@ class EmbeddedStore(StoreBase):
             busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         return not busy
 
+    def ids_with_hashes(self, hashes: set[str]) -> builtins.list[str]:
+        found: builtins.list[str] = []
+        for chunk in iter_chunks(sorted(hashes), 900):
+            marks = ",".join("?" * len(chunk))
+            found += [r[0] for r in self.db.execute(f"SELECT id FROM memories WHERE content_hash IN ({marks})", chunk)]
+        return found
+
+    def index_strays(self) -> dict[str, int]:
+        """The vector index as written to index.faiss (checkpointed now, then read back from the file) and
+        the FTS5 keyword index, each held against the live rows."""
+        import faiss
+
+        from memctl.store.vector_index import index_keys
+
+        live = {int(r[0]) for r in self.db.execute("SELECT seq FROM memories")}
+        vector = 0
+        if self.dimension() is not None:
+            with self._locked():
+                index = self.vector_index()
+                assert index is not None  # a store with a dimension has an index
+                index.checkpoint(self.db)
+            on_disk = faiss.read_index(str(index.path))
+            vector = sum(1 for key in index_keys(on_disk) if int(key) not in live)
+            vector += sum(1 for key in index_keys(index.index) if int(key) not in live)
+        try:  # external-content FTS5: verifies every index entry against the live rows' text
+            self.db.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
+            keyword = 0
+        except sqlite3.DatabaseError:  # SQLITE_CORRUPT_VTAB: an entry no live row accounts for
+            keyword = 1
+        return {"vector_index": vector, "keyword_index": keyword}
+
     # -- the archive, purging, size and stats --------------------------------------------
     def archived(self, memory_id: str) -> ArchivedMemory | None:
         read, cursor = self._named(f"SELECT {ARCHIVE_COLUMNS} FROM archive WHERE id = ?", (memory_id,))
@@ -1279,6 +1312,7 @@ class EmbeddedStore(StoreBase):
     def purge_rows(self, before: str | None, *, found: Callable[[set[str]], None] | None = None) -> set[str]:
         h_where, a_where, args = self._purge_where(before)
         hashes: set[str] = set()
+        self.db.execute("PRAGMA secure_delete=ON")  # deleted text overwritten in place, before any VACUUM
         with self._write() as db:
             for old, new in db.execute(
                 f"SELECT old_text, new_text FROM history WHERE {h_where}"
@@ -1635,3 +1669,14 @@ def _embed_and_scan(
 def _scanned(vectors: np.ndarray, index: VectorIndex | None) -> None:
     if index is not None and index.can_scan(SCAN_MIN) and len(vectors) and vectors.shape[1] == index.dimension:
         index.scan(vectors[-1])
+
+
+def _full_disk(folder: Path, exc: BaseException) -> bool:
+    """An SQLite I/O failure on a file system with (almost) no space left: the disk is full."""
+    if "disk i/o" not in str(exc).lower():
+        return False
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < (1 << 20)

@@ -150,6 +150,8 @@ def _first_line(exc: BaseException) -> str:
 class PostgresStore(StoreBase):
     """A memory store as the rows of one subdir in a PostgreSQL database."""
 
+    holds_nul = False  # text and jsonb refuse U+0000
+
     schemes = ("postgresql", "postgres")  # postgresql://USER:PASSWORD@HOST:PORT/DB, libpq's two spellings
     url_example = "postgresql://memctl:PASSWORD@db.example:5432/memctl"
 
@@ -618,7 +620,7 @@ class PostgresStore(StoreBase):
 
     def append_history(self, entries: Sequence[HistoryEntry]) -> None:
         """Copy history entries (oldest first) as they are: op, actor and time kept."""
-        with self._write():
+        with self._write(), self._insert_errors():
             self._history_rows(
                 [
                     (
@@ -1104,6 +1106,27 @@ class PostgresStore(StoreBase):
         except psycopg.Error:
             return False
         return True
+
+    def ids_with_hashes(self, hashes: set[str]) -> builtins.list[str]:
+        return [
+            r[0]
+            for r in self._all(
+                "SELECT id FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)",
+                (self.subdir, sorted(hashes)),
+            )
+        ]
+
+    def index_strays(self) -> dict[str, int]:
+        """The vector (pgvector) and the keyword (tsvector) index are columns of the memory rows: an index
+        entry of a deleted row is a dead tuple no query returns. What can stray is a row the store does
+        not count (a vector of another dimension is never searched): counted against the live rows."""
+        dim = self.dimension()
+        odd = self._one(
+            "SELECT count(*) FILTER (WHERE vector IS NULL OR vector_dims(vector) <> %s),"
+            " count(*) FILTER (WHERE tsv IS NULL) FROM memctl_memories WHERE subdir = %s",
+            (dim or 0, self.subdir),
+        )
+        return {"vector_index": int(odd[0]) if dim else 0, "keyword_index": int(odd[1])}
 
     def _area_counts(self) -> builtins.list[tuple[str, int, int]]:
         return [

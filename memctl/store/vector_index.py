@@ -213,7 +213,6 @@ class VectorIndex:
 
     def checkpoint(self, db: sqlite3.Connection) -> None:
         """Write index.faiss atomically and record its journal position. Caller holds the write lock."""
-        import faiss
 
         self.sync(db)
         if self.needs_retype():
@@ -226,7 +225,7 @@ class VectorIndex:
         os.close(fd)
         tmp = Path(tmp_name)
         try:
-            faiss.write_index(self.index, str(tmp))
+            write_index_file(self.index, tmp)
             with tmp.open("rb+") as handle:
                 os.fsync(handle.fileno())
             sha = file_sha256(tmp)
@@ -410,6 +409,41 @@ class VectorIndex:
         if order is None and bool(np.all(found[1:] > found[:-1])):
             return found  # sorted, without repeats already: np.unique's sort cost ~2 ms for 15k at 100k
         return np.unique(found if order is None else order[found])  # sorted, without repeats
+
+
+def index_keys(index: Any) -> np.ndarray:
+    """Every id (memories.seq) a FAISS index holds: the id map of a flat index, the inverted lists of an IVF."""
+    import faiss
+    import numpy as np
+
+    if type(index).__name__.startswith("IndexIDMap"):
+        return faiss.vector_to_array(index.id_map)
+    lists = faiss.extract_index_ivf(index).invlists
+    parts = [
+        faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
+        for i in range(lists.nlist)
+        if lists.list_size(i)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def write_index_file(index: Any, path: Path) -> None:
+    """faiss.write_index, its failures told as the OSError they are. FAISS reports a short write (a full
+    disk, a quota) as a bare RuntimeError carrying no errno: the free space of the file system says which."""
+    import errno
+
+    import faiss
+
+    try:
+        faiss.write_index(index, str(path))
+    except RuntimeError as exc:
+        try:
+            stats = os.statvfs(path.parent)
+            full = stats.f_bavail * stats.f_frsize < (1 << 20) or "write error" in str(exc)
+        except OSError:
+            full = False
+        code = errno.ENOSPC if full else errno.EIO
+        raise OSError(code, os.strerror(code), str(path)) from exc
 
 
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:

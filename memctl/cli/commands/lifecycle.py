@@ -109,6 +109,14 @@ def purge(
     all_: Annotated[bool, typer.Option("--all", help="All history and every archived memory.")] = False,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Then prove the purged texts cannot be recalled: not in the live rows, the indexes, the "
+            "history, the archive or the embedding cache (receipt in --json; exit 4 if not proven).",
+        ),
+    ] = False,
 ) -> None:
     """Remove history and archived memories for good, and compact the store so no trace of their text remains."""
     from memctl.lifecycle import purge as run_purge
@@ -123,7 +131,7 @@ def purge(
             else None
         )
         dry_run = decide(ctx, dry_run, yes, question)
-        report = preview if dry_run else run_purge(store, older_than=older_than, everything=all_)
+        report = preview if dry_run else run_purge(store, older_than=older_than, everything=all_, verify=verify)
 
     def human(console: Any) -> None:
         verb = "would purge" if report.dry_run else "purged"
@@ -134,6 +142,9 @@ def purge(
         )
 
     emit(st, {"subdir": st.subdir, **report.to_dict()}, human)
+    from memctl.cli.commands.memories import receipt_out
+
+    receipt_out(st, report.receipt)
 
 
 @app.command()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,11 +11,35 @@ from memctl.cli.inputs import parse_meta, read_text, text_limit, unit_interval
 from memctl.cli.render import count, emit, info, memory_table, these
 from memctl.errors import EXIT_NO_MATCH, UsageError
 
+if TYPE_CHECKING:
+    from memctl.cli.state import State
+    from memctl.receipts import Receipt
+    from memctl.store.base import StoreBase
+
 AreaOpt = Annotated[str | None, typer.Option("--area", "-a", help="main, fragments or solutions.")]
 FilterOpt = Annotated[str | None, typer.Option("--filter", "-f", help="Metadata filter, e.g. \"'db' in tags\".")]
 MetaOpt = Annotated[list[str] | None, typer.Option("--meta", "-m", help="key=value (repeatable; JSON values kept).")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
+VerifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verify",
+        help="Then prove the removed texts cannot be recalled: not in the live rows, the vector and keyword "
+        "indexes or the embedding cache (receipt in --json; exit 4 if not proven).",
+    ),
+]
+
+
+def receipt_out(st: State, receipt: Receipt | None) -> None:
+    """The receipt's one-line summary on stderr; one that does not verify exits 4 (the removal itself happened)."""
+    from memctl.errors import EXIT_PARTIAL
+
+    if receipt is None:
+        return
+    info(st, receipt.summary())
+    if not receipt.verified:
+        raise typer.Exit(EXIT_PARTIAL)
 
 
 def _importance(value: float | None) -> float | None:
@@ -152,6 +176,7 @@ def forget(
     filter: FilterOpt = None,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
+    verify: VerifyOpt = False,
 ) -> None:
     """Delete every memory similar to QUERY (in batches until none is left). Exit 3 if none matched."""
     from memctl.cli.confirm import asked, decide
@@ -172,6 +197,7 @@ def forget(
             batch = int(store.config["forget_batch_size"])
             for start in range(0, len(matches), batch):
                 store.delete([m.id for m in matches[start : start + batch]], cascade=False)
+        receipt = _receipt(store, "forget", [m.id for m in matches], [m.text for m in matches], verify and not dry_run)
     doc = {
         "subdir": st.subdir,
         "query": text,
@@ -180,6 +206,7 @@ def forget(
         "dry_run": dry_run,
         "count": len(matches),
         "deleted": [m.to_dict() for m in matches],
+        **({"receipt": receipt.to_dict()} if receipt else {}),
     }
     if not matches:
         info(st, "no memories matched")
@@ -191,6 +218,13 @@ def forget(
         emit(st, doc, lambda c: c.print(listing), essential=[m.id for m in matches] if dry_run else None)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
+    receipt_out(st, receipt)
+
+
+def _receipt(store: StoreBase, operation: str, ids: list[str], texts: list[str], wanted: bool) -> Receipt | None:
+    from memctl.receipts import hashes_of, verify_removal
+
+    return verify_removal(store, operation, ids, hashes_of(texts)) if wanted and ids else None
 
 
 def _listing(matches: list, verb: str) -> object:
@@ -204,11 +238,13 @@ def delete(
     no_cascade: Annotated[bool, typer.Option("--no-cascade", help="Keep memories derived from these ids.")] = False,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
+    verify: VerifyOpt = False,
 ) -> None:
     """Delete memories by id, and what was derived from them. Exit 3 if no id exists."""
     st = state(ctx)
     if not all(i.strip() for i in ids):
         raise UsageError("an id is empty", hint="pass the ids `memctl list` or `memctl load` print")
+    receipt: Receipt | None = None
     with st.open_store() as store:
         plan = store.delete_plan(ids, cascade=not no_cascade)
         if dry_run:
@@ -216,7 +252,15 @@ def delete(
         else:
             if plan.deleted:
                 confirm(ctx, _delete_line("Delete", plan.to_dict(), missing=False) + "?", yes)
-            doc = {"subdir": st.subdir, "dry_run": False, **store.delete(ids, cascade=not no_cascade).to_dict()}
+            texts = [m.text for m in store.get(plan.deleted + plan.cascaded)] if verify else []
+            result = store.delete(ids, cascade=not no_cascade)
+            receipt = _receipt(store, "delete", result.deleted + result.cascaded, texts, verify)
+            doc = {
+                "subdir": st.subdir,
+                "dry_run": False,
+                **result.to_dict(),
+                **({"receipt": receipt.to_dict()} if receipt else {}),
+            }
     emit(
         st,
         doc,
@@ -225,6 +269,7 @@ def delete(
     )
     if not plan.deleted:
         raise typer.Exit(EXIT_NO_MATCH)
+    receipt_out(st, receipt)
 
 
 def _delete_line(verb: str, plan: dict, missing: bool = True) -> str:
