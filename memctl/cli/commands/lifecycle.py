@@ -214,6 +214,7 @@ def _stats_table(rows: list[dict[str, Any]]) -> Any:
             ("oldest / newest", f"{(r['oldest'] or '-')[:19]} / {(r['newest'] or '-')[:19]}"),
             ("never accessed", str(r["never_accessed"])),
             ("archived (restorable)", str(r["archived"])),
+            ("pending review", str(r["pending"])),
             ("history entries", str(r["history"])),
             ("size on disk", _size(r["bytes"])),
             ("model", model),

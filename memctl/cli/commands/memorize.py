@@ -111,7 +111,7 @@ def _render_memorize(console: Any, report: Any) -> None:
         for column in ("area", "fate", "why", "ids", "text"):
             table.add_column(column, overflow="fold")
         for c in transcript.candidates:
-            why = c.reason + (f" ({c.notes[0]})" if c.fate == "gated" and c.notes else "")
+            why = c.reason + (f" ({c.notes[0]})" if c.fate in ("gated", "pending") and c.notes else "")
             ids = ", ".join(c.ids + [f"-{i}" for i in c.removed])
             text = c.text if not c.result_text else f"{c.text} => {c.result_text}"
             table.add_row(c.area, _fate_label(c.fate, report.dry_run), short(why, 80), ids, short(text, 140))
@@ -124,6 +124,8 @@ def _render_memorize(console: Any, report: Any) -> None:
             console.print(f"note: {note}")
     counts = {k: v for k, v in report.summary().items() if v and k not in ("transcripts",)}
     console.print(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()) or "nothing extracted")
+    if counts.get("pending") and not report.dry_run:
+        console.print("pending candidates wait in the review queue: `memctl review list`")
 
 
 @app.command()
