@@ -258,7 +258,7 @@ def verify_backup(source: Path) -> dict[str, Any]:
 
 
 def store_has_content(folder: Path) -> bool:
-    """True when the store holds memories, history or archive rows, behaviour rules or knowledge state."""
+    """True when the store holds memories, history, archive or pending rows, behaviour rules or knowledge state."""
     if any((folder / name).is_file() for name in (BEHAVIOUR_FILE, KNOWLEDGE_FILE)):
         return True
     if not (folder / DB_FILE).is_file():
@@ -269,7 +269,7 @@ def store_has_content(folder: Path) -> bool:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             return any(
                 db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
-                for t in ("memories", "history", "archive")
+                for t in ("memories", "history", "archive", "pending")
                 if t in tables
             )
         finally:
@@ -355,7 +355,7 @@ COPY_BATCH = 2000
 
 def copy_store(source: StoreBase, dest: StoreBase) -> int:
     """Everything `source` holds — memories with their vectors and access times, history, links,
-    archive, behaviour rules, knowledge state — into the empty `dest` as it is, in one transaction
+    archive, the review queue, behaviour rules, knowledge state — into the empty `dest` as it is, in one transaction
     at `dest`. Wrap it in `source.snapshot()` for a consistent read. Returns the memories copied."""
     stored = source.model_info()
     info = ModelInfo(stored["provider"], stored["model"]) if stored else None
@@ -374,6 +374,7 @@ def copy_store(source: StoreBase, dest: StoreBase) -> int:
         dest.put_links(source.links())
         for archived in iter_chunks(source.iter_archive(), COPY_BATCH):
             dest.put_archive(archived)
+        dest.put_pending(source.pending_items())
         rules = source.read_behaviour()
         if rules is not None:
             dest.write_behaviour(rules)

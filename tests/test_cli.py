@@ -355,7 +355,12 @@ def test_the_command_module_map_matches_where_each_command_is_defined():
         info.name or info.callback.__name__: info.callback.__module__.rsplit(".", 1)[1]
         for info in app.registered_commands
     }
-    defined.update({group.name: "config" for group in app.registered_groups})
+    defined.update(
+        {
+            group.name: group.typer_instance.registered_commands[0].callback.__module__.rsplit(".", 1)[1]
+            for group in app.registered_groups
+        }
+    )
     assert defined == COMMAND_MODULES
     assert list(get_command(app).commands) == list(COMMAND_MODULES)  # --help order
 

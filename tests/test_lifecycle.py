@@ -512,10 +512,11 @@ def test_stats_json(backend, cli, home: Path):
         "last_accessed",
         "archived",
         "history",
+        "pending",
         "bytes",
         "model",
     }
-    assert (s["count"], s["knowledge"], s["conversation"], s["archived"]) == (3, 1, 2, 1)
+    assert (s["count"], s["knowledge"], s["conversation"], s["archived"], s["pending"]) == (3, 1, 2, 1, 0)
     assert s["areas"]["fragments"] == {"count": 2, "knowledge": 1, "conversation": 1}
     assert s["areas"]["solutions"]["count"] == 0 and s["never_accessed"] == 3
     assert s["model"]["provider"] == "fake" and s["bytes"] > 0 and s["oldest"] <= s["newest"]

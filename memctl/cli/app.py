@@ -152,6 +152,7 @@ COMMAND_MODULES = {
     "recall": "recall",
     "mcp": "mcp",
     "config": "config",
+    "review": "review",
 }
 MODULE_ORDER = list(dict.fromkeys(COMMAND_MODULES.values()))
 

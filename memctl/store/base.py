@@ -32,6 +32,7 @@ from memctl.store.records import (
     HistoryEntry,
     Hit,
     Memory,
+    PendingItem,
     StoreList,
     now_iso,
     relevance,
@@ -110,6 +111,10 @@ def _stored_record(record: Mapping[str, Any], now: str) -> dict[str, Any]:
         "created_at": created_at,
         "updated_at": normalised_or_kept(record.get("updated_at")) or created_at,
     }
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def json_or_none(value: Any) -> str | None:
@@ -964,6 +969,176 @@ class StoreBase(abc.ABC):
         """(key, Hit) for the pairs whose rows still exist, in the given order."""
         raise NotImplementedError
 
+    # -- the review queue (memctl/review) ----------------------------------------------
+    # Pending items live in a table of their own: no vector, no keyword row, so nothing that reads
+    # memories (search, list, load, recall, consolidation, export) ever sees one.
+    def add_pending(
+        self,
+        text: str,
+        area: str = "fragments",
+        metadata: Mapping[str, Any] | None = None,
+        reason: str = "",
+        *,
+        actor: str | None = None,
+    ) -> str:
+        """Queue `text` for review (not embedded, not searchable); its id. The same text already waiting in
+        the same area is not queued twice: its id is returned (memorize run again on one transcript)."""
+        text = self._check_text(text)
+        check_area(area)
+        meta = check_metadata(metadata)
+        digest = content_hash(text)
+        with self._write():
+            waiting = self._pending_with_hash(digest, area, text)
+            if waiting is not None:
+                return waiting
+            rid = self._unused_id()
+            item = PendingItem(
+                rid,
+                text,
+                area,
+                now_iso(),
+                str(reason or ""),
+                meta,
+                _text_or_none(meta.get("source")),
+                _text_or_none(meta.get("transcript")),
+            )
+            self._insert_pending([item])
+            self._history(rid, "pending", area=area, new_text=text, new_metadata=meta, actor=actor)
+        return rid
+
+    def _unused_id(self) -> str:
+        """A new id that no memory, pending item or archived memory has (restore finds archived ones by id)."""
+        while True:
+            rid = new_id()
+            if not self._existing_ids([rid]) and not self._pending_rows([rid]) and self.archived(rid) is None:
+                return rid
+
+    def pending_items(
+        self, limit: int | None = None, offset: int = 0, area: str | None = None
+    ) -> builtins.list[PendingItem]:
+        """Pending items, oldest first (the order a queue is worked through), in `area` when given."""
+        if area:
+            check_area(area)
+        return self._pending_page(limit, offset, area)
+
+    def get_pending(self, ids: Sequence[str]) -> builtins.list[PendingItem]:
+        """The pending items with these ids that exist, in the order asked."""
+        found = {item.id: item for item in self._pending_rows(list(dict.fromkeys(ids)))}
+        return [found[i] for i in ids if i in found]
+
+    def count_pending(self, area: str | None = None) -> int:
+        """How many items wait for review (in `area`)."""
+        if area:
+            check_area(area)
+        return self._pending_count(area)
+
+    def require_pending(self, ids: Sequence[str]) -> builtins.list[PendingItem]:
+        """The pending items `ids` name (duplicates once); NotFoundError naming the first that is not pending."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            raise UsageError("no pending id given", hint="`memctl review list` shows the ids")
+        items = self.get_pending(ids)
+        missing = [i for i in ids if i not in {item.id for item in items}]
+        if missing:
+            raise NotFoundError(
+                f"no pending item {missing[0]!r} in store {self.name!r}"
+                + (f" (nor {len(missing) - 1} more of the ids)" if len(missing) > 1 else "")
+                + "; nothing was changed",
+                hint="`memctl review list` shows what waits; `memctl history ID` what became of it",
+            )
+        return items
+
+    def approve_pending(self, ids: Sequence[str], text: str | None = None, actor: str = "review") -> builtins.list[str]:
+        """Make pending items memories (all or none): embedded now, inserted with the pending id, the item's
+        area, metadata and created_at, and removed from the queue in one transaction; history records op
+        `approve` by `actor`. `text` (one id only) replaces the text first (edit, then approve)."""
+        items = self.require_pending(ids)
+        if text is not None and len(items) != 1:
+            raise UsageError("--text edits one item: give exactly one id with it", hint="approve the others apart")
+        texts = [self._check_text(text) if text is not None else item.text for item in items]
+        vectors = self.embed(texts)  # before the transaction: the model does not hold writers back
+        info = self.embedder.info
+        if len(items):
+            self._ensure_vector_index(int(vectors.shape[1]))
+        stamp = now_iso()
+        records = [
+            {
+                "id": i.id,
+                "text": t,
+                "area": i.area,
+                "created_at": i.created_at,
+                "updated_at": stamp,
+                "metadata": i.metadata,
+            }
+            for i, t in zip(items, texts, strict=True)
+        ]
+        approved = [item.id for item in items]
+        with self._write():
+            self.require_pending(approved)  # another reviewer may have decided them while we embedded
+            self.insert_records(records, vectors, info, actor=actor, op="approve", on_conflict="error")
+            self._delete_pending(approved)
+            self.touch(approved, at=stamp)  # an approval is a use: not pruned tonight for never being read
+        return approved
+
+    def reject_pending(self, ids: Sequence[str], actor: str = "review") -> builtins.list[str]:
+        """Remove pending items (all or none), kept in the archive (op `reject`, no vector) so that `memctl
+        restore ID` brings one back as a memory; history records op `reject` by `actor`."""
+        with self._write():
+            items = self.require_pending(ids)
+            rejected = [item.id for item in items]
+            stamp = now_iso()
+            for item in items:
+                self._history(
+                    item.id, "reject", area=item.area, old_text=item.text, old_metadata=item.metadata, actor=actor
+                )
+            self.unarchive(rejected)  # one archived version per id: this one
+            self.put_archive(
+                [
+                    ArchivedMemory(
+                        Memory(item.id, item.text, item.area, item.created_at, stamp, item.metadata),
+                        None,
+                        None,
+                        None,
+                        stamp,
+                        "reject",
+                        actor,
+                    )
+                    for item in items
+                ]
+            )
+            self._delete_pending(rejected)
+        return rejected
+
+    def put_pending(self, items: Sequence[PendingItem]) -> None:
+        """Insert pending items exactly as given, with no history entries (a backup being restored, a
+        migration). Joins an open transaction."""
+        with self._write():
+            self._insert_pending(items)
+
+    @abc.abstractmethod
+    def _insert_pending(self, items: Sequence[PendingItem]) -> None:
+        """Insert pending rows as given (content hash computed here); joins an open transaction."""
+
+    @abc.abstractmethod
+    def _pending_with_hash(self, digest: str, area: str, text: str) -> str | None:
+        """The id of a pending item in `area` with this content hash and text, if one waits."""
+
+    @abc.abstractmethod
+    def _pending_rows(self, ids: Sequence[str]) -> builtins.list[PendingItem]:
+        """The pending items with these ids, in any order."""
+
+    @abc.abstractmethod
+    def _pending_page(self, limit: int | None, offset: int, area: str | None) -> builtins.list[PendingItem]:
+        """Pending items oldest first (created_at, then id), `limit` None: all."""
+
+    @abc.abstractmethod
+    def _pending_count(self, area: str | None) -> int:
+        """How many pending items (in `area`)."""
+
+    @abc.abstractmethod
+    def _delete_pending(self, ids: Sequence[str]) -> None:
+        """Remove these pending rows; joins an open transaction."""
+
     # -- the archive, history purging, size (memctl/lifecycle.py) -------------------------
     @abc.abstractmethod
     def archived(self, memory_id: str) -> ArchivedMemory | None:
@@ -1030,6 +1205,7 @@ class StoreBase(abc.ABC):
             "last_accessed": last,
             "archived": archived,
             "history": history,
+            "pending": self.count_pending(),
             "bytes": self.size_bytes(),
             "model": self.model_info(),
         }

@@ -47,10 +47,12 @@ from memctl.store.layout import (  # noqa: F401 - the file names and folder_size
 from memctl.store.records import (
     ARCHIVE_COLUMNS,
     MEMORY_COLUMNS,
+    PENDING_COLUMNS,
     ArchivedMemory,
     HistoryEntry,
     Hit,
     Memory,
+    PendingItem,
     RowReader,
     StoreList,
     StoreSummary,
@@ -58,6 +60,7 @@ from memctl.store.records import (
     archived_of,
     history_entry,
     now_iso,
+    pending_of,
     relevance,
 )
 from memctl.store.schema import MIGRATIONS, apply_migrations
@@ -781,6 +784,70 @@ class EmbeddedStore(StoreBase):
                 (model, stamp, op, actor or self.actor, *chunk),
             )
 
+    # -- the review queue: the `pending` table (m009_pending) ----------------------------
+    def _insert_pending(self, items: Sequence[PendingItem]) -> None:
+        self.db.executemany(
+            f"INSERT INTO pending ({PENDING_COLUMNS}, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    i.id,
+                    i.text,
+                    i.area,
+                    i.created_at,
+                    json.dumps(i.metadata, ensure_ascii=False),
+                    i.reason,
+                    i.source,
+                    i.transcript,
+                    content_hash(i.text),
+                )
+                for i in items
+            ],
+        )
+
+    def _has_pending_table(self) -> bool:
+        """False only for a read-only store written before m009_pending (it cannot be migrated: nothing waits)."""
+        if not self.read_only:
+            return True
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'pending'").fetchone() is not None
+
+    def _pending_with_hash(self, digest: str, area: str, text: str) -> str | None:
+        row = self.db.execute(
+            "SELECT id FROM pending WHERE content_hash = ? AND area = ? AND text = ? ORDER BY created_at LIMIT 1",
+            (digest, area, text),
+        ).fetchone()
+        return row[0] if row else None
+
+    def _pending_rows(self, ids: Sequence[str]) -> builtins.list[PendingItem]:
+        if not self._has_pending_table():
+            return []
+        found: builtins.list[PendingItem] = []
+        for chunk in iter_chunks(ids, 900):
+            read, rows = self._named(
+                f"SELECT {PENDING_COLUMNS} FROM pending WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            )
+            found += [pending_of(read.record(row)) for row in rows]
+        return found
+
+    def _pending_page(self, limit: int | None, offset: int, area: str | None) -> builtins.list[PendingItem]:
+        if not self._has_pending_table():
+            return []
+        where, args = ("WHERE area = ?", [area]) if area else ("", [])
+        read, rows = self._named(
+            f"SELECT {PENDING_COLUMNS} FROM pending {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+            [*args, -1 if limit is None else int(limit), int(offset)],
+        )
+        return [pending_of(read.record(row)) for row in rows]
+
+    def _pending_count(self, area: str | None) -> int:
+        if not self._has_pending_table():
+            return 0
+        where, args = ("WHERE area = ?", [area]) if area else ("", [])
+        return int(self.db.execute(f"SELECT COUNT(*) FROM pending {where}", args).fetchone()[0])
+
+    def _delete_pending(self, ids: Sequence[str]) -> None:
+        for chunk in iter_chunks(ids, 900):
+            self.db.execute(f"DELETE FROM pending WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
         """Record that `ids` were just read (accessed_at, for prune --not-accessed-for).
 
@@ -1320,7 +1387,9 @@ class EmbeddedStore(StoreBase):
                 [*args, *args],
             ):
                 hashes.update(content_hash(t) for t in (old, new) if t)
-            hashes -= {r[0] for r in db.execute("SELECT content_hash FROM memories")}
+            hashes -= {
+                r[0] for r in db.execute("SELECT content_hash FROM memories UNION SELECT content_hash FROM pending")
+            }
             if found is not None:
                 found(hashes)
             db.execute(f"DELETE FROM history WHERE {h_where}", args)

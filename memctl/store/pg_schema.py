@@ -360,6 +360,28 @@ INSERT INTO memctl_counts (subdir, slot, memories, changes)
 """,
     ),
     ("m008_utc_timestamps", _utc_timestamps),
+    (
+        "m009_pending",
+        """
+-- The review queue (the embedded store's `pending` table): candidates the gate was unsure of and memories
+-- an agent proposed. Not memories: no vector, no tsv, no counts, so no search, list or consolidation sees them.
+CREATE TABLE memctl_pending (
+    subdir TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    area TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    metadata JSON NOT NULL DEFAULT '{}',
+    reason TEXT NOT NULL DEFAULT '',
+    source TEXT,
+    transcript TEXT,
+    content_hash TEXT NOT NULL,
+    PRIMARY KEY (subdir, id)
+);
+CREATE INDEX memctl_pending_created ON memctl_pending (subdir, created_at, id);
+CREATE INDEX memctl_pending_hash ON memctl_pending (subdir, content_hash);
+""",
+    ),
 ]
 
 

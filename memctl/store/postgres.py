@@ -27,10 +27,12 @@ from memctl.store.base import PreparedRow, StoreBase, StoreSpec, check_area
 from memctl.store.records import (
     ARCHIVE_COLUMNS,
     MEMORY_COLUMNS,
+    PENDING_COLUMNS,
     ArchivedMemory,
     HistoryEntry,
     Hit,
     Memory,
+    PendingItem,
     RowReader,
     StoreList,
     StoreSummary,
@@ -38,6 +40,7 @@ from memctl.store.records import (
     archived_of,
     history_entry,
     now_iso,
+    pending_of,
     relevance,
 )
 
@@ -70,6 +73,7 @@ _STORE_TABLES = (
     "memctl_behaviour",
     "memctl_knowledge_folders",
     "memctl_knowledge_files",
+    "memctl_pending",
     "memctl_stores",
 )
 _TS_CONFIG = "english"
@@ -679,6 +683,68 @@ class PostgresStore(StoreBase):
             )
             self._execute("DELETE FROM memctl_archive WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
 
+    # -- the review queue: memctl_pending (m009_pending) ----------------------------------
+    def _insert_pending(self, items: Sequence[PendingItem]) -> None:
+        if not items:
+            return
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO memctl_pending (subdir, {PENDING_COLUMNS}, content_hash)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        self.subdir,
+                        i.id,
+                        i.text,
+                        i.area,
+                        i.created_at,
+                        json.dumps(i.metadata, ensure_ascii=False),
+                        i.reason,
+                        i.source,
+                        i.transcript,
+                        content_hash(i.text),
+                    )
+                    for i in items
+                ],
+            )
+
+    def _pending_with_hash(self, digest: str, area: str, text: str) -> str | None:
+        # FOR UPDATE: two memorize runs queueing the same text at once — the second waits, then finds it.
+        row = self._one(
+            "SELECT id FROM memctl_pending WHERE subdir = %s AND content_hash = %s AND area = %s AND text = %s"
+            " ORDER BY created_at LIMIT 1 FOR UPDATE",
+            (self.subdir, digest, area, text),
+        )
+        return row[0] if row else None
+
+    def _pending_rows(self, ids: Sequence[str]) -> builtins.list[PendingItem]:
+        if not ids:
+            return []
+        lock = " FOR UPDATE" if self._depth else ""  # inside a write: decided once, by one reviewer
+        read, rows = self._named(
+            f"SELECT {PENDING_COLUMNS} FROM memctl_pending WHERE subdir = %s AND id = ANY(%s){lock}",
+            (self.subdir, list(ids)),
+        )
+        return [pending_of(read.record(row)) for row in rows]
+
+    def _pending_page(self, limit: int | None, offset: int, area: str | None) -> builtins.list[PendingItem]:
+        read, rows = self._named(
+            f"SELECT {PENDING_COLUMNS} FROM memctl_pending WHERE subdir = %s AND (%s::text IS NULL OR area = %s)"
+            " ORDER BY created_at, id LIMIT %s OFFSET %s",
+            (self.subdir, area, area, limit, int(offset)),
+        )
+        return [pending_of(read.record(row)) for row in rows]
+
+    def _pending_count(self, area: str | None) -> int:
+        row = self._one(
+            "SELECT count(*) FROM memctl_pending WHERE subdir = %s AND (%s::text IS NULL OR area = %s)",
+            (self.subdir, area, area),
+        )
+        return int(row[0])
+
+    def _delete_pending(self, ids: Sequence[str]) -> None:
+        self._execute("DELETE FROM memctl_pending WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
+
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
         """Record that `ids` were just read (accessed_at). Best effort: skipped when rows stay locked."""
         import psycopg
@@ -1161,7 +1227,8 @@ class PostgresStore(StoreBase):
                 " FROM (SELECT subdir FROM memctl_stores"
                 " UNION SELECT subdir FROM memctl_counts GROUP BY subdir HAVING sum(memories) > 0"
                 " UNION SELECT subdir FROM memctl_behaviour"
-                " UNION SELECT DISTINCT subdir FROM memctl_knowledge_folders) s"
+                " UNION SELECT DISTINCT subdir FROM memctl_knowledge_folders"
+                " UNION SELECT DISTINCT subdir FROM memctl_pending) s"
                 " ORDER BY s.subdir"
             )
         ]
@@ -1212,8 +1279,9 @@ class PostgresStore(StoreBase):
             )
             hashes = {content_hash(t) for row in rows for t in row if t}
             live = self._all(
-                "SELECT DISTINCT content_hash FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)",
-                (self.subdir, sorted(hashes)),
+                "SELECT content_hash FROM memctl_memories WHERE subdir = %s AND content_hash = ANY(%s)"
+                " UNION SELECT content_hash FROM memctl_pending WHERE subdir = %s AND content_hash = ANY(%s)",
+                (self.subdir, sorted(hashes), self.subdir, sorted(hashes)),
             )
             hashes -= {r[0] for r in live}
             if found is not None:
@@ -1464,7 +1532,7 @@ class PostgresStore(StoreBase):
         self._execute("LOCK TABLE " + ", ".join(_STORE_TABLES) + " IN SHARE ROW EXCLUSIVE MODE")
 
     def has_content(self) -> bool:
-        """True when the store holds memories, history, archive rows, behaviour rules or knowledge state."""
+        """True when the store holds memories, history, archive or pending rows, behaviour rules or knowledge state."""
         return bool(
             self._one(
                 "SELECT "

@@ -16,6 +16,8 @@ AREAS = ("main", "fragments", "solutions")
 MEMORY_COLUMNS = "seq, id, text, area, created_at, updated_at, metadata"
 ARCHIVE_COLUMNS = "id, text, area, created_at, updated_at, metadata, vector, model, accessed_at, archived_at, op, actor"
 RESERVED_METADATA_KEYS = frozenset({"id", "area", "created_at", "updated_at"})
+# The columns of a pending row (the review queue), the same in both backends.
+PENDING_COLUMNS = "id, text, area, created_at, metadata, reason, source, transcript"
 
 
 def now_iso() -> str:
@@ -73,6 +75,44 @@ class HistoryEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class PendingItem:
+    """A candidate waiting for review (`memctl review`): stored apart from the memories, so no search,
+    list, load, recall or consolidation sees it until it is approved."""
+
+    id: str
+    text: str
+    area: str
+    created_at: str
+    reason: str  # why it waits: the gate's detail ("p(noise) 0.48"), or what the proposer said
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None  # metadata `source`: memorize, mcp, ...
+    transcript: str | None = None  # metadata `transcript`: the conversation it came from
+
+    @property
+    def p_noise(self) -> float | None:
+        """The gate's P(noise) when the gate put it here (metadata `gate_p_noise`), else None."""
+        value = self.metadata.get("gate_p_noise")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "p_noise": self.p_noise}
+
+
+def pending_of(row: Mapping[str, Any]) -> PendingItem:
+    """A PendingItem from a record of PENDING_COLUMNS (RowReader.record)."""
+    return PendingItem(
+        id=row["id"],
+        text=row["text"],
+        area=row["area"],
+        created_at=row["created_at"],
+        reason=row["reason"] or "",
+        metadata=_metadata(row["metadata"]),
+        source=row["source"],
+        transcript=row["transcript"],
+    )
 
 
 @dataclass

@@ -264,6 +264,28 @@ INSERT OR IGNORE INTO counters VALUES ('commits', 0);
     ),
     ("m007_filter_terms", _FILTER_TERMS),
     ("m008_utc_timestamps", _utc_timestamps),
+    (
+        "m009_pending",
+        """
+-- The review queue: candidates the gate was unsure of (memorize_pending: review) and memories an agent
+-- proposed (MCP memory_propose). Not memories: no vector, no FTS row, no filter postings, so no search,
+-- list or consolidation sees them. `memctl review approve` moves one into memories (embedded then);
+-- `review reject` moves it to the archive, where `memctl restore` finds it.
+CREATE TABLE pending (
+    id TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    area TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    reason TEXT NOT NULL DEFAULT '',
+    source TEXT,                      -- metadata `source`: memorize, mcp, ...
+    transcript TEXT,                  -- metadata `transcript`
+    content_hash TEXT NOT NULL
+);
+CREATE INDEX pending_created ON pending(created_at, id);
+CREATE INDEX pending_hash ON pending(content_hash);
+""",
+    ),
 ]
 
 

@@ -239,6 +239,7 @@ def _stats_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("never accessed", str(r["never_accessed"])),
         ("last access", _when(r["last_accessed"])),
         ("archived (restorable)", str(r["archived"])),
+        ("pending review", str(r.get("pending", 0))),
         ("history entries", str(r["history"])),
         ("size on disk", _size(r["bytes"])),
         ("model", model),

@@ -101,7 +101,7 @@ _CANDIDATE_COLUMNS = ("area", "fate", "why", "ids", "text")
 
 
 def _candidate_row(c: Any, dry_run: bool) -> tuple[str, ...]:
-    why = c.reason + (f" ({c.notes[0]})" if c.fate == "gated" and c.notes else "")
+    why = c.reason + (f" ({c.notes[0]})" if c.fate in ("gated", "pending") and c.notes else "")
     ids = ", ".join(c.ids + [f"-{i}" for i in c.removed])
     text = c.text if not c.result_text else f"{c.text} => {c.result_text}"
     return (c.area, _fate_label(c.fate, dry_run), why, ids, text)
@@ -135,6 +135,8 @@ def _render_memorize(console: Any, report: Any) -> None:
             say(f"note: {note}")
     counts = {k: v for k, v in report.summary().items() if v and k not in ("transcripts",)}
     say(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in counts.items()) or "nothing extracted")
+    if counts.get("pending") and not report.dry_run:
+        say("pending candidates wait in the review queue: `memctl review list`")
 
 
 @app.command()
