@@ -171,7 +171,9 @@ def check(
                 found = (PENDING, decision.detail)
     if (found is None or found[0] == PENDING) and grounding is not None:
         found = grounding.check(text, _area(area)) or found
-    return Verdict(text, area, *(found or (None, "")), p_noise=p_noise)
+    if found is None:
+        return Verdict(text, area, p_noise=p_noise)
+    return Verdict(text, area, found[0], found[1], p_noise=p_noise)
 
 
 def gate(
