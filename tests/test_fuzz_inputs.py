@@ -312,9 +312,7 @@ CHUNK_KINDS = [("yes", b"y\n"), ("zero", b"\x00")]
 CHUNKS = pytest.mark.parametrize("chunk", [k for _, k in CHUNK_KINDS], ids=[n for n, _ in CHUNK_KINDS])
 
 
-UNBOUNDED = pytest.mark.xfail(
-    strict=True, reason="issue #35 item 3 (bounded reads) is edge-store's: remove this mark when it is merged"
-)
+UNBOUNDED = ()  # bounded since #35 item 3 (edge-store): these cases pass now
 
 
 @CHUNKS

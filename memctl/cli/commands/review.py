@@ -59,7 +59,9 @@ def approve(
 
     st = state(ctx)
     with st.open_store(actor="review") as store:
-        memories = run_approve(store, ids, text=read_text(text, limit=st.text_limit()) if text is not None else None, dry_run=dry_run)
+        memories = run_approve(
+            store, ids, text=read_text(text, limit=st.text_limit()) if text is not None else None, dry_run=dry_run
+        )
     title = f"{'would approve' if dry_run else 'approved'} {len(memories)}"
     doc = {"subdir": st.subdir, "dry_run": dry_run, "approved": [m.to_dict() for m in memories]}
     emit(st, doc, lambda c: c.print(memory_table(memories, title=title)))
