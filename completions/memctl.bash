@@ -6,8 +6,9 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config) ;;
+        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review) ;;
         'memctl config') _memctl_words=(show get set path) ;;
+        'memctl review') _memctl_words=(list approve reject resolve) ;;
         *) _memctl_words=() ;;
     esac
 }
@@ -48,6 +49,11 @@ _memctl_options() {
         'memctl config get') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config set') _memctl_words=(--scope -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config path') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review list') _memctl_words=(-a --area -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review approve') _memctl_words=(--text --dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review reject') _memctl_words=(--dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review resolve') _memctl_words=(--older-than --max-p-noise --approve-all --reject-rest -a --area --source --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         *) _memctl_words=() ;;
     esac
 }
@@ -73,6 +79,9 @@ _memctl_takes_value() {
         'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold') return 0 ;;
         'memctl mcp|--http'|'memctl mcp|--allow-subdirs') return 0 ;;
         'memctl config set|--scope') return 0 ;;
+        'memctl review list|-a'|'memctl review list|--area'|'memctl review list|-n'|'memctl review list|--limit'|'memctl review list|-p'|'memctl review list|--page') return 0 ;;
+        'memctl review approve|--text') return 0 ;;
+        'memctl review resolve|--older-than'|'memctl review resolve|--max-p-noise'|'memctl review resolve|-a'|'memctl review resolve|--area'|'memctl review resolve|--source') return 0 ;;
     esac
     case "$2" in
         --root|-s|--subdir|--store) return 0 ;;
@@ -130,6 +139,14 @@ _memctl_values() {
         'memctl mcp|--http') :; return ;;
         'memctl mcp|--allow-subdirs') :; return ;;
         'memctl config set|--scope') :; return ;;
+        'memctl review list|-a'|'memctl review list|--area') _memctl_add main fragments solutions; return ;;
+        'memctl review list|-n'|'memctl review list|--limit') :; return ;;
+        'memctl review list|-p'|'memctl review list|--page') :; return ;;
+        'memctl review approve|--text') :; return ;;
+        'memctl review resolve|--older-than') :; return ;;
+        'memctl review resolve|--max-p-noise') :; return ;;
+        'memctl review resolve|-a'|'memctl review resolve|--area') _memctl_add main fragments solutions; return ;;
+        'memctl review resolve|--source') :; return ;;
     esac
     case "$2" in
         --root) _memctl_files path ;;
@@ -162,6 +179,8 @@ _memctl_positional() {
         'memctl config get|0') : ;;
         'memctl config set|0') : ;;
         'memctl config set|1') : ;;
+        'memctl review approve|'*) : ;;
+        'memctl review reject|'*) : ;;
         *) return 1 ;;
     esac
 }

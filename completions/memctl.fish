@@ -4,9 +4,11 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config
+            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review
         case 'memctl config'
             printf '%s\n' show get set path
+        case 'memctl review'
+            printf '%s\n' list approve reject resolve
     end
 end
 
@@ -47,6 +49,12 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
         case 'memctl mcp|--http' 'memctl mcp|--allow-subdirs'
             return 0
         case 'memctl config set|--scope'
+            return 0
+        case 'memctl review list|-a' 'memctl review list|--area' 'memctl review list|-n' 'memctl review list|--limit' 'memctl review list|-p' 'memctl review list|--page'
+            return 0
+        case 'memctl review approve|--text'
+            return 0
+        case 'memctl review resolve|--older-than' 'memctl review resolve|--max-p-noise' 'memctl review resolve|-a' 'memctl review resolve|--area' 'memctl review resolve|--source'
             return 0
     end
     switch $argv[2]
@@ -128,6 +136,7 @@ complete -c memctl -n '__memctl_at memctl' -a migrate -d 'Copy the store (--subd
 complete -c memctl -n '__memctl_at memctl' -a recall -d 'Recall memories and solutions for MESSAGE, rendered for an agent\'s prompt.'
 complete -c memctl -n '__memctl_at memctl' -a mcp -d 'Serve the store to MCP clients (agents): stdio by default, or --http.'
 complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
+complete -c memctl -n '__memctl_at memctl' -a review -d 'The review queue: candidates the gate was unsure of (memorize_pending: review) and memories agents proposed.'
 
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
@@ -284,3 +293,34 @@ complete -c memctl -n '__memctl_at memctl config show' -l effective -d 'Every ke
 complete -c memctl -n '__memctl_at memctl config set' -l scope -x -d 'user (your config file) or store (this subdir\'s config.yaml).'
 
 # memctl config path
+
+# Subcommands of memctl review.
+complete -c memctl -n '__memctl_at memctl review' -a list -d 'List pending items, oldest first: id, area, created, source, why it waits, text.'
+complete -c memctl -n '__memctl_at memctl review' -a approve -d 'Make pending items memories (embedded now; same id, area, metadata).'
+complete -c memctl -n '__memctl_at memctl review' -a reject -d 'Reject pending items: removed from the queue and archived (`memctl restore ID` brings one back as a memory).'
+complete -c memctl -n '__memctl_at memctl review' -a resolve -d 'Decide the queue by a policy, for cron: e.g.'
+
+# memctl review
+
+# memctl review list
+complete -c memctl -n '__memctl_at memctl review list' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
+complete -c memctl -n '__memctl_at memctl review list' -s n -l limit -x -d 'Page size [config list_page_size].'
+complete -c memctl -n '__memctl_at memctl review list' -s p -l page -x -d 'Page number, 1 = oldest.'
+
+# memctl review approve
+complete -c memctl -n '__memctl_at memctl review approve' -l text -x -d 'Edit, then approve: the new text (\'-\' stdin, \'@FILE\'); one ID only.'
+complete -c memctl -n '__memctl_at memctl review approve' -l dry-run -d 'Show what would change; change nothing.'
+
+# memctl review reject
+complete -c memctl -n '__memctl_at memctl review reject' -l dry-run -d 'Show what would change; change nothing.'
+complete -c memctl -n '__memctl_at memctl review reject' -s y -l yes -d 'Do not ask for confirmation.'
+
+# memctl review resolve
+complete -c memctl -n '__memctl_at memctl review resolve' -l older-than -x -d 'Decide only items waiting at least this long (12h, 7d, 2w); others wait.'
+complete -c memctl -n '__memctl_at memctl review resolve' -l max-p-noise -x -d 'Approve items whose gate p(noise) is at most this (items the gate did not score are not).'
+complete -c memctl -n '__memctl_at memctl review resolve' -l approve-all -d 'Approve every item decided.'
+complete -c memctl -n '__memctl_at memctl review resolve' -l reject-rest -d 'Reject the items decided that are not approved.'
+complete -c memctl -n '__memctl_at memctl review resolve' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
+complete -c memctl -n '__memctl_at memctl review resolve' -l source -x -d 'Only items from memorize or mcp.'
+complete -c memctl -n '__memctl_at memctl review resolve' -l dry-run -d 'Show what would change; change nothing.'
+complete -c memctl -n '__memctl_at memctl review resolve' -s y -l yes -d 'Do not ask for confirmation.'

@@ -299,8 +299,14 @@ def test_opening_a_store_and_writing_nothing_creates_nothing(backend, cli, home:
     _no_store(cli, "projects/idle")
 
 
-def test_behaviour_rules_written_first_create_the_store(cli, home: Path):
-    result = cli("behaviour", "reset", "-s", "rules-only")
+def test_behaviour_rules_written_first_create_the_store(cli, home: Path, tmp_path: Path, monkeypatch):
+    # `behaviour reset` of the default rules writes nothing (#35 item 14): edit them instead.
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\necho "- Answer in one sentence." >> "$1"\n', encoding="utf-8")
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.setenv("VISUAL", str(editor))
+    result = cli("behaviour", "edit", "-s", "rules-only")
     assert result.code == 0, result.err
     assert (home / "rules-only" / "memories.sqlite").is_file()
     assert "rules-only" in [s["name"] for s in cli("subdirs", "--json").json["subdirs"]]
