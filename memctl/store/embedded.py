@@ -292,6 +292,16 @@ class EmbeddedStore(StoreBase):
         self._pending = True
         self._index = None
 
+    def _make_folder(self) -> None:
+        """The store's folder before its first lock; another process may be making it at the same moment."""
+        if self.folder.is_dir():
+            return
+        try:
+            self.folder.mkdir(mode=0o700, parents=True)
+        except FileExistsError:
+            return  # made by that other process: not ours to remove after a failed first command
+        self._made_folder = True
+
     def _remove_unused_folder(self) -> None:
         """After a failed first command: the folder this handle made, if it holds only lock files."""
         if self._pending and self._made_folder:
@@ -452,9 +462,8 @@ class EmbeddedStore(StoreBase):
         for _ in range(5):
             if not nested and self._replaced():
                 self._reopen()  # before taking the lock: it would re-create a vanished folder
-            if self._pending and not self.folder.is_dir():
-                self.folder.mkdir(mode=0o700, parents=True)
-                self._made_folder = True
+            if self._pending:
+                self._make_folder()
             if self._lock is None:
                 self._lock = filelock.FileLock(str(self.folder / LOCK_FILE), timeout=float(self.config["lock_timeout"]))
             try:
@@ -1497,9 +1506,8 @@ class EmbeddedStore(StoreBase):
     def knowledge_lock(self) -> Iterator[None]:
         import filelock
 
-        if self._pending and not self.folder.is_dir():
-            self.folder.mkdir(mode=0o700, parents=True)
-            self._made_folder = True
+        if self._pending:
+            self._make_folder()
         lock = filelock.FileLock(str(self.folder / KNOWLEDGE_LOCK_FILE), timeout=float(self.config["lock_timeout"]))
         try:
             lock.acquire()
