@@ -185,7 +185,8 @@ def _junk(
                 model = gate_model.model_for(path, None)
         if model is None:
             unavailable = "no learned gate model is shipped with this install (memctl/data/gate_model.json)"
-            return {"count": None, "share": None, "uncertain": None, "scored": 0, "reason": unavailable}, []
+            figure = {"count": None, "share": None, "uncertain": None, "scored": 0, "model": None, "worst": []}
+            return {**figure, "reason": unavailable}, []
         models.add(model.embedding_model or "form features")
         for start in range(0, len(group), GATE_BATCH):
             batch = group[start : start + GATE_BATCH]
