@@ -6,7 +6,7 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review) ;;
+        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp doctor config review) ;;
         'memctl config') _memctl_words=(show get set path) ;;
         'memctl review') _memctl_words=(list approve reject resolve) ;;
         *) _memctl_words=() ;;
@@ -44,13 +44,14 @@ _memctl_options() {
         'memctl migrate') _memctl_words=(--to --to-subdir -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl recall') _memctl_words=(--history --format --query-prep --post-filter -t --threshold -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl mcp') _memctl_words=(--http --allow-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl doctor') _memctl_words=(--queries --k --trend --last --plot --no-save -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config show') _memctl_words=(--effective -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config get') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config set') _memctl_words=(--scope -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config path') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl review list') _memctl_words=(-a --area -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review list') _memctl_words=(-a --area -n --limit -p --page --kind -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review approve') _memctl_words=(--text --dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review reject') _memctl_words=(--dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review resolve') _memctl_words=(--older-than --max-p-noise --approve-all --reject-rest -a --area --source --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -78,8 +79,9 @@ _memctl_takes_value() {
         'memctl migrate|--to'|'memctl migrate|--to-subdir') return 0 ;;
         'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold') return 0 ;;
         'memctl mcp|--http'|'memctl mcp|--allow-subdirs') return 0 ;;
+        'memctl doctor|--queries'|'memctl doctor|--k'|'memctl doctor|--last'|'memctl doctor|--plot') return 0 ;;
         'memctl config set|--scope') return 0 ;;
-        'memctl review list|-a'|'memctl review list|--area'|'memctl review list|-n'|'memctl review list|--limit'|'memctl review list|-p'|'memctl review list|--page') return 0 ;;
+        'memctl review list|-a'|'memctl review list|--area'|'memctl review list|-n'|'memctl review list|--limit'|'memctl review list|-p'|'memctl review list|--page'|'memctl review list|--kind') return 0 ;;
         'memctl review approve|--text') return 0 ;;
         'memctl review resolve|--older-than'|'memctl review resolve|--max-p-noise'|'memctl review resolve|-a'|'memctl review resolve|--area'|'memctl review resolve|--source') return 0 ;;
     esac
@@ -138,10 +140,15 @@ _memctl_values() {
         'memctl recall|-t'|'memctl recall|--threshold') :; return ;;
         'memctl mcp|--http') :; return ;;
         'memctl mcp|--allow-subdirs') :; return ;;
+        'memctl doctor|--queries') _memctl_files file; return ;;
+        'memctl doctor|--k') :; return ;;
+        'memctl doctor|--last') :; return ;;
+        'memctl doctor|--plot') _memctl_files file; return ;;
         'memctl config set|--scope') :; return ;;
         'memctl review list|-a'|'memctl review list|--area') _memctl_add main fragments solutions; return ;;
         'memctl review list|-n'|'memctl review list|--limit') :; return ;;
         'memctl review list|-p'|'memctl review list|--page') :; return ;;
+        'memctl review list|--kind') :; return ;;
         'memctl review approve|--text') :; return ;;
         'memctl review resolve|--older-than') :; return ;;
         'memctl review resolve|--max-p-noise') :; return ;;

@@ -151,9 +151,9 @@ COMMAND_MODULES = {
     "migrate": "migrate",
     "recall": "recall",
     "mcp": "mcp",
+    "doctor": "doctor",
     "config": "config",
     "review": "review",
-    "doctor": "doctor",
 }
 MODULE_ORDER = list(dict.fromkeys(COMMAND_MODULES.values()))
 
