@@ -185,8 +185,8 @@ def _junk(
                 model = gate_model.model_for(path, None)
         if model is None:
             unavailable = "no learned gate model is shipped with this install (memctl/data/gate_model.json)"
-            figure = {"count": None, "share": None, "uncertain": None, "scored": 0, "model": None, "worst": []}
-            return {**figure, "reason": unavailable}, []
+            missing: dict[str, Any] = {"count": None, "share": None, "uncertain": None, "scored": 0, "model": None}
+            return {**missing, "worst": [], "reason": unavailable}, []
         models.add(model.embedding_model or "form features")
         for start in range(0, len(group), GATE_BATCH):
             batch = group[start : start + GATE_BATCH]
@@ -196,7 +196,7 @@ def _junk(
     junk = sorted(((m, p) for m, p, outcome in results if outcome == "drop"), key=lambda mp: (-mp[1], mp[0].id))
     for m, p in junk:
         findings.append(Finding("junk", m.id, f"the learned gate would drop it today: p(noise) {p:.2f}", round(p, 4)))
-    figure = {
+    figure: dict[str, Any] = {
         "count": len(junk),
         "share": _share(len(junk), len(scored)),
         "uncertain": sum(1 for _, _, outcome in results if outcome == "pending"),
