@@ -334,3 +334,29 @@ def test_a_store_of_an_older_memctl_gets_the_doctor_tables(cli, home: Path, back
     doc = _doctor(cli)
     assert doc["memories"] == 2 and doc["conflicts"]["pairs"] == 1
     assert len(cli("doctor", "--trend", "--json").json["runs"]) == 1
+
+
+def test_backup_and_restore_keep_the_runs(cli, tmp_path: Path):
+    a, b = _save(cli, PORT_A, PORT_B)
+    first = _doctor(cli)
+    _save(cli, OWNER)
+    _doctor(cli)
+    assert cli("backup", str(tmp_path / "bk")).code == 0
+    restored = cli("-s", "copy", "restore-backup", str(tmp_path / "bk"), "--json")
+    assert restored.code == 0, restored.err
+    runs = cli("-s", "copy", "doctor", "--trend", "--json").json["runs"]
+    assert [r["memories"] for r in runs] == [2, 3] and runs[0]["at"] == first["at"]
+    listed = cli("-s", "copy", "review", "list", "--kind", "conflict", "--json").json
+    assert {i["id"] for i in listed["items"]} == {a, b} and listed["run"]["run"] == runs[-1]["run"]
+
+
+@pytest.mark.real_gate
+def test_the_shipped_gate_scores_stored_memories(cli):
+    """The shipped model on stored memories: session chatter is junk, durable facts are not."""
+    facts = _save(cli, OWNER, DARK)
+    chatter = _save(cli, "I just ran the tests right now and they passed", "The deploy failed today at noon")
+    junk = _doctor(cli)["junk"]
+    assert junk["reason"] is None and junk["scored"] == 4 and junk["model"]
+    found = {w["id"] for w in junk["worst"]}
+    assert found == set(chatter) and not found & set(facts)
+    assert junk["share"] == 0.5
