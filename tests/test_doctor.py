@@ -360,3 +360,29 @@ def test_the_shipped_gate_scores_stored_memories(cli):
     found = {w["id"] for w in junk["worst"]}
     assert found == set(chatter) and not found & set(facts)
     assert junk["share"] == 0.5
+
+
+def test_mcp_doctor_report_reads_the_kept_runs(home: Path):
+    """MCP `doctor_report`: null before the first run, then the latest run's figures and the trend rows."""
+    import anyio
+
+    from memctl.review.doctor import run_doctor
+    from tests.test_mcp import call, connect
+
+    with memctl.open_store(home) as store:
+        store.add([PORT_A, PORT_B, OWNER])
+    answers: list[dict] = []
+
+    async def ask() -> None:
+        async with connect("stdio") as client:
+            answers.append(await call(client, "doctor_report"))
+            with memctl.open_store(home) as store:  # a run made meanwhile is seen by the next call
+                run_doctor(store)
+            answers.append(await call(client, "doctor_report", last=5))
+
+    anyio.run(ask)
+    before, after = answers
+    assert before["latest"] is None and before["runs"] == []
+    latest = after["latest"]
+    assert latest["memories"] == 3 and latest["conflicts"]["pairs"] == 1 and latest["doctor"] == 1
+    assert [r["run"] for r in after["runs"]] == [latest["run"]] and after["runs"][0]["conflict_share"] == 0.6667
