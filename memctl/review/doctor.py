@@ -105,8 +105,10 @@ def run_doctor(
     k: int | None = None,
     now: datetime | None = None,
     save: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
-    """Measure the store, keep the run (unless `save` is False) and return the report."""
+    """Measure the store, keep the run (unless `save` is False) and return the report. `progress(done, total)`
+    follows the gate's scoring, the long part (the gate embeds each memory the cache does not hold)."""
     config = store.config
     now = now or datetime.now(UTC)
     rows = _rows(store)
@@ -116,7 +118,7 @@ def run_doctor(
     findings: list[Finding] = []
     details: dict[str, Any] = {}
 
-    junk, worst = _junk(store, memories, findings)
+    junk, worst = _junk(store, memories, findings, progress)
     details["worst_junk"] = worst
     duplicates, conflicts, conflict_examples = _similar(
         store,
@@ -159,16 +161,36 @@ def _is_knowledge(memory: Memory) -> bool:
     return memory.metadata.get("knowledge_source") is True
 
 
-def _share(count: int, total: int) -> float:
-    return round(count / total, 4) if total else 0.0
+def _share(count: int, total: int) -> float | None:
+    """count / total to 4 places; None (not 0) when there is nothing to count."""
+    return round(count / total, 4) if total else None
 
 
 # -- junk ------------------------------------------------------------------------------------------
+def _cached(store: StoreBase, embed: Callable[[list[str]], np.ndarray], opened: list[Any]) -> Any:
+    """The gate's embedder behind the store root's embedding cache (content-hash keyed, per model): a second
+    run embeds only the memories added since."""
+    from memctl import quality
+    from memctl.embeddings import CachedEmbedder
+
+    inner = quality.gate_embedder()
+    if store.cache_dir is None or inner is None:
+        return embed
+    cached = CachedEmbedder(inner, store.cache_dir)
+    opened.append(cached)
+    return cached.embed
+
+
 def _junk(
-    store: StoreBase, memories: list[Memory], findings: list[Finding]
+    store: StoreBase,
+    memories: list[Memory],
+    findings: list[Finding],
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(figure, the worst ids with their p(noise) and text): conversation memories the gate would drop."""
     from memctl import gate_model, quality
+
+    cache: list[Any] = []
 
     scored = [m for m in memories if not _is_knowledge(m)]
     by_path: dict[str, list[Memory]] = {}
@@ -180,9 +202,12 @@ def _junk(
         model = gate_model.model_for(path, quality.GATE_MODEL)
         embed: Callable[[list[str]], np.ndarray] | None = None
         if model is not None and model.embedding_model:
-            embed, name = quality.gate_embedding(_stored_model(store), store.embed)
+            own = store.embed  # the store's embedder, cached already, when it is the gate's model
+            embed, name = quality.gate_embedding(_stored_model(store), own)
             if name is None:  # no gate embedder installed: the form-features model decides
                 model = gate_model.model_for(path, None)
+            elif embed is not None and embed is not own:
+                embed = _cached(store, embed, cache)
         if model is None:
             unavailable = "no learned gate model is shipped with this install (memctl/data/gate_model.json)"
             missing: dict[str, Any] = {"count": None, "share": None, "uncertain": None, "scored": 0, "model": None}
@@ -193,6 +218,10 @@ def _junk(
             texts = [" ".join(m.text.split())[: gate_model.MAX_CHARS] for m in batch]
             for m, p in zip(batch, model.p_noise(texts, embed), strict=True):
                 results.append((m, float(p), model.outcome(float(p))))
+            if progress is not None:
+                progress(len(results), len(scored))
+    for opened in cache:
+        opened.close()
     junk = sorted(((m, p) for m, p, outcome in results if outcome == "drop"), key=lambda mp: (-mp[1], mp[0].id))
     for m, p in junk:
         findings.append(Finding("junk", m.id, f"the learned gate would drop it today: p(noise) {p:.2f}", round(p, 4)))

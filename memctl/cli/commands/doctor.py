@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from memctl.cli.app import app, state
-from memctl.cli.render import emit, piped, short, table
+from memctl.cli.render import emit, piped, progress, short, table
 
 EXIT_LIMIT = 1  # a figure crossed its configured limit (docs/doctor.md)
 
@@ -59,7 +59,11 @@ def doctor(
         return
     asked = read_queries(queries) if queries is not None else None
     with st.open_store(actor="doctor", read_only=no_save) as store:
-        report = run_doctor(store, queries=asked, k=k, save=not no_save)
+        bar = progress(st, None, "doctor: scoring memories")
+        try:
+            report = run_doctor(store, queries=asked, k=k, save=not no_save, progress=bar.update)
+        finally:
+            bar.close()
         rows = runs_of(store, last) if plot is not None else []
     if plot is not None:
         write_png(rows, plot, f"memctl doctor — {st.subdir}")
