@@ -46,7 +46,7 @@ FIGURE_KEYS = {
     "duplicates": {"groups", "memories", "redundant", "share", "similarity"},
     "conflicts": {"pairs", "memories", "share", "similarity"},
     "stale": {"count", "share", "below", "half_life"},
-    "never_recalled": {"count", "share", "days", "tracked"},
+    "never_recalled": {"count", "share", "days", "tracked", "reason"},
     "superseded": {"count", "reason"},
     "pending": {"count"},
     "recall": {"k", "questions", "found", "unanswerable", "at_k", "mode", "threshold", "reason"},
@@ -262,6 +262,13 @@ def test_stale_and_never_recalled(cli, monkeypatch: pytest.MonkeyPatch):
     assert loaded.code == 0
     recalled = {r["id"] for r in loaded.json["results"]}
     assert _doctor(cli)["never_recalled"]["count"] == 3 - len(recalled)
+    monkeypatch.setenv("MEMCTL_TRACK_ACCESS", "false")
+    untracked = _doctor(cli)["never_recalled"]
+    assert untracked["count"] is None and untracked["share"] is None and untracked["tracked"] is False
+    assert "track_access is off" in untracked["reason"]
+    assert all(
+        "never recalled" not in i["reason"] for i in cli("review", "list", "--kind", "stale", "--json").json["items"]
+    )
 
 
 def test_junk_scored_by_the_gate_model(cli, home: Path, monkeypatch: pytest.MonkeyPatch):

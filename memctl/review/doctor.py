@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -248,11 +249,17 @@ def _stored_model(store: StoreBase) -> Any:
 _DIGIT = re.compile(r"\d")
 
 
+@lru_cache(maxsize=65536)
+def _content(text: str) -> frozenset[str]:
+    """A text's content words (memctl.importance.tokens), once per text: a memory meets up to NEIGHBOURS pairs."""
+    return frozenset(importance.tokens(text))
+
+
 def value_difference(a: str, b: str) -> tuple[list[str], list[str]] | None:
     """The content words each of two similar texts holds and the other lacks, when they look like two values
     of one subject: numbers on both sides, or at most two words swapped in a shared sentence of two words or
     more. None when one text says everything the other does (a near-duplicate) or they differ more widely."""
-    ta, tb = importance.tokens(a), importance.tokens(b)
+    ta, tb = _content(a), _content(b)
     only_a, only_b = ta - tb, tb - ta
     if not only_a or not only_b:
         return None
@@ -370,6 +377,7 @@ def _staleness(
     half_life = float(config["importance_half_life"])
     default = float(config["prune_default_importance"])
     days = float(config["doctor_never_recalled_days"])
+    tracked = bool(config["track_access"])
     stale_count = never_count = 0
     for memory, _, accessed in rows:
         reasons = []
@@ -378,25 +386,23 @@ def _staleness(
         )
         if level is not None and level < below:
             stale_count += 1
-            since = "last recalled" if accessed else "created, never recalled,"
+            since = "last recalled" if accessed else "created"
             reasons.append(
                 f"effective importance {level:.2f} < {below:g} ({since} {(accessed or memory.created_at)[:10]})"
             )
         age = importance.age_days(memory.created_at, now)
-        if accessed is None and age is not None and age >= days:
+        if tracked and accessed is None and age is not None and age >= days:
             never_count += 1
             reasons.append(f"never recalled in the {age:.0f} days since it was created")
         if reasons:
             findings.append(Finding("stale", memory.id, "; ".join(reasons), None if level is None else round(level, 4)))
     total = len(rows)
     stale = {"count": stale_count, "share": _share(stale_count, total), "below": below, "half_life": half_life}
-    never = {
-        "count": never_count,
-        "share": _share(never_count, total),
-        "days": days,
-        "tracked": bool(config["track_access"]),
-    }
-    return stale, never
+    never: dict[str, Any] = {"count": never_count, "share": _share(never_count, total), "days": days}
+    if not tracked:  # nothing records a recall: every old memory would look never recalled
+        never.update(count=None, share=None)
+    reason = None if tracked else "track_access is off: recalls are not recorded"
+    return stale, {**never, "tracked": tracked, "reason": reason}
 
 
 # -- recall@k ----------------------------------------------------------------------------------------

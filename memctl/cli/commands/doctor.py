@@ -106,7 +106,8 @@ def _report_rows(f: dict[str, Any]) -> list[tuple[str, str]]:
         (
             "never recalled",
             f"{never['count']} ({_pct(never['share'])}; created {never['days']:g}+ days ago)"
-            + ("" if never["tracked"] else "; track_access is off"),
+            if never["tracked"]
+            else f"- ({never['reason']})",
         ),
         ("superseded", f"- ({f['superseded']['reason']})"),
         ("pending review", str(f["pending"]["count"])),
