@@ -325,9 +325,12 @@ def test_plot_without_matplotlib_names_the_extra(cli, tmp_path: Path, monkeypatc
     assert not (tmp_path / "t.png").exists()
 
 
-def test_doctor_of_no_store_is_exit_3(cli):
-    result = cli("doctor", "--json")
-    assert result.code == 3 and "no store" in result.json["error"]["message"]
+def test_doctor_of_no_store_is_exit_3_and_creates_nothing(cli, home: Path):
+    for args in ((), ("--trend",), ("--no-save",)):
+        result = cli("doctor", "--json", *args)
+        assert result.code == 3 and "no store" in result.json["error"]["message"], args
+    assert cli("review", "list", "--kind", "junk").code == 3
+    assert not (home / "default").exists() and cli("subdirs", "--json").json["subdirs"] == []
 
 
 def test_a_store_of_an_older_memctl_gets_the_doctor_tables(cli, home: Path, backend: str, monkeypatch):
