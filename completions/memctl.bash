@@ -49,7 +49,7 @@ _memctl_options() {
         'memctl config get') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config set') _memctl_words=(--scope -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config path') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl review') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review') _memctl_words=(--kind -a --area --source -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review list') _memctl_words=(-a --area -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review approve') _memctl_words=(--text --dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review reject') _memctl_words=(--dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -79,6 +79,7 @@ _memctl_takes_value() {
         'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold') return 0 ;;
         'memctl mcp|--http'|'memctl mcp|--allow-subdirs') return 0 ;;
         'memctl config set|--scope') return 0 ;;
+        'memctl review|--kind'|'memctl review|-a'|'memctl review|--area'|'memctl review|--source') return 0 ;;
         'memctl review list|-a'|'memctl review list|--area'|'memctl review list|-n'|'memctl review list|--limit'|'memctl review list|-p'|'memctl review list|--page') return 0 ;;
         'memctl review approve|--text') return 0 ;;
         'memctl review resolve|--older-than'|'memctl review resolve|--max-p-noise'|'memctl review resolve|-a'|'memctl review resolve|--area'|'memctl review resolve|--source') return 0 ;;
@@ -139,6 +140,9 @@ _memctl_values() {
         'memctl mcp|--http') :; return ;;
         'memctl mcp|--allow-subdirs') :; return ;;
         'memctl config set|--scope') :; return ;;
+        'memctl review|--kind') :; return ;;
+        'memctl review|-a'|'memctl review|--area') _memctl_add main fragments solutions; return ;;
+        'memctl review|--source') :; return ;;
         'memctl review list|-a'|'memctl review list|--area') _memctl_add main fragments solutions; return ;;
         'memctl review list|-n'|'memctl review list|--limit') :; return ;;
         'memctl review list|-p'|'memctl review list|--page') :; return ;;

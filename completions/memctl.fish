@@ -50,6 +50,8 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl config set|--scope'
             return 0
+        case 'memctl review|--kind' 'memctl review|-a' 'memctl review|--area' 'memctl review|--source'
+            return 0
         case 'memctl review list|-a' 'memctl review list|--area' 'memctl review list|-n' 'memctl review list|--limit' 'memctl review list|-p' 'memctl review list|--page'
             return 0
         case 'memctl review approve|--text'
@@ -301,6 +303,9 @@ complete -c memctl -n '__memctl_at memctl review' -a reject -d 'Reject pending i
 complete -c memctl -n '__memctl_at memctl review' -a resolve -d 'Decide the queue by a policy, for cron: e.g.'
 
 # memctl review
+complete -c memctl -n '__memctl_at memctl review' -l kind -x -d 'Only items of this kind (pending).'
+complete -c memctl -n '__memctl_at memctl review' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
+complete -c memctl -n '__memctl_at memctl review' -l source -x -d 'Only items from memorize or mcp.'
 
 # memctl review list
 complete -c memctl -n '__memctl_at memctl review list' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
