@@ -4,7 +4,7 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review
+            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp demo config review
         case 'memctl config'
             printf '%s\n' show get set path
         case 'memctl review'
@@ -137,6 +137,7 @@ complete -c memctl -n '__memctl_at memctl' -a behaviour -d 'The sub-store\'s beh
 complete -c memctl -n '__memctl_at memctl' -a migrate -d 'Copy the store (--subdir, from --store) to another backend: memories with their vectors, history, links.'
 complete -c memctl -n '__memctl_at memctl' -a recall -d 'Recall memories and solutions for MESSAGE, rendered for an agent\'s prompt.'
 complete -c memctl -n '__memctl_at memctl' -a mcp -d 'Serve the store to MCP clients (agents): stdio by default, or --http.'
+complete -c memctl -n '__memctl_at memctl' -a demo -d 'Import a knowledge folder, save memories, recall a question, back up and verify: on example data.'
 complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
 complete -c memctl -n '__memctl_at memctl' -a review -d 'The review queue: candidates the gate was unsure of (memorize_pending: review) and memories agents proposed.'
 
@@ -277,6 +278,9 @@ complete -c memctl -n '__memctl_at memctl recall' -s t -l threshold -x -d 'Minim
 # memctl mcp
 complete -c memctl -n '__memctl_at memctl mcp' -l http -x -d 'Serve streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host needs config mcp_token) instead of stdio.'
 complete -c memctl -n '__memctl_at memctl mcp' -l allow-subdirs -x -d 'Comma-separated subdirs or patterns (\'default,projects/*\') a tool\'s subdir argument may choose; default: only --subdir.'
+
+# memctl demo
+complete -c memctl -n '__memctl_at memctl demo' -l clean-up -d 'Remove the temporary folder at the end (never a --root).'
 
 # Subcommands of memctl config.
 complete -c memctl -n '__memctl_at memctl config' -a show -d 'The keys set above the defaults (or, with --effective, every key) and where each value comes from.'

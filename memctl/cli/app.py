@@ -153,6 +153,7 @@ COMMAND_MODULES = {
     "mcp": "mcp",
     "config": "config",
     "review": "review",
+    "demo": "demo",
 }
 MODULE_ORDER = list(dict.fromkeys(COMMAND_MODULES.values()))
 
