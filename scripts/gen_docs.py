@@ -976,7 +976,8 @@ def render_man(app: App) -> str:
 # markdown references for docs/ (the cog blocks of docs/cli.md and docs/config.md call these)
 # --------------------------------------------------------------------------------------------
 
-# The docs pages whose generated parts (references, included recipes) are cog blocks: `cog -r -I scripts FILE` rewrites them.
+# The docs pages whose generated parts (references, included recipes) are cog blocks;
+# `cog -r -I scripts FILE` rewrites them.
 COG_FILES = ("docs/cli.md", "docs/config.md", "docs/operations.md")
 
 
