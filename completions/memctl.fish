@@ -4,7 +4,7 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp demo config review
+            printf '%s\n' demo save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review
         case 'memctl config'
             printf '%s\n' show get set path
         case 'memctl review'
@@ -110,6 +110,7 @@ complete -c memctl -l version -d 'Show the version and exit.'
 complete -c memctl -s h -l help -d 'Show this message and exit.'
 
 # Subcommands of memctl.
+complete -c memctl -n '__memctl_at memctl' -a demo -d 'Import a knowledge folder, save memories, recall a question, back up and verify: on example data.'
 complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print its id (an identical one is saved again, and said so, unless --unique).'
 complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories (hybrid vector + keyword by default).'
 complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory similar to QUERY (in batches until none is left).'
@@ -137,9 +138,11 @@ complete -c memctl -n '__memctl_at memctl' -a behaviour -d 'The sub-store\'s beh
 complete -c memctl -n '__memctl_at memctl' -a migrate -d 'Copy the store (--subdir, from --store) to another backend: memories with their vectors, history, links.'
 complete -c memctl -n '__memctl_at memctl' -a recall -d 'Recall memories and solutions for MESSAGE, rendered for an agent\'s prompt.'
 complete -c memctl -n '__memctl_at memctl' -a mcp -d 'Serve the store to MCP clients (agents): stdio by default, or --http.'
-complete -c memctl -n '__memctl_at memctl' -a demo -d 'Import a knowledge folder, save memories, recall a question, back up and verify: on example data.'
 complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
 complete -c memctl -n '__memctl_at memctl' -a review -d 'The review queue: candidates the gate was unsure of (memorize_pending: review) and memories agents proposed.'
+
+# memctl demo
+complete -c memctl -n '__memctl_at memctl demo' -l clean-up -d 'Remove the temporary folder at the end (never a --root).'
 
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
@@ -278,9 +281,6 @@ complete -c memctl -n '__memctl_at memctl recall' -s t -l threshold -x -d 'Minim
 # memctl mcp
 complete -c memctl -n '__memctl_at memctl mcp' -l http -x -d 'Serve streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host needs config mcp_token) instead of stdio.'
 complete -c memctl -n '__memctl_at memctl mcp' -l allow-subdirs -x -d 'Comma-separated subdirs or patterns (\'default,projects/*\') a tool\'s subdir argument may choose; default: only --subdir.'
-
-# memctl demo
-complete -c memctl -n '__memctl_at memctl demo' -l clean-up -d 'Remove the temporary folder at the end (never a --root).'
 
 # Subcommands of memctl config.
 complete -c memctl -n '__memctl_at memctl config' -a show -d 'The keys set above the defaults (or, with --effective, every key) and where each value comes from.'

@@ -124,6 +124,7 @@ def state(ctx: typer.Context) -> State:
 
 # The module defining each command, in --help order (tests/test_cli.py checks this against the modules).
 COMMAND_MODULES = {
+    "demo": "demo",  # first in --help: what a newcomer runs first
     "save": "memories",
     "load": "memories",
     "forget": "memories",
@@ -153,7 +154,6 @@ COMMAND_MODULES = {
     "mcp": "mcp",
     "config": "config",
     "review": "review",
-    "demo": "demo",
 }
 MODULE_ORDER = list(dict.fromkeys(COMMAND_MODULES.values()))
 
