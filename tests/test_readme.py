@@ -124,3 +124,14 @@ def test_every_gate_reason_is_documented():
     memorize = page("memorize")
     for reason, meaning in REASONS.items():
         assert f"| `{reason}` | {meaning} |" in memorize, f"docs/memorize.md lacks the reason {reason}"
+
+
+def test_the_python_quick_start_runs(home: Path, capsys: pytest.CaptureFixture[str]):
+    code = re.search(r"## Quick start: Python\n+```python\n(.*?)```", README, re.S)
+    assert code is not None
+    exec(compile(code.group(1), "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    import memctl
+
+    with memctl.open_store(home, "default") as store:
+        assert len(store) == 0  # the example deletes what it added
+        assert [e.op for e in store.history(None, limit=10)][:3] == ["delete", "delete", "update"]
