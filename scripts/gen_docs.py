@@ -1100,7 +1100,29 @@ def render_config_markdown() -> str:
             accepted = _accepted(RULES.get(key))
             out.append(f"| `{key}` | `{_cell(default)}` | {_cell(accepted)} | {_cell(comment)} |")
         out.append("")
+    out += _retired_keys()
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _retired_keys() -> list[str]:
+    """Keys of earlier releases (memctl.config.RETIRED): read, warned about once, then carried over or ignored."""
+    from memctl.config import RETIRED
+
+    if not RETIRED:
+        return []
+    out = [
+        "### Retired keys",
+        "",
+        "Still read (an old config file loads), warned about once on stderr, and read as the key that replaced",
+        "them or ignored; each goes one release after it was retired.",
+        "",
+        "| key | now | why |",
+        "|---|---|---|",
+    ]
+    for key, (replacement, why) in sorted(RETIRED.items()):
+        now = f"read as `{replacement}`" if replacement else "ignored"
+        out.append(f"| `{key}` | {now} | {_cell(why)} |")
+    return [*out, ""]
 
 
 def include(rel: str, language: str = "") -> str:
