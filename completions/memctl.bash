@@ -6,7 +6,7 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review) ;;
+        memctl) _memctl_words=(demo save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review) ;;
         'memctl config') _memctl_words=(show get set path) ;;
         'memctl review') _memctl_words=(list approve reject resolve) ;;
         *) _memctl_words=() ;;
@@ -17,6 +17,7 @@ _memctl_subcommands() {
 _memctl_options() {
     case "$1" in
         memctl) _memctl_words=(--root -s --subdir --store --json -q --quiet --version -h --help) ;;
+        'memctl demo') _memctl_words=(--clean-up -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl save') _memctl_words=(-a --area -m --meta --importance --unique -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode --as-of -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;

@@ -4,7 +4,7 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review
+            printf '%s\n' demo save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review
         case 'memctl config'
             printf '%s\n' show get set path
         case 'memctl review'
@@ -110,6 +110,7 @@ complete -c memctl -l version -d 'Show the version and exit.'
 complete -c memctl -s h -l help -d 'Show this message and exit.'
 
 # Subcommands of memctl.
+complete -c memctl -n '__memctl_at memctl' -a demo -d 'Import a knowledge folder, save memories, recall a question, back up and verify: on example data.'
 complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print its id (an identical one is saved again, and said so, unless --unique).'
 complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories (hybrid vector + keyword by default).'
 complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory similar to QUERY (in batches until none is left).'
@@ -139,6 +140,9 @@ complete -c memctl -n '__memctl_at memctl' -a recall -d 'Recall memories and sol
 complete -c memctl -n '__memctl_at memctl' -a mcp -d 'Serve the store to MCP clients (agents): stdio by default, or --http.'
 complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
 complete -c memctl -n '__memctl_at memctl' -a review -d 'The review queue: candidates the gate was unsure of (memorize_pending: review) and memories agents proposed.'
+
+# memctl demo
+complete -c memctl -n '__memctl_at memctl demo' -l clean-up -d 'Remove the temporary folder at the end (never a --root).'
 
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
