@@ -33,7 +33,7 @@ _memctl_options() {
         'memctl import-agent-zero') _memctl_words=(--timezone --sync -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export-agent-zero') _memctl_words=(--force --timezone -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --decayed-below --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --decayed-below --source -f --filter --superseded-for --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl restore') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl purge') _memctl_words=(--older-than --all --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl backup') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -72,7 +72,7 @@ _memctl_takes_value() {
         'memctl import|--on-conflict'|'memctl import|--batch-size') return 0 ;;
         'memctl import-agent-zero|--timezone') return 0 ;;
         'memctl export-agent-zero|--timezone') return 0 ;;
-        'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--decayed-below'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter') return 0 ;;
+        'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--decayed-below'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter'|'memctl prune|--superseded-for') return 0 ;;
         'memctl purge|--older-than') return 0 ;;
         'memctl memorize|--batch'|'memctl memorize|-a'|'memctl memorize|--area'|'memctl memorize|--recalled') return 0 ;;
         'memctl consolidate|-a'|'memctl consolidate|--area') return 0 ;;
@@ -130,6 +130,7 @@ _memctl_values() {
         'memctl prune|--decayed-below') :; return ;;
         'memctl prune|--source') :; return ;;
         'memctl prune|-f'|'memctl prune|--filter') :; return ;;
+        'memctl prune|--superseded-for') :; return ;;
         'memctl purge|--older-than') :; return ;;
         'memctl memorize|--batch') :; return ;;
         'memctl memorize|-a'|'memctl memorize|--area') _memctl_add main fragments solutions; return ;;

@@ -34,7 +34,7 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl export-agent-zero|--timezone'
             return 0
-        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter'
+        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter' 'memctl prune|--superseded-for'
             return 0
         case 'memctl purge|--older-than'
             return 0
@@ -232,6 +232,7 @@ complete -c memctl -n '__memctl_at memctl prune' -l min-importance -x -d 'Metada
 complete -c memctl -n '__memctl_at memctl prune' -l decayed-below -x -d 'Effective importance below this: `importance` halved every importance_half_life days since last returned (else created).'
 complete -c memctl -n '__memctl_at memctl prune' -l source -x -d 'knowledge (knowledge_source: true) or conversation (everything else).'
 complete -c memctl -n '__memctl_at memctl prune' -s f -l filter -x -d 'Metadata filter expression.'
+complete -c memctl -n '__memctl_at memctl prune' -l superseded-for -x -d 'Instead: remove superseded versions (kept for --as-of) that stopped being valid this long ago, for good. No other criterion with it.'
 complete -c memctl -n '__memctl_at memctl prune' -l purge -d 'Do not archive: gone for good (history keeps the operation, not the text).'
 complete -c memctl -n '__memctl_at memctl prune' -l dry-run -d 'Show what would go; change nothing.'
 complete -c memctl -n '__memctl_at memctl prune' -s y -l yes -d 'Do it without asking (needed when there is no terminal).'
