@@ -4,7 +4,7 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp doctor config review
+            printf '%s\n' demo save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp doctor config review
         case 'memctl config'
             printf '%s\n' show get set path
         case 'memctl review'
@@ -16,13 +16,13 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
     switch $argv[1]'|'$argv[2]
         case 'memctl save|-a' 'memctl save|--area' 'memctl save|-m' 'memctl save|--meta' 'memctl save|--importance'
             return 0
-        case 'memctl load|-t' 'memctl load|--threshold' 'memctl load|-n' 'memctl load|--limit' 'memctl load|-a' 'memctl load|--area' 'memctl load|-f' 'memctl load|--filter' 'memctl load|--mode'
+        case 'memctl load|-t' 'memctl load|--threshold' 'memctl load|-n' 'memctl load|--limit' 'memctl load|-a' 'memctl load|--area' 'memctl load|-f' 'memctl load|--filter' 'memctl load|--mode' 'memctl load|--as-of'
             return 0
         case 'memctl forget|-t' 'memctl forget|--threshold' 'memctl forget|-a' 'memctl forget|--area' 'memctl forget|-f' 'memctl forget|--filter'
             return 0
         case 'memctl list|-a' 'memctl list|--area' 'memctl list|-f' 'memctl list|--filter' 'memctl list|-n' 'memctl list|--limit' 'memctl list|-p' 'memctl list|--page'
             return 0
-        case 'memctl update|--text' 'memctl update|-m' 'memctl update|--meta' 'memctl update|--unset' 'memctl update|-a' 'memctl update|--area' 'memctl update|--importance'
+        case 'memctl update|--text' 'memctl update|-m' 'memctl update|--meta' 'memctl update|--unset' 'memctl update|-a' 'memctl update|--area' 'memctl update|--importance' 'memctl update|--valid-from'
             return 0
         case 'memctl history|-n' 'memctl history|--limit'
             return 0
@@ -34,7 +34,7 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl export-agent-zero|--timezone'
             return 0
-        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter'
+        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter' 'memctl prune|--superseded-for'
             return 0
         case 'memctl purge|--older-than'
             return 0
@@ -44,13 +44,15 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl migrate|--to' 'memctl migrate|--to-subdir'
             return 0
-        case 'memctl recall|--history' 'memctl recall|--format' 'memctl recall|-t' 'memctl recall|--threshold'
+        case 'memctl recall|--history' 'memctl recall|--format' 'memctl recall|-t' 'memctl recall|--threshold' 'memctl recall|--as-of'
             return 0
         case 'memctl mcp|--http' 'memctl mcp|--allow-subdirs'
             return 0
         case 'memctl doctor|--queries' 'memctl doctor|--k' 'memctl doctor|--last' 'memctl doctor|--plot'
             return 0
         case 'memctl config set|--scope'
+            return 0
+        case 'memctl review|--kind' 'memctl review|-a' 'memctl review|--area' 'memctl review|--source'
             return 0
         case 'memctl review list|-a' 'memctl review list|--area' 'memctl review list|-n' 'memctl review list|--limit' 'memctl review list|-p' 'memctl review list|--page' 'memctl review list|--kind'
             return 0
@@ -110,11 +112,12 @@ complete -c memctl -l version -d 'Show the version and exit.'
 complete -c memctl -s h -l help -d 'Show this message and exit.'
 
 # Subcommands of memctl.
+complete -c memctl -n '__memctl_at memctl' -a demo -d 'Import a knowledge folder, save memories, recall a question, back up and verify: on example data.'
 complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print its id (an identical one is saved again, and said so, unless --unique).'
 complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories (hybrid vector + keyword by default).'
 complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory similar to QUERY (in batches until none is left).'
 complete -c memctl -n '__memctl_at memctl' -a delete -d 'Delete memories by id, and what was derived from them.'
-complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its metadata.'
+complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its metadata and the versions it superseded (`update --supersede`); a superseded version shows itself, marked so.'
 complete -c memctl -n '__memctl_at memctl' -a list -d 'List memories, newest first, a page at a time.'
 complete -c memctl -n '__memctl_at memctl' -a update -d 'Change a memory\'s text, metadata and/or importance; its history keeps the old version.'
 complete -c memctl -n '__memctl_at memctl' -a history -d 'Every recorded change (add, update, merge, replace, delete, prune, restore, import), newest first.'
@@ -141,6 +144,9 @@ complete -c memctl -n '__memctl_at memctl' -a doctor -d 'How healthy is this sto
 complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
 complete -c memctl -n '__memctl_at memctl' -a review -d 'The review queue: candidates the gate was unsure of (memorize_pending: review) and memories agents proposed.'
 
+# memctl demo
+complete -c memctl -n '__memctl_at memctl demo' -l clean-up -d 'Remove the temporary folder at the end (never a --root).'
+
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl save' -s m -l meta -x -d 'key=value (repeatable; JSON values kept).'
@@ -153,6 +159,7 @@ complete -c memctl -n '__memctl_at memctl load' -s n -l limit -x -d 'Most result
 complete -c memctl -n '__memctl_at memctl load' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl load' -s f -l filter -x -d 'Metadata filter, e.g. "\'db\' in tags".'
 complete -c memctl -n '__memctl_at memctl load' -l mode -x -d 'hybrid (vector + keyword), dense or keyword [config search_mode: hybrid].'
+complete -c memctl -n '__memctl_at memctl load' -l as-of -x -d 'Answer as the store stood then (ISO 8601 date or time): each fact in the version valid at that moment; facts added later left out. Default: current facts only.'
 
 # memctl forget
 complete -c memctl -n '__memctl_at memctl forget' -s t -l threshold -x -d 'Minimum similarity (1 + cosine) / 2 to QUERY, not the search relevance [config forget_threshold: 0.99, close restatements only].'
@@ -184,6 +191,8 @@ complete -c memctl -n '__memctl_at memctl update' -l unset -x -d 'Metadata key t
 complete -c memctl -n '__memctl_at memctl update' -l replace-meta -d 'Replace metadata instead of merging.'
 complete -c memctl -n '__memctl_at memctl update' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl update' -l importance -x -d 'Metadata `importance` in [0, 1] (1 = a standing rule).'
+complete -c memctl -n '__memctl_at memctl update' -l supersede -d 'The fact changed: keep the old memory as a superseded version (valid until now, shown by --as-of and `show`) and save --text as a new memory (a new id) valid from now.'
+complete -c memctl -n '__memctl_at memctl update' -l valid-from -x -d 'With --supersede: when the new value became true (ISO 8601).'
 
 # memctl history
 complete -c memctl -n '__memctl_at memctl history' -s n -l limit -x -d 'Most entries, newest first.'
@@ -226,6 +235,7 @@ complete -c memctl -n '__memctl_at memctl prune' -l min-importance -x -d 'Metada
 complete -c memctl -n '__memctl_at memctl prune' -l decayed-below -x -d 'Effective importance below this: `importance` halved every importance_half_life days since last returned (else created).'
 complete -c memctl -n '__memctl_at memctl prune' -l source -x -d 'knowledge (knowledge_source: true) or conversation (everything else).'
 complete -c memctl -n '__memctl_at memctl prune' -s f -l filter -x -d 'Metadata filter expression.'
+complete -c memctl -n '__memctl_at memctl prune' -l superseded-for -x -d 'Instead: remove superseded versions (kept for --as-of) that stopped being valid this long ago, for good. No other criterion with it.'
 complete -c memctl -n '__memctl_at memctl prune' -l purge -d 'Do not archive: gone for good (history keeps the operation, not the text).'
 complete -c memctl -n '__memctl_at memctl prune' -l dry-run -d 'Show what would go; change nothing.'
 complete -c memctl -n '__memctl_at memctl prune' -s y -l yes -d 'Do it without asking (needed when there is no terminal).'
@@ -274,6 +284,7 @@ complete -c memctl -n '__memctl_at memctl recall' -l format -x -d 'prompt (the b
 complete -c memctl -n '__memctl_at memctl recall' -l query-prep -d 'Let the utility model write the search query from the message and history.'
 complete -c memctl -n '__memctl_at memctl recall' -l post-filter -d 'Let the utility model drop results that do not help with the message.'
 complete -c memctl -n '__memctl_at memctl recall' -s t -l threshold -x -d 'Minimum relevance [config search_threshold].'
+complete -c memctl -n '__memctl_at memctl recall' -l as-of -x -d 'Answer as the store stood then (ISO 8601 date or time): each fact in the version valid at that moment; facts added later left out. Default: current facts only.'
 
 # memctl mcp
 complete -c memctl -n '__memctl_at memctl mcp' -l http -x -d 'Serve streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host needs config mcp_token) instead of stdio.'
@@ -312,6 +323,9 @@ complete -c memctl -n '__memctl_at memctl review' -a reject -d 'Reject pending i
 complete -c memctl -n '__memctl_at memctl review' -a resolve -d 'Decide the queue by a policy, for cron: e.g.'
 
 # memctl review
+complete -c memctl -n '__memctl_at memctl review' -l kind -x -d 'Only items of this kind (pending).'
+complete -c memctl -n '__memctl_at memctl review' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
+complete -c memctl -n '__memctl_at memctl review' -l source -x -d 'Only items from memorize or mcp.'
 
 # memctl review list
 complete -c memctl -n '__memctl_at memctl review list' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
