@@ -84,7 +84,7 @@ def test_report_json_contract(cli, home: Path):
     assert doc["conflicts"] == {"pairs": 1, "memories": 2, "share": 0.4, "similarity": 0.9}
     assert doc["details"]["conflicts"][0]["ids"] == [a, b]
     assert doc["details"]["conflicts"][0]["differs"] == [["8080"], ["9090"]]
-    assert doc["superseded"]["count"] is None and "not built" in doc["superseded"]["reason"]
+    assert doc["superseded"] == {"count": 0, "reason": None}
     assert doc["pending"] == {"count": 1}
     assert doc["recall"]["at_k"] is None and doc["recall"]["reason"] == "no --queries file given"
     assert doc["stale"]["count"] == 0 and doc["never_recalled"]["count"] == 0  # all created just now
@@ -93,7 +93,7 @@ def test_report_json_contract(cli, home: Path):
     table = cli("doctor")
     assert table.code == 0, table.err
     assert "near-duplicates\t1 groups, 2 memories, 1 redundant (20.0 %)" in table.out
-    assert "superseded\t- (temporal validity" in table.out
+    assert "superseded versions\t0 (kept for --as-of" in table.out
 
 
 def test_review_list_kinds_show_the_findings(cli, home: Path):
@@ -147,14 +147,22 @@ def test_trend_after_two_runs(cli, tmp_path: Path):
     assert [r["conflict_share"] for r in runs] == [round(2 / 3, 4), 0.4]
     assert runs[0]["at"] == first["at"] and runs[1]["recall_at_k"] is None
     assert [r["run"] for r in cli("doctor", "--trend", "--last", "1", "--json").json["runs"]] == [second["run"]]
-    # --trend measures nothing: no third run.
-    assert len(cli("doctor", "--trend", "--json").json["runs"]) == 2
+    # A fact that changed is kept as a superseded version: counted, and followed by the trend.
+    port = cli("list", "--json").json["items"]
+    first_port = next(m["id"] for m in port if m["text"] == PORT_A)
+    assert cli("update", first_port, "--supersede", "--text", "The API server listens on port 8443").code == 0
+    third = _doctor(cli)
+    assert third["superseded"] == {"count": 1, "reason": None} and third["memories"] == 5
+    runs = cli("doctor", "--trend", "--json").json["runs"]
+    assert [r["superseded"] for r in runs] == [0, 0, 1]
+    # --trend measures nothing: no fourth run.
+    assert len(cli("doctor", "--trend", "--json").json["runs"]) == 3
     plain = cli("doctor", "--trend")
     assert plain.out.splitlines()[0].split("\t")[:3] == ["run", "at", "memories"]
-    assert len(plain.out.splitlines()) == 3
+    assert len(plain.out.splitlines()) == 4
     # --no-save measures without keeping a run.
     assert _doctor(cli, "--no-save")["run"] is None
-    assert len(cli("doctor", "--trend", "--json").json["runs"]) == 2
+    assert len(cli("doctor", "--trend", "--json").json["runs"]) == 3
 
 
 def test_trend_chart_draws_each_share():

@@ -17,7 +17,8 @@ Figures (docs/doctor.md documents each, and the JSON contract):
   memory was last returned, else since created: memctl.importance) below `doctor_stale_below`.
 - **never recalled**: never returned by `load`, `recall`, MCP search or a review approval (the store's
   `accessed_at`, written when `track_access` is on) and created at least `doctor_never_recalled_days` ago.
-- **superseded**: null: temporal validity (superseded versions) is not built yet.
+- **superseded**: superseded versions the store keeps for `--as-of` (archived with op `supersede`); `prune
+  --superseded-for` removes old ones.
 - **pending**: items waiting in the review queue.
 - **recall@k**: with `--queries FILE`, see memctl.review.doctor_queries.
 
@@ -69,9 +70,9 @@ TREND: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stale_share", ("stale", "share")),
     ("never_recalled_share", ("never_recalled", "share")),
     ("pending", ("pending", "count")),
+    ("superseded", ("superseded", "count")),
     ("recall_at_k", ("recall", "at_k")),
 )
-SUPERSEDED_REASON = "temporal validity (superseded versions) is not built yet: nothing is superseded, nothing counted"
 
 
 @dataclass
@@ -142,7 +143,7 @@ def run_doctor(
         "conflicts": conflicts,
         "stale": stale,
         "never_recalled": never,
-        "superseded": {"count": None, "reason": SUPERSEDED_REASON},
+        "superseded": {"count": _superseded(store), "reason": None},
         "pending": {"count": store.count_pending()},
         "recall": _recall(store, queries, int(k or config["doctor_recall_k"]), memories, details),
     }
@@ -156,6 +157,13 @@ def _rows(store: StoreBase) -> list[tuple[Memory, bytes | None, str | None]]:
     """Each memory with its vector and when it was last returned (None: never), read in one snapshot."""
     with store.snapshot():
         return list(store.iter_rows())
+
+
+def _superseded(store: StoreBase) -> int:
+    """Superseded versions kept for `--as-of` (archived with op `supersede`: memctl.store.validity)."""
+    from memctl.store import validity
+
+    return sum(1 for archived in store.iter_archive() if archived.op == validity.OP)
 
 
 def _is_knowledge(memory: Memory) -> bool:

@@ -81,6 +81,12 @@ def _pct(share: float | None) -> str:
     return "-" if share is None else f"{100 * share:.1f} %"
 
 
+def _superseded(figure: dict[str, Any]) -> str:
+    if figure["count"] is None:
+        return f"- ({figure['reason']})"
+    return f"{figure['count']} (kept for --as-of; prune --superseded-for D removes old ones)"
+
+
 def _report_rows(f: dict[str, Any]) -> list[tuple[str, str]]:
     junk, dup, con = f["junk"], f["duplicates"], f["conflicts"]
     stale, never, recall = f["stale"], f["never_recalled"], f["recall"]
@@ -109,7 +115,7 @@ def _report_rows(f: dict[str, Any]) -> list[tuple[str, str]]:
             if never["tracked"]
             else f"- ({never['reason']})",
         ),
-        ("superseded", f"- ({f['superseded']['reason']})"),
+        ("superseded versions", _superseded(f["superseded"])),
         ("pending review", str(f["pending"]["count"])),
         (f"recall@{recall['k']}", recall_text),
     ]
@@ -159,6 +165,7 @@ TREND_COLUMNS = (
     ("stale_share", "stale"),
     ("never_recalled_share", "never rec."),
     ("pending", "pending"),
+    ("superseded", "superseded"),
     ("recall_at_k", "recall@k"),
 )
 
