@@ -175,7 +175,11 @@ def test_trend_chart_draws_each_share():
     chart = trend_chart(rows, 80, 16)
     assert "likely junk" in chart and "stale" in chart and "recall@k" in chart
     assert "near-duplicates" not in chart  # no run measured it
-    assert "01-01" in chart and "01-08" in chart
+    assert "#1 01-01" in chart and "#2 01-08" in chart
+    from memctl.review.doctor_plot import labels
+
+    same_day = [{"run": 3, "at": "2026-01-09T08:00:00+00:00"}, {"run": 4, "at": "2026-01-09T17:30:00+00:00"}]
+    assert labels(same_day) == ["#3 01-09 08:00", "#4 01-09 17:30"]
 
 
 def test_recall_at_k_on_saved_questions(cli, home: Path, tmp_path: Path):

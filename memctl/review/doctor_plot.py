@@ -36,6 +36,14 @@ def series(rows: list[dict[str, Any]]) -> list[tuple[str, list[int], list[float]
     return out
 
 
+def labels(rows: list[dict[str, Any]]) -> list[str]:
+    """The x labels of the runs: `#run MM-DD`, with the time when two runs share a day."""
+    days = [str(r["at"])[5:10] for r in rows]
+    if len(set(days)) != len(days):
+        days = [str(r["at"])[5:16].replace("T", " ") for r in rows]
+    return [f"#{r['run']} {day}" for r, day in zip(rows, days, strict=True)]
+
+
 def write_png(rows: list[dict[str, Any]], path: Path, title: str = "memctl doctor") -> None:
     """Draw the shares of `rows` (doctor.trend) over the runs into a PNG at `path` (written atomically)."""
     if not rows:
@@ -61,7 +69,7 @@ def write_png(rows: list[dict[str, Any]], path: Path, title: str = "memctl docto
         axes.set_ylim(0.0, 1.0)
         axes.set_ylabel("share")
         axes.set_xticks(range(1, len(rows) + 1))
-        axes.set_xticklabels([str(r["at"])[:10] for r in rows], rotation=30, ha="right", fontsize=8)
+        axes.set_xticklabels(labels(rows), rotation=30, ha="right", fontsize=8)
         axes.set_title(title)
         axes.grid(alpha=0.3)
         axes.legend(loc="upper left", fontsize=8)

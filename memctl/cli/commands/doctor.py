@@ -199,7 +199,7 @@ def trend_chart(rows: list[dict[str, Any]], width: int = 80, height: int = 18) -
 
     import plotext
 
-    from memctl.review.doctor_plot import series
+    from memctl.review.doctor_plot import labels, series
 
     figure = plotext.figure
     figure.clear()
@@ -211,7 +211,7 @@ def trend_chart(rows: list[dict[str, Any]], width: int = 80, height: int = 18) -
         figure.draw(signal)
     figure.ruler("y").lim(0, 1)
     positions = list(range(1, len(rows) + 1))
-    figure.ruler("x").ticks(positions, [str(r["at"])[5:10] for r in rows])
+    figure.ruler("x").ticks(positions, labels(rows))
     figure.title("doctor: shares per run")
     return str(figure.build().string(colorless=bool(os.environ.get("NO_COLOR")) or not sys.stdout.isatty()))
 
