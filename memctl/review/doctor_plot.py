@@ -11,15 +11,17 @@ from typing import Any
 
 from memctl.errors import MemctlError, UsageError
 
-# The shares drawn (all in [0, 1], so one axis reads them all), with their labels.
-SHARES: tuple[tuple[str, str], ...] = (
-    ("junk_share", "likely junk"),
-    ("duplicate_share", "near-duplicates"),
-    ("conflict_share", "possible conflicts"),
-    ("stale_share", "stale"),
-    ("never_recalled_share", "never recalled"),
-    ("recall_at_k", "recall@k"),
+# The shares drawn (all in [0, 1], so one axis reads them all), with their labels and the letter that draws
+# each on a terminal (read without colour too).
+SHARES: tuple[tuple[str, str, str], ...] = (
+    ("junk_share", "likely junk", "J"),
+    ("duplicate_share", "near-duplicates", "D"),
+    ("conflict_share", "possible conflicts", "C"),
+    ("stale_share", "stale", "S"),
+    ("never_recalled_share", "never recalled", "N"),
+    ("recall_at_k", "recall@k", "R"),
 )
+LETTERS = {label: letter for _, label, letter in SHARES}
 
 
 class MissingExtraError(MemctlError):
@@ -29,7 +31,7 @@ class MissingExtraError(MemctlError):
 def series(rows: list[dict[str, Any]]) -> list[tuple[str, list[int], list[float]]]:
     """(label, run positions, values) of each share some run measured (runs without it are left out)."""
     out = []
-    for key, label in SHARES:
+    for key, label, _ in SHARES:
         points = [(i, float(r[key])) for i, r in enumerate(rows, 1) if r.get(key) is not None]
         if points:
             out.append((label, [p[0] for p in points], [p[1] for p in points]))

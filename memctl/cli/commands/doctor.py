@@ -194,26 +194,30 @@ def _render_trend(console: Any, rows: list[dict[str, Any]]) -> None:
 
 
 def trend_chart(rows: list[dict[str, Any]], width: int = 80, height: int = 18) -> str:
-    """The shares over the runs, drawn with plotext for a terminal (colour off under NO_COLOR)."""
+    """The shares over the runs, drawn with plotext for a terminal, one letter per share (J, D, C, S, N, R:
+    readable without colour; colour off under NO_COLOR or into a pipe), the key below."""
     import os
 
     import plotext
 
-    from memctl.review.doctor_plot import labels, series
+    from memctl.review.doctor_plot import LETTERS, labels, series
 
     figure = plotext.figure
     figure.clear()
     figure.plot_size(width, height)
-    for label, xs, ys in series(rows):
-        signal = figure.signal(xs, ys)
+    drawn = series(rows)
+    for label, xs, ys in drawn:
+        signal = figure.signal(xs, ys, marker=LETTERS[label])
         signal.label(label)
         signal.lines(True)
         figure.draw(signal)
+    figure.legend(False)  # plotext's box hides the lines behind it: the key goes below
     figure.ruler("y").lim(0, 1)
-    positions = list(range(1, len(rows) + 1))
-    figure.ruler("x").ticks(positions, labels(rows))
+    figure.ruler("x").ticks(list(range(1, len(rows) + 1)), labels(rows))
     figure.title("doctor: shares per run")
-    return str(figure.build().string(colorless=bool(os.environ.get("NO_COLOR")) or not sys.stdout.isatty()))
+    chart = str(figure.build().string(colorless=bool(os.environ.get("NO_COLOR")) or not sys.stdout.isatty()))
+    key = "   ".join(f"{LETTERS[label]} {label}" for label, _, _ in drawn)
+    return f"{chart}\n{key}"
 
 
 def findings_table(items: list[Any], title: str) -> Any:
