@@ -211,6 +211,9 @@ def test_recall_at_k_on_saved_questions(cli, home: Path, tmp_path: Path):
     yaml_file = tmp_path / "questions.yaml"
     yaml_file.write_text(f"who owns the billing service alerts: {e}\nwhich port does the API server use: '8080'\n")
     assert _doctor(cli, "--queries", str(yaml_file), "--k", "5")["recall"]["found"] == 2
+    listed = tmp_path / "list.yml"
+    listed.write_text(f"- question: who owns the billing service alerts\n  expected_id: {e}\n")
+    assert _doctor(cli, "--queries", str(listed))["recall"]["found"] == 1
     assert cli("doctor", "--trend", "--json").json["runs"][-1]["recall_at_k"] == 1.0
 
 
@@ -408,3 +411,13 @@ def test_mcp_doctor_report_reads_the_kept_runs(home: Path):
     latest = after["latest"]
     assert latest["memories"] == 3 and latest["conflicts"]["pairs"] == 1 and latest["doctor"] == 1
     assert [r["run"] for r in after["runs"]] == [latest["run"]] and after["runs"][0]["conflict_share"] == 0.6667
+
+
+def test_an_empty_store_has_no_shares(cli):
+    (mid,) = _save(cli, OWNER)
+    assert cli("delete", mid, "--yes").code == 0
+    doc = _doctor(cli)
+    assert doc["memories"] == 0 and doc["junk"]["scored"] == 0
+    shares = [doc[k]["share"] for k in ("duplicates", "conflicts", "stale", "never_recalled")]
+    assert shares == [None, None, None, None]
+    assert "0 groups, 0 memories, 0 redundant (-)" in cli("doctor").out
