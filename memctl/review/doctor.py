@@ -190,16 +190,11 @@ def _cached(store: StoreBase, embed: Callable[[list[str]], np.ndarray], opened: 
     return cached.embed
 
 
-def _junk(
-    store: StoreBase,
-    memories: list[Memory],
-    findings: list[Finding],
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(figure, the worst ids with their p(noise) and text): conversation memories the gate would drop."""
+def _score(
+    store: StoreBase, memories: list[Memory], cache: list[Any], progress: Callable[[int, int], None] | None
+) -> tuple[list[Memory], list[tuple[Memory, float, str]] | None, set[str]]:
+    """(the memories scored, (memory, p(noise), outcome) of each or None without a gate model, the models used)."""
     from memctl import gate_model, quality
-
-    cache: list[Any] = []
 
     scored = [m for m in memories if not _is_knowledge(m)]
     by_path: dict[str, list[Memory]] = {}
@@ -218,9 +213,7 @@ def _junk(
             elif embed is not None and embed is not own:
                 embed = _cached(store, embed, cache)
         if model is None:
-            unavailable = "no learned gate model is shipped with this install (memctl/data/gate_model.json)"
-            missing: dict[str, Any] = {"count": None, "share": None, "uncertain": None, "scored": 0, "model": None}
-            return {**missing, "worst": [], "reason": unavailable}, []
+            return scored, None, models
         models.add(model.embedding_model or "form features")
         for start in range(0, len(group), GATE_BATCH):
             batch = group[start : start + GATE_BATCH]
@@ -229,8 +222,26 @@ def _junk(
                 results.append((m, float(p), model.outcome(float(p))))
             if progress is not None:
                 progress(len(results), len(scored))
-    for opened in cache:
-        opened.close()
+    return scored, results, models
+
+
+def _junk(
+    store: StoreBase,
+    memories: list[Memory],
+    findings: list[Finding],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(figure, the worst ids with their p(noise) and text): conversation memories the gate would drop."""
+    cache: list[Any] = []  # the embedding caches opened, closed however scoring ends
+    try:
+        scored, results, models = _score(store, memories, cache, progress)
+    finally:
+        for opened in cache:
+            opened.close()
+    if results is None:
+        unavailable = "no learned gate model is shipped with this install (memctl/data/gate_model.json)"
+        missing: dict[str, Any] = {"count": None, "share": None, "uncertain": None, "scored": 0, "model": None}
+        return {**missing, "worst": [], "reason": unavailable}, []
     junk = sorted(((m, p) for m, p, outcome in results if outcome == "drop"), key=lambda mp: (-mp[1], mp[0].id))
     for m, p in junk:
         findings.append(Finding("junk", m.id, f"the learned gate would drop it today: p(noise) {p:.2f}", round(p, 4)))
