@@ -128,32 +128,45 @@ def test_the_keyboard_screen_works_through_the_queue(home: Path):
     async def drive(store) -> dict[str, int] | None:
         app = ReviewApp(ReviewSession(store), "default")
         async with app.run_test() as pilot:
-            await pilot.press("a")  # approve TEXTS[0]
-            await pilot.press("e")  # edit TEXTS[1], then approve
+
+            async def press(key: str) -> None:  # one key, and the screen settled before the next
+                await pilot.press(key)
+                await pilot.pause()
+
+            await press("a")  # approve TEXTS[0]
+            await press("e")  # edit TEXTS[1], then approve
             app.query_one("#editor").value = "User prefers pnpm, always"
-            await pilot.press("enter")
-            await pilot.press("r")  # reject TEXTS[2]
-            await pilot.press("s")  # skip TEXTS[3]
-            await pilot.press("m")  # merge more[0] into the closest memory
-            await pilot.press("enter")
-            await pilot.press("r", "u")  # reject more[1], then undo it
+            await press("enter")
+            await press("r")  # reject TEXTS[2]
+            await press("s")  # skip TEXTS[3]
+            await press("m")  # merge more[0] into the closest memory
+            await press("enter")
+            await press("r")
+            await press("u")  # reject more[1], then undo it
             assert "undid reject" in str(app.query_one("#status").render())
-            await pilot.press("f")
+            await press("x")  # more[1] supersedes the closest memory (kept as an older version)
+            assert "superseded" in str(app.query_one("#status").render())
+            await press("f")
             app.query_one("#editor").value = "source=web"
-            await pilot.press("enter")
+            await press("enter")
             assert "unknown source" in str(app.query_one("#status").render())
-            await pilot.press("q")
+            await press("q")
         return app.return_value
 
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
         counts = asyncio.run(drive(store))
-        assert counts == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "supersede": 0, "skip": 1}
+        assert counts == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "supersede": 1, "skip": 1}
         texts = sorted(m.text for m in store.list(limit=100)[0])
-        assert len(texts) == 2  # the approved and the edited item; the merged one went into one of them
+        assert len(texts) == 2  # approved, edited (one took the merge), more[1] in place of the one it superseded
+        assert more[1] in texts
+        # the merge target took more[0]'s text; more[1] then superseded the closest memory: the superseded
+        # version (kept in the archive) or the current one holds the merged text
         merged = [t for t in texts if t.endswith(more[0])]
-        assert len(merged) == 1 and merged[0].startswith((TEXTS[0], "User prefers pnpm, always"))
+        kept = [a.memory for a in store.iter_archive() if a.op == "supersede"]
+        assert len(kept) == 1 and kept[0].metadata["superseded_by"] == ids[5]
+        assert len(merged + [m.text for m in kept if m.text.endswith(more[0])]) == 1
         waiting = {i.id for i in store.pending_items()}
-        assert waiting == {ids[3], *ids[5:]}  # skipped and undone items still wait
+        assert waiting == {ids[3], *ids[6:]}  # the skipped item and those not reached still wait
         assert store.archived(ids[2]) is not None  # the rejected item: restorable
         assert ("approve", "review") in [(e.op, e.actor) for e in store.history(ids[0])]
 

@@ -20,9 +20,10 @@ from memctl.review.session import ReviewFilter, ReviewSession
 
 DONE = {
     "approve": "approved",
-    "edit": "edited and approved",
+    "edit": "edited",
     "reject": "rejected",
     "merge": "merged",
+    "supersede": "superseded the other memory (kept as an older version)",
     "skip": "skipped",
 }
 

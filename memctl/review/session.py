@@ -23,15 +23,13 @@ memory closest to the item.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memctl.errors import UsageError
 from memctl.review.queue import ACTOR, SOURCES
 from memctl.store.base import check_area
 from memctl.store.doctor_rows import FINDING_KINDS
-from memctl.store.records import Hit, Memory, PendingItem
-from memctl.store.validate import utc_iso
+from memctl.store.records import Hit, Memory, PendingItem, now_iso
 from memctl.store.validity import SUPERSEDED_BY, SUPERSEDES, VALID_FROM, VALID_TO, end_validity
 
 if TYPE_CHECKING:
@@ -219,7 +217,7 @@ class ReviewSession:
         if target_id == item.id:
             raise UsageError("a memory cannot supersede itself")
         before = self.store.get_one(target_id)
-        stamp = utc_iso(datetime.now(UTC))
+        stamp = now_iso()
         if item.pending is not None:
             self.store.approve_pending([item.id], actor=ACTOR)
         with self.store.transaction():
