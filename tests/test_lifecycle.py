@@ -250,7 +250,6 @@ def test_load_records_access_for_not_accessed_for(backend, cli, store):
 
 def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
     import sqlite3
-    import time
 
     from memctl.store import embedded
 
@@ -258,9 +257,16 @@ def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
     monkeypatch.setattr(embedded, "TOUCH_WAIT", 0.05)
     other = sqlite3.connect(store.folder / embedded.DB_FILE, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer's open transaction
-    start = time.monotonic()
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
     assert store.touch([mid]) == 0
-    assert time.monotonic() - start < 2  # a short wait, not lock_timeout
+    store.db.set_trace_callback(None)
+    # the UPDATE waited TOUCH_WAIT (50 ms), not lock_timeout; afterwards lock_timeout applies again
+    lock_ms = int(float(store.config["lock_timeout"]) * 1000)
+    update = next(i for i, sql in enumerate(statements) if sql.startswith("UPDATE memories SET accessed_at"))
+    waits = [(i, sql) for i, sql in enumerate(statements) if sql.startswith("PRAGMA busy_timeout")]
+    assert [sql for _, sql in waits] == ["PRAGMA busy_timeout = 50", f"PRAGMA busy_timeout = {lock_ms}"]
+    assert waits[0][0] < update < waits[1][0] and lock_ms > 50
     other.execute("COMMIT")
     other.close()
     assert store.touch([mid]) == 1
