@@ -442,6 +442,7 @@ def test_backup_while_another_process_writes(cli, home: Path, tmp_path: Path):
     assert counts == sorted(counts) and counts[-1] == total
 
 
+@pytest.mark.smoke
 def test_restore_backup_refuses_a_non_empty_store_and_swaps_atomically(cli, home: Path, tmp_path: Path):
     first = _save(cli, "the memory in the backup")
     (home / "default" / "behaviour.md").write_text("# rules\n- be brief\n")

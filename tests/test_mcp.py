@@ -206,6 +206,7 @@ def test_tools_have_input_schemas_output_schemas_and_hints() -> None:
 # --- a round trip -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_save_search_recall_update_delete_restore(backend, transport: str) -> None:
     async def body(client: Any) -> None:
