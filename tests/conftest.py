@@ -127,9 +127,11 @@ def _gate_keeps_unless_asked(request: pytest.FixtureRequest, monkeypatch: pytest
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A smoke test runs on the embedded store only: the fresh venv that runs them (scripts/check_fresh_install.sh)
-    installs memctl and the `test` extra, no PostgreSQL driver. Runs before `-m` selects."""
+    """Runs before `-m` selects. The PostgreSQL half of a `backend` test is marked `postgres` (so
+    `-m "not postgres"` runs without a server). A smoke test runs on the embedded store only: the fresh venv
+    that runs them (scripts/check_fresh_install.sh) installs memctl and the `test` extra, no PostgreSQL driver."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("backend") == "postgres":
             item.own_markers[:] = [m for m in item.own_markers if m.name != "smoke"]
+            item.add_marker(pytest.mark.postgres)

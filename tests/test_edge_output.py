@@ -116,6 +116,7 @@ def test_prune_on_a_terminal_lists_the_memories_before_asking(cli, home: Path):
     assert cli("list", "--json").json["total"] == 2
 
 
+@pytest.mark.integration
 def test_forget_help_names_plain_similarity_and_the_default():
     from memctl.config import load_config
 

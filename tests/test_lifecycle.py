@@ -403,6 +403,7 @@ def _check_backup(folder: Path) -> int:
     return len(seqs)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_backup_while_another_process_writes(cli, home: Path, tmp_path: Path):
     import memctl
