@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # tests/ or a folder of it
 SCRIPT = REPO / "scripts" / "check_fresh_install.sh"
 TIMEOUT_S = 30 * 60  # install + the smoke tests; a loaded 2-core machine needs far more than a quiet one
 

@@ -328,7 +328,8 @@ def gemma_server(tmp_path_factory: pytest.TempPathFactory):
             pytest.fail(f"llama_cpp.server ended with {proc.returncode}: {log.read_text()[-2000:]}")
 
 
-SHARED_T04 = Path(__file__).resolve().parents[2] / "shared" / "eval" / "transcripts" / "t04.json"
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+SHARED_T04 = REPO.parent / "shared" / "eval" / "transcripts" / "t04.json"
 
 
 @pytest.mark.integration

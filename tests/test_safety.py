@@ -154,7 +154,7 @@ def _ids_in(folder: Path) -> set[str]:
         return {r[0] for r in db.execute("SELECT id FROM memories")}
 
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # tests/ or a folder of it
 
 
 def test_restore_backup_with_a_writer_keeping_the_store_open(cli, home: Path, tmp_path: Path):
