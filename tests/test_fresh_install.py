@@ -1,6 +1,7 @@
 """The README's set-up commands work in a fresh venv (runs scripts/check_fresh_install.sh).
 
-Slow (a full install of torch & co.), so it only runs when MEMCTL_TEST_FRESH_INSTALL=1 (CI sets it).
+Slow (a full install of torch & co.), so it only runs when MEMCTL_TEST_FRESH_INSTALL=1; .ci/run runs the
+script itself, in the background beside the suite.
 The fresh venv gets the `test` extra only and runs the smoke tests (`-m smoke`): the install is what this
 proves; the whole suite runs once, in the developer venv. This test is not a smoke test (no recursion).
 """
