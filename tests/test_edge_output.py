@@ -241,6 +241,7 @@ def test_ctrl_c_during_reindex_says_what_happened_and_how_to_go_on(cli, monkeypa
     assert doc.code == 130 and doc.json["error"]["type"] == "Interrupted"
 
 
+@pytest.mark.postgres
 def test_save_unique_and_forget_exact_of_a_nul_text_on_postgres_refuse_cleanly(cli):
     from tests.pg import pg_schema
 
