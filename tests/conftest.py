@@ -1,4 +1,9 @@
-"""Shared fixtures: an isolated root, the fake embedder, and an in-process CLI runner."""
+"""Shared fixtures: an isolated root, the fake embedder, and an in-process CLI runner.
+
+tests/unit: the fake embedder, in process (their `backend` tests also run on PostgreSQL, marked `postgres`).
+tests/integration: PostgreSQL, the real packaged models, LLM servers (scripted; Gemma 3 270M under `real_llm`),
+subprocesses, the fresh install. `pytest tests/unit -m "not integration and not postgres"`: no servers, no models.
+"""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.test_tty import _run_on_tty
+from tests.integration.test_tty import _run_on_tty
 
 BOX = set("│┃─━┏┓┗┛┡┩╇╭╮╰╯┌┐└┘├┤┼")
 LONG = "The staging database moved to port 5433 " + "and this sentence goes on " * 8 + "END"

@@ -585,7 +585,7 @@ def test_json_documents_of_lifecycle_commands(backend, cli, tmp_path: Path):
 
 
 def test_prune_asks_on_a_terminal(backend, cli, home: Path):
-    from tests.test_tty import _run_on_tty
+    from tests.integration.test_tty import _run_on_tty
 
     mid = _save(cli, "a memory a terminal user is asked about")
     code, out = _run_on_tty(["prune", "--filter", f"id == '{mid}'"], "n", home)

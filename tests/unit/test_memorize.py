@@ -65,7 +65,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
 
 class _DropGate:
     """A gate model that drops the texts holding one of `marks` (the pipeline tests need a known verdict;
-    the shipped model is tested in tests/test_quality.py)."""
+    the shipped model is tested in tests/integration/test_quality.py)."""
 
     def __init__(self, *marks: str) -> None:
         self.marks = marks
