@@ -477,6 +477,11 @@ class EmbeddedStore(StoreBase):
                     f"another process is writing to {self.folder}",
                     hint=f"retry later or raise lock_timeout ({self.config['lock_timeout']} s)",
                 ) from exc
+            except FileNotFoundError:
+                # The folder was moved away while we waited (a restore between its two renames, or killed
+                # there): recover the swap and take the lock of the store now at the path.
+                self._lock = None
+                continue
             # A restore may have swapped the store while we waited (our lock file moved with the old one).
             if nested or not self._replaced():
                 break

@@ -258,14 +258,6 @@ def test_kill_during_restore_with_a_live_writer_loses_nothing(cli, home: Path, t
     assert not list(home.glob(".default.swap.json"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=FileNotFoundError,
-    reason="bug: a writer waiting for the store's lock while a restore swaps the folder (between its two "
-    "renames, or killed there) re-opens <store>/.write.lock in a folder that is gone (filelock raises "
-    "FileNotFoundError) instead of recovering the swap and writing into the store (memctl/store/embedded.py, "
-    "_locked; the writer in test_kill_during_restore_... counts these as LOCKERR lines)",
-)
 def test_a_writer_waiting_for_the_lock_survives_a_restore_killed_between_its_renames(cli, home: Path, tmp_path: Path):
     import fcntl
     import json
