@@ -27,6 +27,9 @@ from memctl.store.records import Memory, now_iso
 from memctl.store.validate import check_record
 
 EXPORT_FORMAT = 1
+# An export holding superseded versions (records marked "superseded": true) says format 2, so that a memctl
+# that would import them as current facts refuses the file instead; this one reads both.
+EXPORT_FORMAT_SUPERSEDED = 2
 HEADER_KEY = "memctl_export"
 # Characters str.splitlines() and many JSON-lines readers treat as line ends; JSON allows them raw
 # inside strings, so the export escapes them (every line stays one line for any reader).
@@ -44,15 +47,19 @@ def export_lines(store: StoreBase, *, with_vectors: bool = False, area: str | No
     the header's count is the number of lines that follow (of `area` alone when given)."""
     if area is not None:
         check_area(area)  # before the header: a bad area writes nothing
+    from memctl.store.validity import superseded_archive
+
     with store.snapshot():
         info = store.model_info()
         count = int(store.stats()["areas"].get(area, {}).get("count", 0)) if area else len(store)
+        older = superseded_archive(store, area)
         header = {
-            HEADER_KEY: EXPORT_FORMAT,
+            HEADER_KEY: EXPORT_FORMAT_SUPERSEDED if older else EXPORT_FORMAT,
             "subdir": store.name,
             "exported_at": now_iso(),
             "area": area,
-            "count": count,
+            "count": count + len(older),
+            "superseded": len(older),
             "vectors": with_vectors,
             "embedding": info if with_vectors else None,
         }
@@ -61,6 +68,12 @@ def export_lines(store: StoreBase, *, with_vectors: bool = False, area: str | No
             record = memory.to_dict()
             if with_vectors and blob is not None:
                 record["vector"] = base64.b64encode(blob).decode("ascii")
+            yield _json_line(record)
+        model = f"{info['provider']}:{info['model']}" if info else None
+        for version in older:  # after the current facts: an import puts them back in the archive
+            record = {**version.memory.to_dict(), "superseded": True}
+            if with_vectors and version.vector is not None and version.model == model:
+                record["vector"] = base64.b64encode(version.vector).decode("ascii")
             yield _json_line(record)
 
 
@@ -127,6 +140,7 @@ class ImportReport:
     records: int = 0  # records in the file
     expected: int | None = None  # the header's count
     truncated: bool = False  # fewer records than the header announced, or a cut-off last line
+    superseded: int = 0  # superseded versions put back in the archive (for --as-of)
     ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -229,9 +243,10 @@ def _parse_line(raw: bytes, where: str) -> dict[str, Any] | None:
 
 def _check_header(obj: dict[str, Any], where: str) -> dict[str, Any]:
     version = obj.get(HEADER_KEY)
-    if version != EXPORT_FORMAT:
+    if version not in (EXPORT_FORMAT, EXPORT_FORMAT_SUPERSEDED) or isinstance(version, bool):
         raise InputFormatError(
-            f"{where}: export format {version!r} is not one this memctl reads ({EXPORT_FORMAT})",
+            f"{where}: export format {version!r} is not one this memctl reads ({EXPORT_FORMAT}, "
+            f"{EXPORT_FORMAT_SUPERSEDED})",
             hint="export it again with this memctl, or upgrade memctl",
         )
     count = obj.get("count")
@@ -369,6 +384,7 @@ def import_jsonl(
     try:
         with store.bulk():
             batches = iter_chunks(_records(source, name, scan.truncated_line, max_text), batch_size)
+            batches = _current_only(store, batches, _archive_model(scan.header, info), report)
             if not allow_duplicates:
                 batches = _deduplicated(store, batches, seen, report)
             if on_conflict in ("skip", "error"):
@@ -389,6 +405,26 @@ def import_jsonl(
             hint="run the same import again: what is stored already is skipped",
         ) from None
     return report
+
+
+def _archive_model(header: dict[str, Any] | None, info: ModelInfo) -> str | None:
+    """`provider:model` of the records' vectors when they are the configured model's (archive rows keep it)."""
+    return info.label() if _vectors_usable(header, info) else None
+
+
+def _current_only(
+    store: StoreBase, batches: Iterator[list[dict[str, Any]]], model: str | None, report: ImportReport
+) -> Iterator[list[dict[str, Any]]]:
+    """The current facts of each batch; its superseded versions go back to the archive (op supersede)."""
+    from memctl.store.validity import archive_superseded
+
+    for batch in batches:
+        older = [r for r in batch if r.get("superseded") is True]
+        if older:
+            report.superseded += archive_superseded(store, older, model)
+        current = [r for r in batch if r.get("superseded") is not True]
+        if current:
+            yield current
 
 
 def _deduplicated(

@@ -16,6 +16,7 @@ the same, only the value differs). A memory deleted, rather than superseded, is 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -185,3 +186,32 @@ def _ended_before(value: Any, cutoff: datetime) -> bool:
         return parse_timestamp(value) < cutoff
     except UsageError:
         return False  # an unreadable end is never old enough
+
+
+# -- export and import: superseded versions travel with the current facts ------------------------
+def superseded_archive(store: StoreBase, area: str | None = None) -> list[ArchivedMemory]:
+    """The superseded versions the archive keeps (of `area`), oldest end first."""
+    found = [a for a in store.iter_archive() if a.op == OP and (area is None or a.memory.area == area)]
+    return sorted(found, key=lambda a: (str(a.memory.metadata.get(VALID_TO)), a.memory.id))
+
+
+def archive_superseded(store: StoreBase, records: Sequence[Mapping[str, Any]], model: str | None) -> int:
+    """Imported superseded versions (records marked `"superseded": true`, checked like any record) back into
+    the archive, their vector kept when it is `model`'s; records without an id, or whose id the store holds
+    (a memory, a pending item or an archived version), are left out. How many went in."""
+    rows = []
+    for record in records:
+        ident = record.get("id")
+        if not ident or store.existing_ids([ident]) or store.get_pending([ident]) or store.archived(ident):
+            continue
+        blob = record.get("vector")
+        vector = base64.b64decode(blob) if isinstance(blob, str) and model else None
+        memory = Memory(
+            ident, record["text"], record["area"], record["created_at"], record["updated_at"], record["metadata"]
+        )
+        ended = str(memory.metadata.get(VALID_TO) or memory.updated_at)
+        rows.append(ArchivedMemory(memory, vector, model if vector else None, None, ended, OP, "import"))
+    if rows:
+        with store.transaction():
+            store.put_archive(rows)
+    return len(rows)

@@ -322,6 +322,7 @@ def test_json_documents_of_every_command(backend, cli, tmp_path: Path):
             "records",
             "expected",
             "truncated",
+            "superseded",
         },
         ("reindex", "--index-only"): {"subdir", "index_only", "reembedded", "count", "model"},
         ("forget", "json contract memory", "--dry-run"): {

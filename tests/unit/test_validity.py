@@ -37,8 +37,8 @@ def _changed_twice(cli, tmp_path: Path) -> list[str]:
     return [first, middle, third.json["memory"]["id"]]
 
 
-def _answer(cli, *args: str) -> list[str]:
-    result = cli("load", "deploy target", "-t", "0", "--json", *args)
+def _answer(cli, *args: str, subdir: str | None = None) -> list[str]:
+    result = cli(*(["-s", subdir] if subdir else []), "load", "deploy target", "-t", "0", "--json", *args)
     return [h["text"] for h in result.json["results"]] if result.code == 0 else []
 
 
@@ -129,3 +129,32 @@ def test_mcp_search_and_recall_take_as_of(cli, home: Path, tmp_path: Path):
     assert [h["text"] for h in now["results"]] == [V3] and now["as_of"] is None
     recalled = call("memory_recall", {"message": "deploy target", "threshold": 0, "as_of": "2026-02-01"})
     assert [m["text"] for m in recalled["memories"]] == [V1]
+
+
+@pytest.mark.parametrize("vectors", [False, True], ids=["texts", "vectors"])
+def test_export_import_round_trip_keeps_validity(cli, tmp_path: Path, vectors: bool):
+    ids = _changed_twice(cli, tmp_path)
+    out = tmp_path / "e.jsonl"
+    assert cli("export", "-o", out, *(["--vectors"] if vectors else [])).code == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0]["memctl_export"] == 2 and lines[0]["superseded"] == 2 and lines[0]["count"] == 3
+    assert [r["id"] for r in lines[1:] if r.get("superseded")] == ids[:2]
+    moved = cli("-s", "copy", "import", out, "--json")
+    assert moved.code == 0 and moved.json["imported"] == 1 and moved.json["superseded"] == 2
+    for moment in ("2026-02-01", "2026-04-15", "2026-06-02"):
+        assert _answer(cli, "--as-of", moment) == _answer(cli, "--as-of", moment, subdir="copy")
+    assert _answer(cli, subdir="copy") == [V3]
+    assert cli("-s", "copy", "show", ids[1], "--json").json == {**cli("show", ids[1], "--json").json, "subdir": "copy"}
+    again = cli("-s", "copy", "import", out, "--json")  # nothing twice
+    assert again.json["imported"] == 0 and again.json["superseded"] == 0
+    exported_again = tmp_path / "again.jsonl"
+    assert cli("-s", "copy", "export", "-o", exported_again, *(["--vectors"] if vectors else [])).code == 0
+    assert exported_again.read_text().splitlines()[1:] == out.read_text().splitlines()[1:]  # the same records
+
+
+def test_agent_zero_export_writes_current_facts_only(cli, tmp_path: Path):
+    _changed_twice(cli, tmp_path)
+    target = tmp_path / "a0"
+    result = cli("export-agent-zero", target, "--json")
+    assert result.code == 0, result.err
+    assert result.json["count"] == 1
