@@ -806,20 +806,7 @@ class EmbeddedStore(StoreBase):
     def _insert_pending(self, items: Sequence[PendingItem]) -> None:
         self.db.executemany(
             f"INSERT INTO pending ({PENDING_COLUMNS}, content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    i.id,
-                    i.text,
-                    i.area,
-                    i.created_at,
-                    json.dumps(i.metadata, ensure_ascii=False),
-                    i.reason,
-                    i.source,
-                    i.transcript,
-                    content_hash(i.text),
-                )
-                for i in items
-            ],
+            [i.row() for i in items],
         )
 
     def _has_pending_table(self) -> bool:

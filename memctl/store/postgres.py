@@ -694,21 +694,7 @@ class PostgresStore(StoreBase):
             cur.executemany(
                 f"INSERT INTO memctl_pending (subdir, {PENDING_COLUMNS}, content_hash)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        self.subdir,
-                        i.id,
-                        i.text,
-                        i.area,
-                        i.created_at,
-                        json.dumps(i.metadata, ensure_ascii=False),
-                        i.reason,
-                        i.source,
-                        i.transcript,
-                        content_hash(i.text),
-                    )
-                    for i in items
-                ],
+                [(self.subdir, *i.row()) for i in items],
             )
 
     def _pending_with_hash(self, digest: str, area: str, text: str) -> str | None:

@@ -91,6 +91,23 @@ class PendingItem:
     source: str | None = None  # metadata `source`: memorize, mcp, ...
     transcript: str | None = None  # metadata `transcript`: the conversation it came from
 
+    def row(self) -> tuple[Any, ...]:
+        """The pending table's columns (PENDING_COLUMNS, then content_hash), as both backends insert them."""
+        from memctl.embeddings import content_hash
+
+        meta = json.dumps(self.metadata, ensure_ascii=False)
+        return (
+            self.id,
+            self.text,
+            self.area,
+            self.created_at,
+            meta,
+            self.reason,
+            self.source,
+            self.transcript,
+            content_hash(self.text),
+        )
+
     @property
     def p_noise(self) -> float | None:
         """The gate's P(noise) when the gate put it here (metadata `gate_p_noise`), else None."""
