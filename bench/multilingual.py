@@ -297,7 +297,7 @@ def run_store_modes(args: argparse.Namespace) -> None:
 
     segmenter = "-"
     try:
-        from memctl import segment
+        from memctl.text import segment
     except ImportError:
         pass  # a memctl from before CJK keyword search
     else:

@@ -211,7 +211,7 @@ def _option(param: Any) -> Option:
     names = sorted(param.opts, key=lambda n: not (n.startswith("-") and not n.startswith("--")))
     names += list(getattr(param, "secondary_opts", []) or [])
     if AREA_OPTION in names:
-        from memctl.store import AREAS
+        from memctl.store.records import AREAS
 
         choices = tuple(AREAS)
     flag = bool(getattr(param, "is_flag", False) or getattr(param, "count", False))
@@ -852,7 +852,7 @@ def _mentioning(options: list[Option], word: str) -> str | None:
 def render_man(app: App) -> str:
     from memctl import errors
     from memctl.config import ENV_PREFIX, defaults
-    from memctl.paths import STORE_MARKER
+    from memctl.config.paths import STORE_MARKER
     from memctl.store.layout import EMBEDDING_FILE
     from memctl.store.vector_index import INDEX_FILE
 

@@ -226,7 +226,7 @@ def rename(src, dst):
         os._exit(9)  # killed right here
     real(src, dst)
 files.os.rename = rename
-from memctl.backup import backup_store, restore_backup
+from memctl.lifecycle.backup import backup_store, restore_backup
 if sys.argv[1] == "restore":
     restore_backup(Path(sys.argv[2]), Path(sys.argv[4]), force=True)
 else:
@@ -423,7 +423,8 @@ def test_naive_timestamps_are_read_as_utc(cli, tmp_path: Path):
         json.dumps({"text": "naive", "created_at": "2024-05-01T10:00:00"}) + "\n", encoding="utf-8"
     )
     assert cli("import", tmp_path / "f.jsonl").code == 0
-    assert cli("list", "--json").json["items"][0]["created_at"] == "2024-05-01T10:00:00.000+00:00"  # the stored UTC form (validate.utc_iso)
+    # the stored UTC form (validate.utc_iso)
+    assert cli("list", "--json").json["items"][0]["created_at"] == "2024-05-01T10:00:00.000+00:00"
 
 
 def test_import_refuses_an_unknown_format_version(cli, tmp_path: Path):
@@ -829,7 +830,7 @@ class LeanEmbedder(FakeEmbedder):
 def _export_import_peaks(home: Path, tmp_path: Path, count: int, chars: int) -> tuple[int, int, int]:
     import tracemalloc
 
-    from memctl.lifecycle import export_to_file, import_jsonl
+    from memctl.lifecycle.jsonl import export_to_file, import_jsonl
 
     text = "s" * chars
     path = tmp_path / f"big{count}-{chars}.jsonl"

@@ -13,7 +13,7 @@ import pytest
 
 import memctl
 from memctl.embeddings import FakeEmbedder
-from memctl.relevance import Calibration
+from memctl.search.relevance import Calibration
 
 # MiniLM's calibration as it was when the golden files were made, frozen here: a refit of the shipped one
 # changes scores, and these files check that caches and batching change none.

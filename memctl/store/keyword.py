@@ -3,7 +3,7 @@
 The FTS5 table uses the Porter + unicode61 tokenizer (query words are split the same way, \\w+
 runs, and stemmed by FTS5 itself); common English words are dropped so BM25 ranks on the words
 that carry meaning. Chinese, Japanese and Korean text is indexed one character per token and
-queried word by word, each word a phrase of its characters (memctl/segment.py): the index goes
+queried word by word, each word a phrase of its characters (memctl/text/segment.py): the index goes
 through the SQL function `memctl_fts_text`, which every connection to a store registers
 (`register_functions`).
 """
@@ -14,7 +14,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from memctl.segment import CJK_STOPWORDS, has_cjk, index_text, phrase, piece_pattern, pieces, words
+from memctl.text.segment import CJK_STOPWORDS, has_cjk, index_text, phrase, piece_pattern, pieces, words
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from memctl import importance
+from memctl.search import importance
 
 H = TypeVar("H")
 

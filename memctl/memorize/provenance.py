@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memctl.importance import KEEP_TEXT, KEEP_TEXT_ZH
+from memctl.memorize.importance import KEEP_TEXT, KEEP_TEXT_ZH
 
 GROUPS = ("rules", "facts", "solutions")
 SOURCES = ("knowledge", "consolidation", "conversation", "saved")

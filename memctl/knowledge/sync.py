@@ -2,7 +2,7 @@
 
 Layout. Files directly in a knowledge folder go to area `main` (not recursive); the subfolders
 `main/`, `fragments/` and `solutions/` go to that area, recursively. Other subfolders, hidden
-files and folders, symlinked folders and extensions without a reader (see `memctl.readers`) are
+files and folders, symlinked folders and extensions without a reader (see `memctl.knowledge.readers`) are
 skipped and reported.
 
 Identity. A file is known by its folder's name and its path relative to the folder
@@ -39,8 +39,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from memctl.errors import ConfigError, UsageError
-from memctl.readers import Chunk, UnreadableFile, read_chunks, reader_for
-from memctl.store.layout import KNOWLEDGE_FILE as STATE_FILE  # noqa: F401 - where an embedded store keeps it
+from memctl.knowledge.readers import Chunk, UnreadableFile, read_chunks, reader_for
 from memctl.store.records import AREAS, now_iso
 
 if TYPE_CHECKING:

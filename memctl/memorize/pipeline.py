@@ -1,12 +1,12 @@
 """Memorize: a finished conversation -> durable memories.
 
-1. The transcript is read (memctl.transcripts) and cut to `memorize_max_history_chars` from the
+1. The transcript is read (memctl.memorize.transcripts) and cut to `memorize_max_history_chars` from the
    oldest end.
 2. The utility model extracts candidate facts (area `fragments`, or `--area`) and, unless turned
    off, problem -> solution know-how (area `solutions`) with prompts/memorize_*.
-3. The quality gate (memctl.quality) drops transient noise, ungrounded inventions and echoes of
+3. The quality gate (memctl.memorize.quality) drops transient noise, ungrounded inventions and echoes of
    memories memctl itself recalled into the conversation; each drop names its reason.
-4. Every remaining candidate is consolidated with what is stored (memctl.consolidate).
+4. Every remaining candidate is consolidated with what is stored (memctl.memorize.consolidate).
 
 Failures never lose memories: a failed extraction stores nothing new, says so, and counts as a
 failure of its transcript (`failed` in the summary; the CLI exits 4); a failed consolidation
@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memctl.consolidate import Consolidator, Outcome
 from memctl.errors import MemctlError, UsageError
-from memctl.importance import Rater, Weights
 from memctl.llm import LLMError, UtilityModel
-from memctl.quality import Grounding, Verdict, check, gate_embedding
+from memctl.memorize.consolidate import Consolidator, Outcome
+from memctl.memorize.grounding import Grounding
+from memctl.memorize.importance import Rater, Weights
+from memctl.memorize.quality import Verdict, check, gate_embedding
+from memctl.memorize.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 from memctl.store.records import AREAS
-from memctl.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 
 if TYPE_CHECKING:
     from memctl.store.base import StoreBase

@@ -539,7 +539,7 @@ def restore_subdir(
     A folder store is swapped for a checked copy; a PostgreSQL store is replaced in one transaction,
     the replaced one kept as a backup folder under the root."""
     from memctl.config import load_config
-    from memctl.paths import resolve_root, store_dir
+    from memctl.config.paths import resolve_root, store_dir
     from memctl.store import open_store, store_folder
 
     folder = store_folder(root, subdir, store=store, overrides=overrides)

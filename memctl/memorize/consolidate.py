@@ -148,7 +148,7 @@ def plausible(result: str, sources: Sequence[str], min_share: float = 0.5) -> bo
     """Does a model-written memory restate its sources? At least half of its content words must come
     from them (a weak model's prose, an echo of the prompt, or an invented fact fails), and it must not
     be far longer than all of them together."""
-    from memctl.quality import content_stems
+    from memctl.memorize.grounding import content_stems
 
     words = content_stems(result)
     known = {w for text in sources for w in content_stems(text)}
@@ -168,7 +168,7 @@ _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
 def evidence_words(text: str) -> set[str]:
     """Content words for keyword evidence: stems of the Latin-script words (frame words such as "user" or
     "prefers" left out) and overlapping character pairs of Chinese/Japanese runs (no spaces to split on)."""
-    from memctl.quality import content_stems
+    from memctl.memorize.grounding import content_stems
 
     words = set(content_stems(_CJK_RUN.sub(" ", text)))
     for run in _CJK_RUN.findall(text):
@@ -837,7 +837,7 @@ def consolidate_store(
     actor: str = "consolidate",
 ) -> StoreConsolidation:
     """Consolidate groups of similar stored memories, near-duplicates first, one transaction per group."""
-    from memctl.store.base import check_area
+    from memctl.store.validate import check_area
 
     areas: list[str] = [check_area(area)] if area else ["fragments", "solutions", "main"]
     worker = Consolidator(store, llm, actor=actor, dry_run=dry_run)

@@ -122,7 +122,7 @@ class LocalEmbedder:
             path = self._path()
             try:
                 if self._chosen_backend(path) == "onnx":
-                    from memctl.embed_onnx import OnnxMiniLM
+                    from memctl.embeddings.onnx import OnnxMiniLM
 
                     self._model = OnnxMiniLM(path, batch_size=self.batch_size, spin=self.spin)
                 else:
@@ -192,7 +192,7 @@ class MultilingualE5Embedder:
 
             import numpy as np
 
-            doc = json.loads((Path(__file__).parent / "data" / "e5_centering.json").read_text(encoding="utf-8"))
+            doc = json.loads((Path(__file__).parents[1] / "data" / "e5_centering.json").read_text(encoding="utf-8"))
             self._means = {
                 True: np.asarray(doc["query_mean"], np.float32),
                 False: np.asarray(doc["passage_mean"], np.float32),
@@ -291,7 +291,7 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 def _words(text: str) -> list[str]:
     """Lower-case \\w+ words; CJK runs cut into words (so shared Chinese words mean shared vectors)."""
-    from memctl.segment import has_cjk, words
+    from memctl.text.segment import has_cjk, words
 
     return words(text) if has_cjk(text) else _TOKEN.findall(text.lower())
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from memctl.transcripts import Message
+    from memctl.memorize.transcripts import Message
 
 # Han (with extensions and compatibility forms), kana and Hangul: scripts written without spaces.
 CJK_CHARS = "\u2e80-\u2fff\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -285,7 +285,7 @@ def recall_headings() -> list[str]:
 
 def split_recalled(text: str) -> tuple[str, list[str]]:
     """(text without recalled blocks, the memories those blocks listed)."""
-    from memctl.provenance import strip_label
+    from memctl.memorize.provenance import strip_label
 
     headings = recall_headings()
     if not headings or not any(h in text for h in headings):

@@ -44,9 +44,9 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memctl.agent_zero.pickle_read import INDEX_PKL, _DocumentState, load_index_pkl
 from memctl.embeddings import ModelInfo
 from memctl.errors import StoreError, UsageError
+from memctl.integrations.agent_zero.pickle_read import INDEX_PKL, _DocumentState, load_index_pkl
 from memctl.store.records import AREAS, RESERVED_METADATA_KEYS
 from memctl.store.validate import IMPORTANCE_KEY, MAX_ID_LENGTH, check_id, check_importance
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from memctl.errors import ConfigError
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # memctl/
 # Keys whose default is null still need a type.
 NULLABLE_TYPES: dict[str, type] = {
     "embedding_api_base": str,
@@ -143,7 +143,7 @@ def check_value(key: str, value: Any, source: str) -> Any:
         raise ConfigError(
             f"{source}: config key {key!r} must be {expected.__name__}, got {type(value).__name__} {value!r}"
         )
-    from memctl.config_rules import value_problem
+    from memctl.config.rules import value_problem
 
     problem = value_problem(key, value)
     if problem is not None:
@@ -227,7 +227,7 @@ def load_config(
 
 
 def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:
-    from memctl.config_rules import cross_problems
+    from memctl.config.rules import cross_problems
 
     for key, problem in cross_problems(values):
         raise ConfigError(

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 EmbedFn = Callable[[list[str]], np.ndarray]
-MODEL_FILE = Path(__file__).with_name("data") / "gate_model.json"
+MODEL_FILE = Path(__file__).parents[1] / "data" / "gate_model.json"
 MAX_CHARS = 2000  # features read at most this much of a candidate (bounds regex time)
 OUTCOMES = ("keep", "pending", "drop")
 

@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memctl.agent_zero.folder import (
+from memctl.embeddings import ModelInfo
+from memctl.errors import UsageError
+from memctl.integrations.agent_zero.folder import (
     EMBEDDING_JSON,
     AgentZeroDocument,
     AgentZeroFolder,
@@ -15,8 +17,6 @@ from memctl.agent_zero.folder import (
     sync_base,
     write_sync_base,
 )
-from memctl.embeddings import ModelInfo
-from memctl.errors import UsageError
 
 if TYPE_CHECKING:
     import numpy as np

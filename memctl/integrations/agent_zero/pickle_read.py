@@ -2,7 +2,7 @@
 
 It resolves only the three globals an Agent Zero store uses (LangChain's InMemoryDocstore and
 Document, Agent Zero's Memory.Area), each to a small stand-in that keeps plain data; any other
-global is refused before it is called. The layout it expects is described in `memctl.agent_zero.folder`.
+global is refused before it is called. The layout it expects is described in `memctl.integrations.agent_zero.folder`.
 """
 
 from __future__ import annotations

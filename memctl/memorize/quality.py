@@ -4,12 +4,12 @@ An extractor, however well prompted, proposes things that do not belong in long-
 happened in this session, what holds only now, where things are on one machine, and things it made up
 or merely repeated from what memctl itself recalled.
 
-One learned model (`memctl.gate_model`) reads each candidate and gives one of three outcomes: keep,
+One learned model (`memctl.memorize.gate_model`) reads each candidate and gives one of three outcomes: keep,
 drop, or **pending** (the uncertain band: stored for review, not returned by searches until a person
 or the `memorize_pending` policy decides). Two checks that need no model come around it: a length
 veto (an empty line or a dump is never one memory) and, with the transcript, grounding (is the
 candidate supported by what the user or a tool actually said?) and echo (does it only restate what
-memctl recalled?), both in `memctl.grounding`.
+memctl recalled?), both in `memctl.memorize.grounding`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from memctl import gate_model
-from memctl.grounding import (
+from memctl.memorize import gate_model
+from memctl.memorize.grounding import (
     CJK_RUN,
     EmbedFn,
     Grounding,

@@ -12,11 +12,12 @@ from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memctl.agent_zero.folder import (
+from memctl.errors import StoreError, UsageError
+from memctl.files import fsync_dir, fsync_file, swap_folder, write_synced
+from memctl.integrations.agent_zero.folder import (
     A0_KEY,
     EMBEDDING_JSON,
     INDEX_FAISS,
-    INDEX_PKL,
     KNOWLEDGE_IMPORT,
     SYNC_FILE,
     Notes,
@@ -28,9 +29,8 @@ from memctl.agent_zero.folder import (
     sync_base,
     write_sync_base,
 )
-from memctl.agent_zero.pickle_write import dump_index_pkl
-from memctl.errors import StoreError, UsageError
-from memctl.files import fsync_dir, fsync_file, swap_folder, write_synced
+from memctl.integrations.agent_zero.pickle_read import INDEX_PKL
+from memctl.integrations.agent_zero.pickle_write import dump_index_pkl
 
 if TYPE_CHECKING:
     import numpy as np

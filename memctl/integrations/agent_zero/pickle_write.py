@@ -9,7 +9,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from memctl.agent_zero.pickle_read import DOCSTORE_GLOBAL, DOCUMENT_GLOBAL
+from memctl.integrations.agent_zero.pickle_read import DOCSTORE_GLOBAL, DOCUMENT_GLOBAL
 
 
 # -- exporting: the pickle, written by hand ---------------------------------------------------------
