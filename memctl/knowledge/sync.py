@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from memctl.errors import ConfigError, UsageError
+from memctl.files import file_sha256
 from memctl.knowledge.readers import Chunk, UnreadableFile, read_chunks, reader_for
 from memctl.store.records import AREAS, now_iso
 
@@ -188,14 +189,6 @@ def _inside(path: Path, top: Path) -> bool:
         return Path(os.path.realpath(path)).is_relative_to(Path(os.path.realpath(top)))
     except OSError:
         return False
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -- state: the store's knowledge chunks, mirrored in the saved import state -------------
@@ -582,7 +575,3 @@ def _dry_run(store: StoreBase, plan: _Plan, chunking: Chunking, report: Knowledg
     report.embedded = len(texts) - len(known)
     report.reused = len(known)
     report.files.sort(key=lambda f: (f.folder, f.source_path))
-
-
-def iter_results(report: KnowledgeReport, *statuses: str) -> Iterator[FileResult]:
-    return (f for f in report.files if f.status in statuses)

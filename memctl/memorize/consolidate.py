@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.errors import MemctlError
 from memctl.llm import LLMError, UtilityModel
+from memctl.text.cjk import KANA_HAN
 
 if TYPE_CHECKING:
     import numpy as np
@@ -162,7 +163,7 @@ def first_sentence(text: str, limit: int = 200) -> str:
     return head[:limit].strip() or text[:limit]
 
 
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_CJK_RUN = re.compile(f"[{KANA_HAN}]+")
 
 
 def evidence_words(text: str) -> set[str]:

@@ -33,12 +33,14 @@ from typing import Any
 
 import numpy as np
 
+from memctl.text.cjk import MODEL_FEATURES
+
 EmbedFn = Callable[[list[str]], np.ndarray]
 MODEL_FILE = Path(__file__).parents[1] / "data" / "gate_model.json"
 MAX_CHARS = 2000  # features read at most this much of a candidate (bounds regex time)
 OUTCOMES = ("keep", "pending", "drop")
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK = MODEL_FEATURES
 _I = re.IGNORECASE
 
 

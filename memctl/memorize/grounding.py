@@ -13,25 +13,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memctl.text.cjk import GROUNDING as CJK_CHARS
+from memctl.text.stem import grounding as stem
+from memctl.text.stopwords import GROUNDING as _STOPWORDS
+
 if TYPE_CHECKING:
     import numpy as np
 
     from memctl.memorize.transcripts import Message
 
-# Han (with extensions and compatibility forms), kana and Hangul: scripts written without spaces.
-CJK_CHARS = "\u2e80-\u2fff\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 _LATIN_WORD = re.compile(f"[^\\W_{CJK_CHARS}]+")
 
-_STOP = set(
-    """
-a an the and or but nor of to in on at by for with from into onto over under as than then that this these those
-it its it's is are am was were be been being has have had do does did can could must should shall will would may
-might not no never ever all any every each some such very just only also so too there here their them they he she
-his her our ours we you your i me my mine about after before via per if when while which who whom whose what where
-why how
-""".split()
-)
 # Words that frame a memory without carrying its content ("User prefers ...").
 _FRAME = set(
     """
@@ -41,18 +34,6 @@ always never should must need needs please keep thing things way lot always also
 )
 # The same frame in Chinese: bigrams of 用户 (user), 助手 (assistant), 喜欢/偏好 (prefers) ... carry no content.
 _FRAME_GRAMS = frozenset("用户 助手 喜欢 偏好 希望 需要 使用 总是 一直 我们 他们 这个 那个 什么 可以 应该 请用".split())
-
-_SUFFIXES = ("ingly", "edly", "ings", "ing", "ied", "ies", "ed", "es", "ly", "s")
-
-
-def stem(word: str) -> str:
-    w = word.lower().strip("'’.-/:")
-    w = re.sub(r"['’]s$", "", w)
-    for suffix in _SUFFIXES:
-        if len(w) - len(suffix) >= 3 and w.endswith(suffix):
-            w = w[: -len(suffix)]
-            break
-    return w[:6]
 
 
 def cjk_share(text: str) -> float:
@@ -76,7 +57,7 @@ def content_stems(text: str) -> list[str]:
     out: list[str] = []
     for word in _LATIN_WORD.findall(text):
         low = word.lower()
-        if low in _STOP or low in _FRAME or len(low) < 2:
+        if low in _STOPWORDS or low in _FRAME or len(low) < 2:
             continue
         out.append(stem(low))
     out += [g for g in cjk_grams(text) if g not in _FRAME_GRAMS and len(g) == 2]
@@ -88,7 +69,7 @@ def key_entities(text: str) -> list[str]:
     found: list[str] = []
     for position, word in enumerate(re.findall(f"[^\\W_{CJK_CHARS}][\\w.\\-]*[^\\W_]|[^\\W_{CJK_CHARS}]", text)):
         word = CJK_RUN.split(word)[0]  # "ACK上" -> "ACK": a name glued to Chinese text
-        if len(word) < 1 or word.lower() in _STOP or word.lower() in _FRAME:
+        if len(word) < 1 or word.lower() in _STOPWORDS or word.lower() in _FRAME:
             continue
         if any(c.isdigit() for c in word) or (position > 0 and word[0].isupper()):
             found.append(word)

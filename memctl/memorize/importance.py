@@ -19,6 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memctl.text.cjk import HAN_PAIRS
+from memctl.text.stem import plural
+from memctl.text.stopwords import IMPORTANCE
+
 # Keep-signals: a person telling the assistant that something holds beyond this conversation.
 KEEP_EN = re.compile(
     r"\b(always|never|from now on|going forward|from here on|in (the )?future|remember (that|this)|"
@@ -62,12 +66,7 @@ CLAUSE = re.compile(r"[,;:](?=\s)|[，；：、]")
 LEAD_IN_WORDS = 3  # a clause this short that carries a keep-signal ("From now on,") lends it to the next one
 SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n")  # not inside "3.9" or "v1.2"
 LATIN = re.compile(r"[a-z0-9][a-z0-9_+#.\-]*[a-z0-9+#]|[a-z0-9]", re.IGNORECASE)
-CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
-STOP = frozenset(
-    """a an and are as at be but by for from has have he her his i if in into is it its me my no not
-of on or our she so than that the their them then there these they this to too us was we were what when which who
-will with you your user users uses use please thanks also just now""".split()
-)
+CJK = re.compile(f"[{HAN_PAIRS}]+")
 
 
 @dataclass(frozen=True)
@@ -98,20 +97,13 @@ class Rating:
 
 def tokens(text: str) -> set[str]:
     """Content words: Latin words (no stop words) and the character pairs of CJK runs."""
-    found = {_stem(w.lower()) for w in LATIN.findall(text) if w.lower() not in STOP}
+    found = {plural(w.lower()) for w in LATIN.findall(text) if w.lower() not in IMPORTANCE}
     for run in CJK.findall(CJK_STOP.sub(" ", text)):
         found.update([run] if len(run) == 1 else (run[i : i + 2] for i in range(len(run) - 1)))
     return found
 
 
 CJK_STOP = re.compile(r"用户的?|我的?|你的?")  # the extraction's "用户" is the user's "我", like "user"/"I"
-
-
-def _stem(word: str) -> str:
-    """Plural and third-person -s off, so "answers" meets "answer" and "prefers" meets "prefer"."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def sentences(texts: Sequence[str]) -> list[str]:

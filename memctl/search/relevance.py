@@ -34,6 +34,7 @@ from importlib import resources
 from typing import Any
 
 from memctl.errors import ConfigError
+from memctl.text import cjk, stem, stopwords
 
 # The evidence, in the order the parameters list their weights. All are "higher = more relevant".
 FEATURES = (
@@ -49,31 +50,20 @@ FEATURES = (
     "cosine_z",  # the cosine's standing among background sentences: (cosine - their mean) / their spread
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_CJK = re.compile(f"[{cjk.MODEL_FEATURES}]+")
 MIN_SPREAD = 0.02  # a floor on the background's spread, so a near-constant model cannot blow cosine_z up
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "ed", "es", "s", "ly")
-
-
-@lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if len(word) - len(suffix) >= 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
 
 
 def content_units(text: str) -> set[str]:
     """Words worth matching: stemmed lower-case words without stopwords; CJK runs as character pairs."""
-    from memctl.store.keyword import STOPWORDS
-
     units: set[str] = set()
     lowered = text.lower()
     for run in _CJK.findall(lowered):
         units.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
     for word in _WORD.findall(_CJK.sub(" ", lowered)):
-        if word in STOPWORDS or (len(word) == 1 and not word.isdigit()):
+        if word in stopwords.ENGLISH or (len(word) == 1 and not word.isdigit()):
             continue
-        units.add(_stem(word))
+        units.add(stem.relevance(word))
     return units
 
 

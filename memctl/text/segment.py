@@ -28,13 +28,8 @@ from collections.abc import Iterator
 from functools import cache, lru_cache
 from typing import Any
 
-# Hiragana, katakana (+ phonetic extensions, half-width forms), CJK ideographs (+ ext. A,
-# compatibility, ext. B and later planes), Hangul syllables and jamo.
-HIRAGANA = "\u3040-\u309f"
-KATAKANA = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
-HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-CJK_CLASS = HIRAGANA + KATAKANA + HAN + HANGUL
+from memctl.text.cjk import FULL as CJK_CLASS
+from memctl.text.cjk import HAN, HANGUL, HIRAGANA, KATAKANA
 
 # The lowest code point of any CJK character above: text below it is left to the \\w+ path without
 # compiling the CJK patterns (compiling them costs ~6 ms, which a CLI call on English text skips).
@@ -60,23 +55,6 @@ def piece_pattern() -> re.Pattern[str]:
     """A run of CJK characters, or a run of other word characters."""
     return _pattern("piece")
 
-
-# Function words that carry no meaning in a keyword query (the English list is in store/keyword.py).
-CJK_STOPWORDS = frozenset(
-    """
-的 了 是 在 我 你 他 她 它 们 我们 你们 他们 她们 咱们 这 那 这个 那个 这些 那些 什么
-怎么 怎样 如何 吗 呢 吧 啊 呀 哦 嗯
-和 与 及 或 或者 也 都 就 还 又 把 被 给 让 对 从 到 向 用 有 没有 没 不 很 会 能 要
-想 请 一下 一个 个 为什么 为 哪 哪个 哪里 哪些
-时候 的话 以后 之前 之后 现在 可以 应该 需要 知道 告诉 记得 一些 一直 已经 所以 因为 但是 但
-如果 而且 并且 就是 还是 时 上 下 中 里
-の は が を に で と も へ や か な ね よ から まで より です ます でした ました ください
-ですか ますか して した する こと これ それ あれ
-どこ なに なん いつ だれ どう どの この その あの ある いる ない
-은 는 이 가 을 를 의 에 에서 와 과 도 만 로 으로 저 제 나 내 그 이것 그것 무엇 뭐 어디
-언제 어떻게 왜 누구
-""".split()
-)
 
 # Korean particles (josa) that attach to the end of a word, longest first.
 _HANGUL_PARTICLES = sorted(
