@@ -38,7 +38,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.recall_probes import Probe, Series, configured, fill, load_series  # noqa: E402
 from memctl.search.relevance import (  # noqa: E402
     FEATURES,
     SLOT_MISS_FACTOR,
@@ -51,6 +50,7 @@ from memctl.search.relevance import (  # noqa: E402
     standing,
     z_score,
 )
+from scripts.corpus import Probe, Series, configured, fill, load_series  # noqa: E402
 
 SYNTHETIC = "\x00synthetic\x00"
 SLOT_MISS = "\x00slot_miss\x00"  # evidence key: the memory lacks the exact value the question asks for
