@@ -18,12 +18,12 @@ _memctl_options() {
     case "$1" in
         memctl) _memctl_words=(--root -s --subdir --store --json -q --quiet --version -h --help) ;;
         'memctl save') _memctl_words=(-a --area -m --meta --importance --unique -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode --as-of -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl delete') _memctl_words=(--no-cascade --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl show') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl list') _memctl_words=(-a --area -f --filter -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area --importance -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl update') _memctl_words=(--text -m --meta --unset --replace-meta -a --area --importance --supersede --valid-from -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl history') _memctl_words=(-n --limit -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl subdirs') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export') _memctl_words=(-o --output --vectors -a --area --all-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -42,14 +42,14 @@ _memctl_options() {
         'memctl consolidate') _memctl_words=(-a --area --dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl behaviour') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl migrate') _memctl_words=(--to --to-subdir -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl recall') _memctl_words=(--history --format --query-prep --post-filter -t --threshold -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl recall') _memctl_words=(--history --format --query-prep --post-filter -t --threshold --as-of -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl mcp') _memctl_words=(--http --allow-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config show') _memctl_words=(--effective -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config get') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config set') _memctl_words=(--scope -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config path') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl review') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review') _memctl_words=(--kind -a --area --source -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review list') _memctl_words=(-a --area -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review approve') _memctl_words=(--text --dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review reject') _memctl_words=(--dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -62,10 +62,10 @@ _memctl_options() {
 _memctl_takes_value() {
     case "$1|$2" in
         'memctl save|-a'|'memctl save|--area'|'memctl save|-m'|'memctl save|--meta'|'memctl save|--importance') return 0 ;;
-        'memctl load|-t'|'memctl load|--threshold'|'memctl load|-n'|'memctl load|--limit'|'memctl load|-a'|'memctl load|--area'|'memctl load|-f'|'memctl load|--filter'|'memctl load|--mode') return 0 ;;
+        'memctl load|-t'|'memctl load|--threshold'|'memctl load|-n'|'memctl load|--limit'|'memctl load|-a'|'memctl load|--area'|'memctl load|-f'|'memctl load|--filter'|'memctl load|--mode'|'memctl load|--as-of') return 0 ;;
         'memctl forget|-t'|'memctl forget|--threshold'|'memctl forget|-a'|'memctl forget|--area'|'memctl forget|-f'|'memctl forget|--filter') return 0 ;;
         'memctl list|-a'|'memctl list|--area'|'memctl list|-f'|'memctl list|--filter'|'memctl list|-n'|'memctl list|--limit'|'memctl list|-p'|'memctl list|--page') return 0 ;;
-        'memctl update|--text'|'memctl update|-m'|'memctl update|--meta'|'memctl update|--unset'|'memctl update|-a'|'memctl update|--area'|'memctl update|--importance') return 0 ;;
+        'memctl update|--text'|'memctl update|-m'|'memctl update|--meta'|'memctl update|--unset'|'memctl update|-a'|'memctl update|--area'|'memctl update|--importance'|'memctl update|--valid-from') return 0 ;;
         'memctl history|-n'|'memctl history|--limit') return 0 ;;
         'memctl export|-o'|'memctl export|--output'|'memctl export|-a'|'memctl export|--area') return 0 ;;
         'memctl import|--on-conflict'|'memctl import|--batch-size') return 0 ;;
@@ -76,9 +76,10 @@ _memctl_takes_value() {
         'memctl memorize|--batch'|'memctl memorize|-a'|'memctl memorize|--area'|'memctl memorize|--recalled') return 0 ;;
         'memctl consolidate|-a'|'memctl consolidate|--area') return 0 ;;
         'memctl migrate|--to'|'memctl migrate|--to-subdir') return 0 ;;
-        'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold') return 0 ;;
+        'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold'|'memctl recall|--as-of') return 0 ;;
         'memctl mcp|--http'|'memctl mcp|--allow-subdirs') return 0 ;;
         'memctl config set|--scope') return 0 ;;
+        'memctl review|--kind'|'memctl review|-a'|'memctl review|--area'|'memctl review|--source') return 0 ;;
         'memctl review list|-a'|'memctl review list|--area'|'memctl review list|-n'|'memctl review list|--limit'|'memctl review list|-p'|'memctl review list|--page') return 0 ;;
         'memctl review approve|--text') return 0 ;;
         'memctl review resolve|--older-than'|'memctl review resolve|--max-p-noise'|'memctl review resolve|-a'|'memctl review resolve|--area'|'memctl review resolve|--source') return 0 ;;
@@ -100,6 +101,7 @@ _memctl_values() {
         'memctl load|-a'|'memctl load|--area') _memctl_add main fragments solutions; return ;;
         'memctl load|-f'|'memctl load|--filter') :; return ;;
         'memctl load|--mode') :; return ;;
+        'memctl load|--as-of') :; return ;;
         'memctl forget|-t'|'memctl forget|--threshold') :; return ;;
         'memctl forget|-a'|'memctl forget|--area') _memctl_add main fragments solutions; return ;;
         'memctl forget|-f'|'memctl forget|--filter') :; return ;;
@@ -112,6 +114,7 @@ _memctl_values() {
         'memctl update|--unset') :; return ;;
         'memctl update|-a'|'memctl update|--area') _memctl_add main fragments solutions; return ;;
         'memctl update|--importance') :; return ;;
+        'memctl update|--valid-from') :; return ;;
         'memctl history|-n'|'memctl history|--limit') :; return ;;
         'memctl export|-o'|'memctl export|--output') _memctl_files path; return ;;
         'memctl export|-a'|'memctl export|--area') _memctl_add main fragments solutions; return ;;
@@ -136,9 +139,13 @@ _memctl_values() {
         'memctl recall|--history') _memctl_files path; return ;;
         'memctl recall|--format') :; return ;;
         'memctl recall|-t'|'memctl recall|--threshold') :; return ;;
+        'memctl recall|--as-of') :; return ;;
         'memctl mcp|--http') :; return ;;
         'memctl mcp|--allow-subdirs') :; return ;;
         'memctl config set|--scope') :; return ;;
+        'memctl review|--kind') :; return ;;
+        'memctl review|-a'|'memctl review|--area') _memctl_add main fragments solutions; return ;;
+        'memctl review|--source') :; return ;;
         'memctl review list|-a'|'memctl review list|--area') _memctl_add main fragments solutions; return ;;
         'memctl review list|-n'|'memctl review list|--limit') :; return ;;
         'memctl review list|-p'|'memctl review list|--page') :; return ;;

@@ -16,13 +16,13 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
     switch $argv[1]'|'$argv[2]
         case 'memctl save|-a' 'memctl save|--area' 'memctl save|-m' 'memctl save|--meta' 'memctl save|--importance'
             return 0
-        case 'memctl load|-t' 'memctl load|--threshold' 'memctl load|-n' 'memctl load|--limit' 'memctl load|-a' 'memctl load|--area' 'memctl load|-f' 'memctl load|--filter' 'memctl load|--mode'
+        case 'memctl load|-t' 'memctl load|--threshold' 'memctl load|-n' 'memctl load|--limit' 'memctl load|-a' 'memctl load|--area' 'memctl load|-f' 'memctl load|--filter' 'memctl load|--mode' 'memctl load|--as-of'
             return 0
         case 'memctl forget|-t' 'memctl forget|--threshold' 'memctl forget|-a' 'memctl forget|--area' 'memctl forget|-f' 'memctl forget|--filter'
             return 0
         case 'memctl list|-a' 'memctl list|--area' 'memctl list|-f' 'memctl list|--filter' 'memctl list|-n' 'memctl list|--limit' 'memctl list|-p' 'memctl list|--page'
             return 0
-        case 'memctl update|--text' 'memctl update|-m' 'memctl update|--meta' 'memctl update|--unset' 'memctl update|-a' 'memctl update|--area' 'memctl update|--importance'
+        case 'memctl update|--text' 'memctl update|-m' 'memctl update|--meta' 'memctl update|--unset' 'memctl update|-a' 'memctl update|--area' 'memctl update|--importance' 'memctl update|--valid-from'
             return 0
         case 'memctl history|-n' 'memctl history|--limit'
             return 0
@@ -44,11 +44,13 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl migrate|--to' 'memctl migrate|--to-subdir'
             return 0
-        case 'memctl recall|--history' 'memctl recall|--format' 'memctl recall|-t' 'memctl recall|--threshold'
+        case 'memctl recall|--history' 'memctl recall|--format' 'memctl recall|-t' 'memctl recall|--threshold' 'memctl recall|--as-of'
             return 0
         case 'memctl mcp|--http' 'memctl mcp|--allow-subdirs'
             return 0
         case 'memctl config set|--scope'
+            return 0
+        case 'memctl review|--kind' 'memctl review|-a' 'memctl review|--area' 'memctl review|--source'
             return 0
         case 'memctl review list|-a' 'memctl review list|--area' 'memctl review list|-n' 'memctl review list|--limit' 'memctl review list|-p' 'memctl review list|--page'
             return 0
@@ -112,7 +114,7 @@ complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print
 complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories (hybrid vector + keyword by default).'
 complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory similar to QUERY (in batches until none is left).'
 complete -c memctl -n '__memctl_at memctl' -a delete -d 'Delete memories by id, and what was derived from them.'
-complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its metadata.'
+complete -c memctl -n '__memctl_at memctl' -a show -d 'Show one memory with its metadata and the versions it superseded (`update --supersede`); a superseded version shows itself, marked so.'
 complete -c memctl -n '__memctl_at memctl' -a list -d 'List memories, newest first, a page at a time.'
 complete -c memctl -n '__memctl_at memctl' -a update -d 'Change a memory\'s text, metadata and/or importance; its history keeps the old version.'
 complete -c memctl -n '__memctl_at memctl' -a history -d 'Every recorded change (add, update, merge, replace, delete, prune, restore, import), newest first.'
@@ -150,6 +152,7 @@ complete -c memctl -n '__memctl_at memctl load' -s n -l limit -x -d 'Most result
 complete -c memctl -n '__memctl_at memctl load' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl load' -s f -l filter -x -d 'Metadata filter, e.g. "\'db\' in tags".'
 complete -c memctl -n '__memctl_at memctl load' -l mode -x -d 'hybrid (vector + keyword), dense or keyword [config search_mode: hybrid].'
+complete -c memctl -n '__memctl_at memctl load' -l as-of -x -d 'Answer as the store stood then (ISO 8601 date or time): each fact in the version valid at that moment; facts added later left out. Default: current facts only.'
 
 # memctl forget
 complete -c memctl -n '__memctl_at memctl forget' -s t -l threshold -x -d 'Minimum similarity (1 + cosine) / 2 to QUERY, not the search relevance [config forget_threshold: 0.99, close restatements only].'
@@ -181,6 +184,8 @@ complete -c memctl -n '__memctl_at memctl update' -l unset -x -d 'Metadata key t
 complete -c memctl -n '__memctl_at memctl update' -l replace-meta -d 'Replace metadata instead of merging.'
 complete -c memctl -n '__memctl_at memctl update' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl update' -l importance -x -d 'Metadata `importance` in [0, 1] (1 = a standing rule).'
+complete -c memctl -n '__memctl_at memctl update' -l supersede -d 'The fact changed: keep the old memory as a superseded version (valid until now, shown by --as-of and `show`) and save --text as a new memory (a new id) valid from now.'
+complete -c memctl -n '__memctl_at memctl update' -l valid-from -x -d 'With --supersede: when the new value became true (ISO 8601).'
 
 # memctl history
 complete -c memctl -n '__memctl_at memctl history' -s n -l limit -x -d 'Most entries, newest first.'
@@ -271,6 +276,7 @@ complete -c memctl -n '__memctl_at memctl recall' -l format -x -d 'prompt (the b
 complete -c memctl -n '__memctl_at memctl recall' -l query-prep -d 'Let the utility model write the search query from the message and history.'
 complete -c memctl -n '__memctl_at memctl recall' -l post-filter -d 'Let the utility model drop results that do not help with the message.'
 complete -c memctl -n '__memctl_at memctl recall' -s t -l threshold -x -d 'Minimum relevance [config search_threshold].'
+complete -c memctl -n '__memctl_at memctl recall' -l as-of -x -d 'Answer as the store stood then (ISO 8601 date or time): each fact in the version valid at that moment; facts added later left out. Default: current facts only.'
 
 # memctl mcp
 complete -c memctl -n '__memctl_at memctl mcp' -l http -x -d 'Serve streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host needs config mcp_token) instead of stdio.'
@@ -301,6 +307,9 @@ complete -c memctl -n '__memctl_at memctl review' -a reject -d 'Reject pending i
 complete -c memctl -n '__memctl_at memctl review' -a resolve -d 'Decide the queue by a policy, for cron: e.g.'
 
 # memctl review
+complete -c memctl -n '__memctl_at memctl review' -l kind -x -d 'Only items of this kind (pending).'
+complete -c memctl -n '__memctl_at memctl review' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
+complete -c memctl -n '__memctl_at memctl review' -l source -x -d 'Only items from memorize or mcp.'
 
 # memctl review list
 complete -c memctl -n '__memctl_at memctl review list' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'

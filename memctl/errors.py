@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 EXIT_OK = 0
 EXIT_ERROR = 1  # operational error: the message says the next step
 EXIT_USAGE = 2  # bad arguments, bad filter, bad subdir name, bad config
@@ -70,9 +72,14 @@ class InputFormatError(UsageError):
     """An input file (JSONL export, transcript, ...) is not in the expected format."""
 
 
-def sqlite_hint(message: str) -> str:
-    """The next step for an SQLite open/write failure, by its cause (not every failure is a lock)."""
+def sqlite_hint(message: str, where: Path | None = None) -> str:
+    """The next step for an SQLite open/write failure, by its cause (not every failure is a lock).
+
+    `where`: the store's folder. SQLite reports a full disk met while it makes its shared-memory file
+    as a plain "disk I/O error", so that one is told apart by the space left there."""
     text = message.lower()
+    if "disk i/o" in text and where is not None and _no_space_left(where):
+        text = "full"
     if "locked" in text or "busy" in text:
         return "another process holds it; retry, or raise lock_timeout"
     if "readonly" in text or "read-only" in text:
@@ -84,3 +91,12 @@ def sqlite_hint(message: str) -> str:
     if "disk i/o" in text:
         return "the disk reported an error: check it; restore from a backup if it is failing"
     return "restore it from a backup or export"
+
+
+def _no_space_left(where: Path) -> bool:
+    import shutil
+
+    try:
+        return shutil.disk_usage(where).free < (64 << 10)
+    except OSError:
+        return False

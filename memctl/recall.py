@@ -10,6 +10,7 @@ filter keeps the results (or drops them with `recall_post_filter_fail_closed`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memctl.llm import LLMError, UtilityModel, load_template, numbered, render
@@ -17,6 +18,7 @@ from memctl.memorize.provenance import describe, label
 from memctl.memorize.transcripts import Message, as_text
 from memctl.search.ranking import rerank
 from memctl.store.records import Hit
+from memctl.store.validity import search as search_valid
 
 if TYPE_CHECKING:
     from memctl.store.base import StoreBase
@@ -56,19 +58,28 @@ def recall(
     query_prep: bool = False,
     post_filter: bool = False,
     threshold: float | None = None,
+    as_of: datetime | None = None,
 ) -> RecallResult:
+    """`as_of`: recall as the store stood then (memctl.store.validity); default: current facts."""
     config = store.config
     notes: list[str] = []
     query = prepare_query(llm, message, history or [], notes) if query_prep and llm else message
     threshold = config["search_threshold"] if threshold is None else threshold
-    memories = store.search(
+    memories = search_valid(
+        store,
         query,
         limit=int(config["recall_memories_max_search"]),
+        as_of_moment=as_of,
         threshold=threshold,
         filter="area in ['main', 'fragments']",
     )
-    solutions = store.search(
-        query, limit=int(config["recall_solutions_max_search"]), threshold=threshold, area="solutions"
+    solutions = search_valid(
+        store,
+        query,
+        limit=int(config["recall_solutions_max_search"]),
+        as_of_moment=as_of,
+        threshold=threshold,
+        area="solutions",
     )
     memories, solutions = rerank(memories, config), rerank(solutions, config)  # off unless rank_importance_weight
     if post_filter and llm and (memories or solutions):

@@ -191,7 +191,7 @@ def test_tools_have_input_schemas_output_schemas_and_hints() -> None:
         assert hit["type"] == "object" and {"id", "text", "score"} <= set(hit["required"])
         search = listed["memory_search"].input_schema
         assert search["required"] == ["query"]
-        assert set(search["properties"]) == {"query", "limit", "threshold", "area", "filter", "mode", "subdir"}
+        assert set(search["properties"]) == {"query", "limit", "threshold", "area", "filter", "mode", "as_of", "subdir"}
         assert search["properties"]["threshold"]["anyOf"][0] == {"maximum": 1.0, "minimum": 0.0, "type": "number"}
         assert {"count", "results"} <= set(listed["memory_search"].output_schema["properties"])
         assert listed["memory_forget"].input_schema["properties"]["confirm"]["default"] is False

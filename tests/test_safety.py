@@ -423,8 +423,9 @@ def test_naive_timestamps_are_read_as_utc(cli, tmp_path: Path):
         json.dumps({"text": "naive", "created_at": "2024-05-01T10:00:00"}) + "\n", encoding="utf-8"
     )
     assert cli("import", tmp_path / "f.jsonl").code == 0
-    # the stored UTC form (validate.utc_iso)
-    assert cli("list", "--json").json["items"][0]["created_at"] == "2024-05-01T10:00:00.000+00:00"
+    assert (
+        cli("list", "--json").json["items"][0]["created_at"] == "2024-05-01T10:00:00.000+00:00"
+    )  # the stored UTC form (validate.utc_iso)
 
 
 def test_import_refuses_an_unknown_format_version(cli, tmp_path: Path):

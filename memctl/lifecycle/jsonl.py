@@ -167,7 +167,7 @@ def iter_jsonl_lines(
 
     Read one line at a time and never more than `max_line` bytes of one: a longer line is an error."""
     number = 0
-    while raw := handle.readline(max_line + 1 if max_line else -1):
+    while raw := _read_line(handle, max_line, source, number + 1):
         number += 1
         complete = raw.endswith(b"\n")
         if max_line and len(raw) > max_line:
@@ -177,6 +177,26 @@ def iter_jsonl_lines(
                 hint="expected one memory per line, as `memctl export` writes; raise max_text_bytes for longer texts",
             )
         yield number, raw[:-1] if complete else raw, complete
+
+
+# A record line starts with "{": a line that does not, read this far without its end, cannot be one, so
+# reading stops there instead of at the line cap (/dev/zero, a binary file named by mistake).
+LINE_PROBE = 64 << 10
+
+
+def _read_line(handle: IO[bytes], max_line: int | None, source: str, number: int) -> bytes:
+    limit = max_line + 1 if max_line else -1
+    first = handle.readline(LINE_PROBE if limit < 0 else min(LINE_PROBE, limit))
+    if len(first) < LINE_PROBE or first.endswith(b"\n"):
+        return first
+    head = first.lstrip()
+    if head and not head.startswith(b"{"):
+        raise InputFormatError(
+            f"{source}:{number}: not a JSON object, and no line end in its first {LINE_PROBE >> 10} KiB; "
+            "reading stopped there",
+            hint="expected one memory per line, as `memctl export` writes",
+        )
+    return first + handle.readline(limit - len(first) if limit > 0 else -1)
 
 
 def _decode(raw: bytes, where: str) -> str:

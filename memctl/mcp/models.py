@@ -35,6 +35,7 @@ class SearchOut(BaseModel):
     mode: str
     threshold: float
     limit: int
+    as_of: str | None = Field(default=None, description="the moment asked for (as_of), in UTC; null: current facts")
     count: int
     results: list[HitOut]
 

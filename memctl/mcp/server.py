@@ -131,6 +131,14 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
     ModeArg = Annotated[
         Mode | None, Field(description="hybrid (vector + keyword), dense or keyword [config search_mode].")
     ]
+    AsOfArg = Annotated[
+        str | None,
+        Field(
+            max_length=64,
+            description="Answer as the store stood then (ISO 8601 date or time): each fact in the version valid "
+            "at that moment. Default: current facts only.",
+        ),
+    ]
     Ids = Annotated[list[str], Field(min_length=1, max_length=1000, description="Memory ids.")]
     Metadata = Annotated[
         dict[str, Any] | None,
@@ -158,13 +166,23 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         area: AreaArg = None,
         filter: FilterArg = None,
         mode: ModeArg = None,
+        as_of: AsOfArg = None,
         subdir: Subdir = None,
     ) -> models.SearchOut:
         """Search memories, best first (like `memctl load`); count 0 when nothing passes the threshold."""
         return await run_short(
             subdir,
             lambda s, n: tools.search(
-                s, n, query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode, record=noted(n)
+                s,
+                n,
+                query,
+                limit=limit,
+                threshold=threshold,
+                area=area,
+                filter=filter,
+                mode=mode,
+                record=noted(n),
+                as_of=as_of,
             ),
         )
 
@@ -177,6 +195,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
             bool, Field(description="Let the utility model write the search query from message and history.")
         ] = False,
         post_filter: Annotated[bool, Field(description="Let the utility model drop results that do not help.")] = False,
+        as_of: AsOfArg = None,
         subdir: Subdir = None,
     ) -> Annotated[CallToolResult, models.RecallOut]:
         """Memories and solutions for a message, rendered as the block `memctl recall` prints (the text
@@ -192,6 +211,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
                 query_prep=query_prep,
                 post_filter=post_filter,
                 record=noted(name),
+                as_of=as_of,
             )
 
         if query_prep or post_filter:  # the utility model: seconds, on a worker thread

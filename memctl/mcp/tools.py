@@ -30,13 +30,21 @@ def search(
     filter: Any,
     mode: str | None,
     record: Recorder | None = None,
+    as_of: str | None = None,
 ) -> dict[str, Any]:
     """`memctl load`: defaults from the store's config; returned memories count as accessed (written by
-    `record` when given, the server's AccessLog, else at once)."""
+    `record` when given, the server's AccessLog, else at once). `as_of`: as the store stood then."""
+    from memctl.store.validate import utc_iso
+    from memctl.store.validity import parse_moment
+    from memctl.store.validity import search as search_valid
+
+    moment = parse_moment(as_of, "as_of") if as_of is not None else None
     threshold = store.config["search_threshold"] if threshold is None else threshold
     limit = store.config["search_limit"] if limit is None else limit
     mode = mode or store.config["search_mode"]
-    hits = store.search(query, limit=limit, threshold=threshold, area=area, filter=filter, mode=mode)
+    hits = search_valid(
+        store, query, limit=limit, as_of_moment=moment, threshold=threshold, area=area, filter=filter, mode=mode
+    )
     _accessed(store, [h.id for h in hits], record)
     return {
         "subdir": subdir,
@@ -44,6 +52,7 @@ def search(
         "mode": mode,
         "threshold": threshold,
         "limit": limit,
+        "as_of": utc_iso(moment) if moment is not None else None,
         "count": len(hits),
         "results": [h.to_dict() for h in hits],
     }
@@ -91,16 +100,26 @@ def recall(
     query_prep: bool,
     post_filter: bool,
     record: Recorder | None = None,
+    as_of: str | None = None,
 ) -> dict[str, Any]:
     """`memctl recall`: what it returns counts as accessed, as there."""
     from memctl.llm import UtilityModel
     from memctl.recall import recall as run_recall
     from memctl.recall import render_prompt
+    from memctl.store.validity import parse_moment
 
+    moment = parse_moment(as_of, "as_of") if as_of is not None else None
     past = messages_of(history, "history") if history else None
     llm = UtilityModel(store.config) if (query_prep or post_filter) else None
     result = run_recall(
-        store, message, past, llm=llm, query_prep=query_prep, post_filter=post_filter, threshold=threshold
+        store,
+        message,
+        past,
+        llm=llm,
+        query_prep=query_prep,
+        post_filter=post_filter,
+        threshold=threshold,
+        as_of=moment,
     )
     _accessed(store, [h.id for h in [*result.memories, *result.solutions]], record)
     return {"subdir": subdir, **result.to_dict(), "prompt": render_prompt(result)}

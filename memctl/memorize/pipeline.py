@@ -215,7 +215,7 @@ def memorize_messages(
             if not verdict.ok:
                 report.candidates.append(_held_back(store, verdict, target_area, pending_policy, metadata, dry_run))
                 continue
-            rating = rater.rate(text, target_area)  # metadata `importance` (memctl.importance)
+            rating = rater.rate(text, target_area)  # metadata `importance` (memctl.memorize.importance)
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
             outcome.notes.append(f"importance {rating.value:.2f}: {'; '.join(rating.reasons)}")
             report.candidates.append(outcome)

@@ -31,8 +31,8 @@ from memctl.memorize.grounding import (
     parse_recalled,
     recall_headings,
     split_recalled,
-    stem,
 )
+from memctl.text.stem import grounding as stem
 
 __all__ = [
     "MAX_FRAGMENT_CHARS",

@@ -1109,6 +1109,19 @@ class StoreBase(abc.ABC):
             self._delete_pending(rejected)
         return rejected
 
+    def requeue_pending(self, item: PendingItem, actor: str = "review") -> str:
+        """Put a decided item back in the queue with its own id (undo in `memctl review`): the memory an
+        approval made must be gone already, a rejection's archived copy goes; history records `requeue`."""
+        with self._write():
+            if self._existing_ids([item.id]) or self._pending_rows([item.id]):
+                raise UsageError(f"{item.id} is a memory or waits already: it cannot be queued again")
+            self.unarchive([item.id])
+            self._insert_pending([item])
+            self._history(
+                item.id, "requeue", area=item.area, new_text=item.text, new_metadata=item.metadata, actor=actor
+            )
+        return item.id
+
     def put_pending(self, items: Sequence[PendingItem]) -> None:
         """Insert pending items exactly as given, with no history entries (a backup being restored, a
         migration). Joins an open transaction."""

@@ -381,7 +381,8 @@ class EmbeddedStore(StoreBase):
                     # SQLite says "disk I/O error" when a full disk leaves no room for the WAL index (-shm).
                     cause = f"the disk is full ({exc})" if _full_disk(self.folder, exc) else str(exc)
                     raise StoreError(
-                        f"cannot open store database {self.folder / DB_FILE}: {cause}", hint=sqlite_hint(cause)
+                        f"cannot open store database {self.folder / DB_FILE}: {cause}",
+                        hint=sqlite_hint(cause, self.folder),
                     ) from exc
                 time.sleep(0.05)
             except sqlite3.DatabaseError as exc:
@@ -406,7 +407,7 @@ class EmbeddedStore(StoreBase):
             return db
         except sqlite3.Error as exc:
             raise StoreError(
-                f"cannot read store database {self.folder / DB_FILE}: {exc}", hint=sqlite_hint(str(exc))
+                f"cannot read store database {self.folder / DB_FILE}: {exc}", hint=sqlite_hint(str(exc), self.folder)
             ) from exc
 
     def _connect_read_only(self) -> sqlite3.Connection:
@@ -424,7 +425,9 @@ class EmbeddedStore(StoreBase):
                 return db
             except sqlite3.Error as exc:
                 last = exc
-        raise StoreError(f"cannot read store database {self.folder / DB_FILE}: {last}", hint=sqlite_hint(str(last)))
+        raise StoreError(
+            f"cannot read store database {self.folder / DB_FILE}: {last}", hint=sqlite_hint(str(last), self.folder)
+        )
 
     @property
     def name(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,14 @@ FilterOpt = Annotated[str | None, typer.Option("--filter", "-f", help="Metadata 
 MetaOpt = Annotated[list[str] | None, typer.Option("--meta", "-m", help="key=value (repeatable; JSON values kept).")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
+AsOfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        help="Answer as the store stood then (ISO 8601 date or time): each fact in the version valid at that "
+        "moment; facts added later left out. Default: current facts only.",
+    ),
+]
 VerifyOpt = Annotated[
     bool,
     typer.Option(
@@ -122,16 +130,24 @@ def load(
         str | None,
         typer.Option("--mode", help="hybrid (vector + keyword), dense or keyword [config search_mode: hybrid]."),
     ] = None,
+    as_of: AsOfOpt = None,
 ) -> None:
     """Search memories (hybrid vector + keyword by default). Exit 3 when nothing passes the threshold."""
+    from memctl.store.validate import utc_iso
+    from memctl.store.validity import parse_moment
+    from memctl.store.validity import search as search_valid
+
     st = state(ctx)
+    moment = parse_moment(as_of) if as_of is not None else None
     with st.open_store() as store:
         threshold = store.config["search_threshold"] if threshold is None else threshold
         limit = store.config["search_limit"] if limit is None else limit
         mode = mode or store.config["search_mode"]
-        hits = store.search(
+        hits = search_valid(
+            store,
             read_text(query, "query", limit=text_limit(store)),
             limit=limit,
+            as_of_moment=moment,
             threshold=threshold,
             area=area,
             filter=filter,
@@ -145,6 +161,7 @@ def load(
         "mode": mode,
         "threshold": threshold,
         "limit": limit,
+        "as_of": utc_iso(moment) if moment is not None else None,
         "count": len(hits),
         "results": [h.to_dict() for h in hits],
     }
@@ -285,15 +302,39 @@ def _delete_line(verb: str, plan: dict, missing: bool = True) -> str:
 
 @app.command()
 def show(ctx: typer.Context, memory_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
-    """Show one memory with its metadata. Exit 3 if the id does not exist."""
+    """Show one memory with its metadata and the versions it superseded (`update --supersede`); a superseded
+    version shows itself, marked so. Exit 3 if the id is neither."""
+    from memctl.errors import NotFoundError
+    from memctl.store.validity import chain, superseded_version
+
     st = state(ctx)
     with st.open_store(read_only=True) as store:
-        memory = store.get_one(memory_id)
-        derived = store.derived_ids([memory_id])
-    emit(st, {"subdir": st.subdir, "memory": memory.to_dict(), "derived": derived}, lambda c: _show(c, memory, derived))
+        try:
+            memory, current = store.get_one(memory_id), True
+        except NotFoundError:
+            found = superseded_version(store, memory_id)
+            if found is None:
+                raise
+            memory, current = found, False
+        versions = chain(store, memory)[1:]
+        derived = store.derived_ids([memory_id]) if current else []
+    doc = {
+        "subdir": st.subdir,
+        "memory": memory.to_dict(),
+        "current": current,
+        "derived": derived,
+        "versions": [v.to_dict() for v in versions],
+    }
+    emit(st, doc, lambda c: _show(c, memory, derived, current, versions))
 
 
-def _show(console: object, memory: object, derived: list[str]) -> None:
+def _show(
+    console: object,
+    memory: object,
+    derived: list[str],
+    current: bool = True,
+    versions: tuple[Any, ...] | list[Any] = (),
+) -> None:
     """`key: value` lines, the text whole (never cut to a column width). A text of several lines
     continues on lines indented by two spaces, so no line of it can pass for a `key:` line."""
     import json
@@ -307,7 +348,17 @@ def _show(console: object, memory: object, derived: list[str]) -> None:
         lines += [f"{key}: {first}", *(f"  {line}" for line in rest)]
     if derived:
         lines.append(f"derived: {' '.join(derived)}")
+    if not current:
+        lines.append("status: superseded (kept for --as-of; not searched or listed)")
+    for version in versions:
+        meta = version.metadata
+        span = f"{meta.get('valid_from', version.created_at)} .. {meta.get('valid_to', '')}"
+        lines.append(f"supersedes: {version.id} ({span}) {_one_line(version.text)}")
     console.print(PlainLines(lines))  # type: ignore[attr-defined]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 @app.command("list")
@@ -340,9 +391,23 @@ def update(
     replace_meta: Annotated[bool, typer.Option("--replace-meta", help="Replace metadata instead of merging.")] = False,
     area: AreaOpt = None,
     importance: ImportanceOpt = None,
+    supersede: Annotated[
+        bool,
+        typer.Option(
+            "--supersede",
+            help="The fact changed: keep the old memory as a superseded version (valid until now, shown by "
+            "--as-of and `show`) and save --text as a new memory (a new id) valid from now.",
+        ),
+    ] = False,
+    valid_from: Annotated[
+        str | None, typer.Option("--valid-from", help="With --supersede: when the new value became true (ISO 8601).")
+    ] = None,
 ) -> None:
     """Change a memory's text, metadata and/or importance; its history keeps the old version."""
     st = state(ctx)
+    if supersede or valid_from is not None:
+        _supersede(ctx, memory_id, text, changes=_with_importance(parse_meta(meta), importance), valid_from=valid_from)
+        return
     if text is None and not meta and not unset and area is None and not replace_meta and importance is None:
         raise UsageError("nothing to update", hint="pass --text, --meta, --unset, --area or --importance")
     changes = _with_importance(parse_meta(meta), importance)
@@ -367,6 +432,31 @@ def update(
         "reembedded": memory.text != before.text,
     }
     emit(st, doc, lambda c: c.print(f"updated {memory.id}" if changed else f"{memory.id} already so: nothing changed"))
+
+
+def _supersede(
+    ctx: typer.Context, memory_id: str, text: str | None, *, changes: dict[str, Any], valid_from: str | None
+) -> None:
+    from memctl.store.validity import parse_moment, supersede
+
+    st = state(ctx)
+    if text is None:
+        raise UsageError("--supersede needs --text: the fact's new value", hint="e.g. --supersede --text 'User ...'")
+    moment = parse_moment(valid_from, "--valid-from") if valid_from is not None else None
+    with st.open_store() as store:
+        memory = supersede(store, [memory_id], read_text(text, limit=text_limit(store)), metadata=changes, at=moment)
+    doc = {
+        "subdir": st.subdir,
+        "memory": memory.to_dict(),
+        "changed": True,
+        "reembedded": True,
+        "superseded": [memory_id],
+    }
+    emit(
+        st,
+        doc,
+        lambda c: c.print(f"{memory_id} superseded by {memory.id} (valid from {memory.metadata['valid_from']})"),
+    )
 
 
 @app.command()

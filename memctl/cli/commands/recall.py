@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from memctl.cli.app import app, state
+from memctl.cli.commands.memories import AsOfOpt
 from memctl.cli.inputs import read_text, unit_interval
 from memctl.cli.render import emit, info, memory_rows, memory_table
 from memctl.errors import EXIT_NO_MATCH, UsageError
@@ -45,12 +46,14 @@ def recall(
             help="Minimum relevance [config search_threshold].",
         ),
     ] = None,
+    as_of: AsOfOpt = None,
 ) -> None:
     """Recall memories and solutions for MESSAGE, rendered for an agent's prompt. Exit 3 if none."""
     from memctl.llm import UtilityModel
     from memctl.memorize.transcripts import read_transcript
     from memctl.recall import recall as run_recall
     from memctl.recall import render_prompt
+    from memctl.store.validity import parse_moment
 
     st = state(ctx)
     if output_format not in FORMATS:
@@ -60,7 +63,14 @@ def recall(
         past = read_transcript(history) if history else None
         llm = UtilityModel(store.config) if (query_prep or post_filter) else None
         result = run_recall(
-            store, text, past, llm=llm, query_prep=query_prep, post_filter=post_filter, threshold=threshold
+            store,
+            text,
+            past,
+            llm=llm,
+            query_prep=query_prep,
+            post_filter=post_filter,
+            threshold=threshold,
+            as_of=parse_moment(as_of) if as_of is not None else None,
         )
         if not result.empty and store.config["track_access"]:  # a use: the memory's importance stops decaying
             store.touch([h.id for h in [*result.memories, *result.solutions]])

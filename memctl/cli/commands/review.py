@@ -15,10 +15,42 @@ from memctl.cli.render import PlainLines, emit, memory_table, short
 review_app = typer.Typer(
     help="The review queue: candidates the gate was unsure of (memorize_pending: review) and memories "
     "agents proposed. Pending items are not searched, listed or recalled until approved.",
-    no_args_is_help=True,
+    invoke_without_command=True,
     rich_markup_mode=None,
 )
 app.add_typer(review_app, name="review")
+
+
+@review_app.callback()
+def review(
+    ctx: typer.Context,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only items of this kind (pending).")] = None,
+    area: AreaOpt = None,
+    source: Annotated[str | None, typer.Option("--source", help="Only items from memorize or mcp.")] = None,
+) -> None:
+    """On a terminal with no subcommand: work through the queue with the keyboard (a approve, e edit then
+    approve, r reject, m merge into the closest memory, s skip, u undo, f filter, q quit). Every action is
+    recorded in history with actor `review`; a rejected item comes back with `memctl restore ID`."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from memctl.errors import UsageError
+
+    st = state(ctx)
+    if not st.interactive or st.json:
+        raise UsageError(
+            "`memctl review` with no subcommand is the interactive queue and needs a terminal",
+            hint="in scripts use `memctl review list`, `approve`, `reject` or `resolve`",
+        )
+    from memctl.cli.review_tui import run_review
+    from memctl.review.session import ReviewFilter, ReviewSession
+
+    chosen = ReviewFilter(kind, area, source)
+    chosen.check()
+    with st.open_store(actor="review") as store:
+        counts = run_review(ReviewSession(store, chosen), st.subdir)
+    done = ", ".join(f"{verb} {n}" for verb, n in counts.items() if n)
+    print(f"review: {done or 'no decisions'}", file=sys.stderr)
+
 
 IdsArg = Annotated[list[str], typer.Argument(metavar="ID...", help="Pending ids (`memctl review list`).")]
 

@@ -1,0 +1,156 @@
+"""The review queue: `memctl review list/approve/reject/resolve` (JSON contract, exit codes), the session
+that the keyboard screen drives (undo included), and the screen itself under Textual's pilot."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import memctl
+from memctl.embeddings import FakeEmbedder
+from memctl.errors import UsageError
+from memctl.review.session import ReviewFilter, ReviewSession
+
+TEXTS = [
+    "User's deploy target is fly.io",
+    "User prefers pnpm over npm",
+    "User's cat is called Miso",
+    "User is on call the first week of each month",
+]
+
+
+def _queue(home: Path, texts=TEXTS, source: str = "memorize") -> list[str]:
+    with memctl.open_store(home, "default", embedder=FakeEmbedder(), create=True) as store:
+        return [
+            store.add_pending(t, "main", {"source": source, "transcript": "t1.json", "turn": n}, reason="p(noise) 0.5")
+            for n, t in enumerate(texts)
+        ]
+
+
+def _texts(cli) -> list[str]:
+    return sorted(m["text"] for m in cli("list", "--json").json["items"])
+
+
+@pytest.mark.usefixtures("backend")
+def test_list_approve_reject_in_a_script(cli, home: Path):
+    ids = _queue(home)
+    listed = cli("review", "list", "--json")
+    assert listed.code == 0 and listed.json["total"] == 4
+    assert [i["id"] for i in listed.json["items"]] == ids  # oldest first
+    assert {"id", "text", "area", "created_at", "reason", "source", "transcript"} <= set(listed.json["items"][0])
+    assert cli("list", "--json").json["items"] == []  # pending items are not memories
+
+    approved = cli("review", "approve", ids[0], "--json")
+    assert approved.code == 0 and approved.json["approved"][0]["id"] == ids[0]
+    assert cli("review", "approve", ids[1], "--text", "User prefers pnpm", "--json").code == 0
+    rejected = cli("review", "reject", ids[2], "--yes", "--json")
+    assert rejected.code == 0 and rejected.json["rejected"][0]["text"] == TEXTS[2]
+    assert _texts(cli) == sorted([TEXTS[0], "User prefers pnpm"])
+    assert cli("review", "list", "--json").json["total"] == 1
+
+    missing = cli("review", "approve", ids[0], ids[3], "--json")  # all or none: ids[0] is no longer pending
+    assert missing.code == 3 and cli("review", "list", "--json").json["total"] == 1
+    assert cli("restore", ids[2]).code == 0  # a rejected item comes back as a memory
+    assert TEXTS[2] in _texts(cli)
+    ops = {(e["memory_id"], e["op"]) for e in cli("history", "--json").json["entries"]}
+    assert {(ids[0], "approve"), (ids[1], "approve"), (ids[2], "reject")} <= ops
+
+
+def test_resolve_by_policy_and_its_dry_run(cli, home: Path):
+    ids = _queue(home)
+    assert cli("review", "resolve", "--json").code == 2  # no decision given
+    preview = cli("review", "resolve", "--approve-all", "--json")  # no terminal and no --yes: a dry run
+    assert preview.code == 0 and preview.json["dry_run"] and len(preview.json["approved"]) == 4
+    assert cli("review", "list", "--json").json["total"] == 4
+    young = cli("review", "resolve", "--older-than", "7d", "--approve-all", "--yes", "--json")
+    assert young.json["approved"] == [] and young.json["waiting"] == 4  # nothing waited a week
+    done = cli("review", "resolve", "--approve-all", "--yes", "--json")
+    assert not done.json["dry_run"] and {i["id"] for i in done.json["approved"]} == set(ids)
+    assert _texts(cli) == sorted(TEXTS)
+
+
+def test_review_without_a_subcommand_needs_a_terminal(cli, home: Path):
+    _queue(home)
+    result = cli("review")
+    assert result.code == 2 and "needs a terminal" in result.err and "review list" in result.err
+
+
+@pytest.mark.usefixtures("backend")
+def test_session_decisions_and_undo_restore_the_queue(home: Path):
+    ids = _queue(home)
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        store.add(["User's deploy target is Heroku"], area="main")
+        session = ReviewSession(store)
+        assert session.progress == (1, 4)
+        session.approve()
+        session.approve("User prefers pnpm")
+        near = session.nearest(session.current)
+        assert near is not None
+        session.merge(near.id, f"{near.text}; also {TEXTS[2]}")
+        session.reject()
+        assert store.count_pending() == 0 and session.current is None
+        assert session.summary() == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "skip": 0}
+
+        for verb in ("reject", "merge", "edit", "approve"):
+            assert session.undo() == verb
+        assert session.undo() is None
+        assert [i.id for i in store.pending_items()] != [] and store.count_pending() == 4
+        assert sorted(i.id for i in store.pending_items()) == sorted(ids)  # the same ids come back
+        assert len(store) == 1 and store.get([near.id])[0].text == near.text  # the merge target as it was
+        assert session.position == 0
+        ops = [e.op for e in store.history(ids[2])]
+        assert ops[:2] == ["requeue", "reject"]  # newest first: rejected by the merge, then put back
+
+
+def test_filter_parse_and_check(home: Path):
+    assert ReviewFilter.parse("area=main source=mcp") == ReviewFilter(None, "main", "mcp")
+    for bad in ("area", "colour=red", "kind=junk", "source=web", "area=../x"):
+        with pytest.raises(UsageError):
+            ReviewFilter.parse(bad)
+    _queue(home, TEXTS[:2], source="memorize")
+    _queue(home, TEXTS[2:], source="mcp")
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        session = ReviewSession(store, ReviewFilter(source="mcp"))
+        assert [i.text for i in session.items] == TEXTS[2:]
+
+
+def test_the_keyboard_screen_works_through_the_queue(home: Path):
+    """Textual's pilot: approve, edit then approve, reject, merge, skip, undo, filter, quit; then the store."""
+    from memctl.cli.review_tui import ReviewApp
+
+    more = [f"User's note number {n} about the garden" for n in range(6)]
+    ids = _queue(home, TEXTS + more)
+
+    async def drive(store) -> dict[str, int] | None:
+        app = ReviewApp(ReviewSession(store), "default")
+        async with app.run_test() as pilot:
+            await pilot.press("a")  # approve TEXTS[0]
+            await pilot.press("e")  # edit TEXTS[1], then approve
+            app.query_one("#editor").value = "User prefers pnpm, always"
+            await pilot.press("enter")
+            await pilot.press("r")  # reject TEXTS[2]
+            await pilot.press("s")  # skip TEXTS[3]
+            await pilot.press("m")  # merge more[0] into the closest memory
+            await pilot.press("enter")
+            await pilot.press("r", "u")  # reject more[1], then undo it
+            assert "undid reject" in str(app.query_one("#status").render())
+            await pilot.press("f")
+            app.query_one("#editor").value = "source=web"
+            await pilot.press("enter")
+            assert "unknown source" in str(app.query_one("#status").render())
+            await pilot.press("q")
+        return app.return_value
+
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        counts = asyncio.run(drive(store))
+        assert counts == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "skip": 1}
+        texts = sorted(m.text for m in store.list(limit=100)[0])
+        assert len(texts) == 2  # the approved and the edited item; the merged one went into one of them
+        merged = [t for t in texts if t.endswith(more[0])]
+        assert len(merged) == 1 and merged[0].startswith((TEXTS[0], "User prefers pnpm, always"))
+        waiting = {i.id for i in store.pending_items()}
+        assert waiting == {ids[3], *ids[5:]}  # skipped and undone items still wait
+        assert store.archived(ids[2]) is not None  # the rejected item: restorable
+        assert ("approve", "review") in [(e.op, e.actor) for e in store.history(ids[0])]
