@@ -1152,7 +1152,7 @@ class StoreBase(abc.ABC):
     def _delete_pending(self, ids: Sequence[str]) -> None:
         """Remove these pending rows; joins an open transaction."""
 
-    # -- the archive, history purging, size (memctl/lifecycle.py) -------------------------
+    # -- the archive, history purging, size (memctl/lifecycle/) --------------------------
     @abc.abstractmethod
     def archived(self, memory_id: str) -> ArchivedMemory | None:
         """The archived (last removed) version of a memory, if the archive holds one."""
