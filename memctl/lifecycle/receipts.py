@@ -107,7 +107,7 @@ def _cache_files(cache_dir: Path | None) -> list[Path]:
 
 
 def _drop_cached(cache_dir: Path | None, hashes: set[str]) -> int:
-    from memctl.lifecycle.purge.purge import scrub_cache
+    from memctl.lifecycle.purge import scrub_cache
 
     return scrub_cache(cache_dir, hashes) if _cached(cache_dir, hashes) else 0
 
