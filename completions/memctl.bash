@@ -6,7 +6,7 @@
 # _memctl_subcommands PATH: the subcommands of a command path ('memctl', 'memctl load' ...).
 _memctl_subcommands() {
     case "$1" in
-        memctl) _memctl_words=(save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review) ;;
+        memctl) _memctl_words=(demo save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp doctor config review) ;;
         'memctl config') _memctl_words=(show get set path) ;;
         'memctl review') _memctl_words=(list approve reject resolve) ;;
         *) _memctl_words=() ;;
@@ -17,6 +17,7 @@ _memctl_subcommands() {
 _memctl_options() {
     case "$1" in
         memctl) _memctl_words=(--root -s --subdir --store --json -q --quiet --version -h --help) ;;
+        'memctl demo') _memctl_words=(--clean-up -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl save') _memctl_words=(-a --area -m --meta --importance --unique -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl load') _memctl_words=(-t --threshold -n --limit -a --area -f --filter --mode --as-of -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl forget') _memctl_words=(-t --threshold --exact -a --area -f --filter --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -32,7 +33,7 @@ _memctl_options() {
         'memctl import-agent-zero') _memctl_words=(--timezone --sync -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl export-agent-zero') _memctl_words=(--force --timezone -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl import-knowledge') _memctl_words=(--dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --decayed-below --source -f --filter --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl prune') _memctl_words=(--older-than --not-accessed-for -a --area --min-importance --decayed-below --source -f --filter --superseded-for --purge --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl restore') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl purge') _memctl_words=(--older-than --all --dry-run -y --yes --verify -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl backup') _memctl_words=(--force -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -44,13 +45,14 @@ _memctl_options() {
         'memctl migrate') _memctl_words=(--to --to-subdir -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl recall') _memctl_words=(--history --format --query-prep --post-filter -t --threshold --as-of -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl mcp') _memctl_words=(--http --allow-subdirs -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl doctor') _memctl_words=(--queries --k --trend --last --plot --no-save -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config show') _memctl_words=(--effective -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config get') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config set') _memctl_words=(--scope -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl config path') _memctl_words=(-h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review') _memctl_words=(--kind -a --area --source -h --help --root -s --subdir --store --json -q --quiet --version) ;;
-        'memctl review list') _memctl_words=(-a --area -n --limit -p --page -h --help --root -s --subdir --store --json -q --quiet --version) ;;
+        'memctl review list') _memctl_words=(-a --area -n --limit -p --page --kind -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review approve') _memctl_words=(--text --dry-run -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review reject') _memctl_words=(--dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
         'memctl review resolve') _memctl_words=(--older-than --max-p-noise --approve-all --reject-rest -a --area --source --dry-run -y --yes -h --help --root -s --subdir --store --json -q --quiet --version) ;;
@@ -71,16 +73,17 @@ _memctl_takes_value() {
         'memctl import|--on-conflict'|'memctl import|--batch-size') return 0 ;;
         'memctl import-agent-zero|--timezone') return 0 ;;
         'memctl export-agent-zero|--timezone') return 0 ;;
-        'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--decayed-below'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter') return 0 ;;
+        'memctl prune|--older-than'|'memctl prune|--not-accessed-for'|'memctl prune|-a'|'memctl prune|--area'|'memctl prune|--min-importance'|'memctl prune|--decayed-below'|'memctl prune|--source'|'memctl prune|-f'|'memctl prune|--filter'|'memctl prune|--superseded-for') return 0 ;;
         'memctl purge|--older-than') return 0 ;;
         'memctl memorize|--batch'|'memctl memorize|-a'|'memctl memorize|--area'|'memctl memorize|--recalled') return 0 ;;
         'memctl consolidate|-a'|'memctl consolidate|--area') return 0 ;;
         'memctl migrate|--to'|'memctl migrate|--to-subdir') return 0 ;;
         'memctl recall|--history'|'memctl recall|--format'|'memctl recall|-t'|'memctl recall|--threshold'|'memctl recall|--as-of') return 0 ;;
         'memctl mcp|--http'|'memctl mcp|--allow-subdirs') return 0 ;;
+        'memctl doctor|--queries'|'memctl doctor|--k'|'memctl doctor|--last'|'memctl doctor|--plot') return 0 ;;
         'memctl config set|--scope') return 0 ;;
         'memctl review|--kind'|'memctl review|-a'|'memctl review|--area'|'memctl review|--source') return 0 ;;
-        'memctl review list|-a'|'memctl review list|--area'|'memctl review list|-n'|'memctl review list|--limit'|'memctl review list|-p'|'memctl review list|--page') return 0 ;;
+        'memctl review list|-a'|'memctl review list|--area'|'memctl review list|-n'|'memctl review list|--limit'|'memctl review list|-p'|'memctl review list|--page'|'memctl review list|--kind') return 0 ;;
         'memctl review approve|--text') return 0 ;;
         'memctl review resolve|--older-than'|'memctl review resolve|--max-p-noise'|'memctl review resolve|-a'|'memctl review resolve|--area'|'memctl review resolve|--source') return 0 ;;
     esac
@@ -129,6 +132,7 @@ _memctl_values() {
         'memctl prune|--decayed-below') :; return ;;
         'memctl prune|--source') :; return ;;
         'memctl prune|-f'|'memctl prune|--filter') :; return ;;
+        'memctl prune|--superseded-for') :; return ;;
         'memctl purge|--older-than') :; return ;;
         'memctl memorize|--batch') :; return ;;
         'memctl memorize|-a'|'memctl memorize|--area') _memctl_add main fragments solutions; return ;;
@@ -142,6 +146,10 @@ _memctl_values() {
         'memctl recall|--as-of') :; return ;;
         'memctl mcp|--http') :; return ;;
         'memctl mcp|--allow-subdirs') :; return ;;
+        'memctl doctor|--queries') _memctl_files file; return ;;
+        'memctl doctor|--k') :; return ;;
+        'memctl doctor|--last') :; return ;;
+        'memctl doctor|--plot') _memctl_files file; return ;;
         'memctl config set|--scope') :; return ;;
         'memctl review|--kind') :; return ;;
         'memctl review|-a'|'memctl review|--area') _memctl_add main fragments solutions; return ;;
@@ -149,6 +157,7 @@ _memctl_values() {
         'memctl review list|-a'|'memctl review list|--area') _memctl_add main fragments solutions; return ;;
         'memctl review list|-n'|'memctl review list|--limit') :; return ;;
         'memctl review list|-p'|'memctl review list|--page') :; return ;;
+        'memctl review list|--kind') :; return ;;
         'memctl review approve|--text') :; return ;;
         'memctl review resolve|--older-than') :; return ;;
         'memctl review resolve|--max-p-noise') :; return ;;

@@ -4,7 +4,7 @@
 function __memctl_subcommands --description 'The subcommands of a memctl command path'
     switch $argv[1]
         case 'memctl'
-            printf '%s\n' save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp config review
+            printf '%s\n' demo save load forget delete show list update history subdirs export import reindex import-agent-zero export-agent-zero import-knowledge prune restore purge backup restore-backup stats memorize consolidate behaviour migrate recall mcp doctor config review
         case 'memctl config'
             printf '%s\n' show get set path
         case 'memctl review'
@@ -34,7 +34,7 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl export-agent-zero|--timezone'
             return 0
-        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter'
+        case 'memctl prune|--older-than' 'memctl prune|--not-accessed-for' 'memctl prune|-a' 'memctl prune|--area' 'memctl prune|--min-importance' 'memctl prune|--decayed-below' 'memctl prune|--source' 'memctl prune|-f' 'memctl prune|--filter' 'memctl prune|--superseded-for'
             return 0
         case 'memctl purge|--older-than'
             return 0
@@ -48,11 +48,13 @@ function __memctl_takes_value --description 'Succeed when the option (argv[2]) n
             return 0
         case 'memctl mcp|--http' 'memctl mcp|--allow-subdirs'
             return 0
+        case 'memctl doctor|--queries' 'memctl doctor|--k' 'memctl doctor|--last' 'memctl doctor|--plot'
+            return 0
         case 'memctl config set|--scope'
             return 0
         case 'memctl review|--kind' 'memctl review|-a' 'memctl review|--area' 'memctl review|--source'
             return 0
-        case 'memctl review list|-a' 'memctl review list|--area' 'memctl review list|-n' 'memctl review list|--limit' 'memctl review list|-p' 'memctl review list|--page'
+        case 'memctl review list|-a' 'memctl review list|--area' 'memctl review list|-n' 'memctl review list|--limit' 'memctl review list|-p' 'memctl review list|--page' 'memctl review list|--kind'
             return 0
         case 'memctl review approve|--text'
             return 0
@@ -110,6 +112,7 @@ complete -c memctl -l version -d 'Show the version and exit.'
 complete -c memctl -s h -l help -d 'Show this message and exit.'
 
 # Subcommands of memctl.
+complete -c memctl -n '__memctl_at memctl' -a demo -d 'Import a knowledge folder, save memories, recall a question, back up and verify: on example data.'
 complete -c memctl -n '__memctl_at memctl' -a save -d 'Save one memory and print its id (an identical one is saved again, and said so, unless --unique).'
 complete -c memctl -n '__memctl_at memctl' -a load -d 'Search memories (hybrid vector + keyword by default).'
 complete -c memctl -n '__memctl_at memctl' -a forget -d 'Delete every memory similar to QUERY (in batches until none is left).'
@@ -137,8 +140,12 @@ complete -c memctl -n '__memctl_at memctl' -a behaviour -d 'The sub-store\'s beh
 complete -c memctl -n '__memctl_at memctl' -a migrate -d 'Copy the store (--subdir, from --store) to another backend: memories with their vectors, history, links.'
 complete -c memctl -n '__memctl_at memctl' -a recall -d 'Recall memories and solutions for MESSAGE, rendered for an agent\'s prompt.'
 complete -c memctl -n '__memctl_at memctl' -a mcp -d 'Serve the store to MCP clients (agents): stdio by default, or --http.'
+complete -c memctl -n '__memctl_at memctl' -a doctor -d 'How healthy is this store: likely junk, near-duplicates, conflicts, stale and never-recalled shares, pending reviews, recall@k on your questions.'
 complete -c memctl -n '__memctl_at memctl' -a config -d 'Show, get and set configuration (layers: defaults < user file < store file < env MEMCTL_<KEY>).'
 complete -c memctl -n '__memctl_at memctl' -a review -d 'The review queue: candidates the gate was unsure of (memorize_pending: review) and memories agents proposed.'
+
+# memctl demo
+complete -c memctl -n '__memctl_at memctl demo' -l clean-up -d 'Remove the temporary folder at the end (never a --root).'
 
 # memctl save
 complete -c memctl -n '__memctl_at memctl save' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
@@ -228,6 +235,7 @@ complete -c memctl -n '__memctl_at memctl prune' -l min-importance -x -d 'Metada
 complete -c memctl -n '__memctl_at memctl prune' -l decayed-below -x -d 'Effective importance below this: `importance` halved every importance_half_life days since last returned (else created).'
 complete -c memctl -n '__memctl_at memctl prune' -l source -x -d 'knowledge (knowledge_source: true) or conversation (everything else).'
 complete -c memctl -n '__memctl_at memctl prune' -s f -l filter -x -d 'Metadata filter expression.'
+complete -c memctl -n '__memctl_at memctl prune' -l superseded-for -x -d 'Instead: remove superseded versions (kept for --as-of) that stopped being valid this long ago, for good. No other criterion with it.'
 complete -c memctl -n '__memctl_at memctl prune' -l purge -d 'Do not archive: gone for good (history keeps the operation, not the text).'
 complete -c memctl -n '__memctl_at memctl prune' -l dry-run -d 'Show what would go; change nothing.'
 complete -c memctl -n '__memctl_at memctl prune' -s y -l yes -d 'Do it without asking (needed when there is no terminal).'
@@ -282,6 +290,14 @@ complete -c memctl -n '__memctl_at memctl recall' -l as-of -x -d 'Answer as the 
 complete -c memctl -n '__memctl_at memctl mcp' -l http -x -d 'Serve streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; another host needs config mcp_token) instead of stdio.'
 complete -c memctl -n '__memctl_at memctl mcp' -l allow-subdirs -x -d 'Comma-separated subdirs or patterns (\'default,projects/*\') a tool\'s subdir argument may choose; default: only --subdir.'
 
+# memctl doctor
+complete -c memctl -n '__memctl_at memctl doctor' -l queries -r -F -d 'Your saved questions (JSONL or YAML: question and the expected memory\'s id or text): recall@k.'
+complete -c memctl -n '__memctl_at memctl doctor' -l k -x -d 'k of recall@k [config doctor_recall_k: 5].'
+complete -c memctl -n '__memctl_at memctl doctor' -l trend -d 'Show the kept runs over time (a chart on a terminal); measure nothing.'
+complete -c memctl -n '__memctl_at memctl doctor' -l last -x -d 'With --trend or --plot: only the last N runs.'
+complete -c memctl -n '__memctl_at memctl doctor' -l plot -r -F -d 'Write the trend as a PNG (needs the `plot` extra: matplotlib).'
+complete -c memctl -n '__memctl_at memctl doctor' -l no-save -d 'Measure without keeping the run (its findings are not kept either).'
+
 # Subcommands of memctl config.
 complete -c memctl -n '__memctl_at memctl config' -a show -d 'The keys set above the defaults (or, with --effective, every key) and where each value comes from.'
 complete -c memctl -n '__memctl_at memctl config' -a get -d 'Print one key\'s effective value (JSON) and, on stderr, where it comes from.'
@@ -315,6 +331,7 @@ complete -c memctl -n '__memctl_at memctl review' -l source -x -d 'Only items fr
 complete -c memctl -n '__memctl_at memctl review list' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl review list' -s n -l limit -x -d 'Page size [config list_page_size].'
 complete -c memctl -n '__memctl_at memctl review list' -s p -l page -x -d 'Page number, 1 = oldest.'
+complete -c memctl -n '__memctl_at memctl review list' -l kind -x -d 'pending (the default), or what the latest `memctl doctor` run found: junk, duplicate, conflict, stale.'
 
 # memctl review approve
 complete -c memctl -n '__memctl_at memctl review approve' -l text -x -d 'Edit, then approve: the new text (\'-\' stdin, \'@FILE\'); one ID only.'

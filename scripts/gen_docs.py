@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""Generate the shell completions and the man page from the live memctl CLI.
+"""Generate the shell completions, the man page and the CLI and config references from the live memctl CLI.
 
-    python3 scripts/gen_docs.py           # (re)write completions/ and man/
+    python3 scripts/gen_docs.py           # (re)write completions/, man/ and the cog blocks of docs/
     python3 scripts/gen_docs.py --check   # write nothing; exit 1 listing the files that are out of date
+
+The references in docs/cli.md and docs/config.md are cog blocks (cogapp) that call
+render_cli_markdown() and render_config_markdown() here; `cog -r -I scripts docs/cli.md docs/config.md`
+rewrites them too, and `cog --check -I scripts ...` is what the drift test runs.
 
 Everything is read from the click command tree of `memctl.cli.app.app` (commands, options,
 arguments, help texts, choices, path types), so a new command or option shows up after a
@@ -969,6 +973,175 @@ def render_man(app: App) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# markdown references for docs/ (the cog blocks of docs/cli.md and docs/config.md call these)
+# --------------------------------------------------------------------------------------------
+
+# The docs pages whose generated parts (references, included recipes) are cog blocks;
+# `cog -r -I scripts FILE` rewrites them.
+COG_FILES = ("docs/cli.md", "docs/config.md", "docs/operations.md")
+
+
+def _cell(text: str) -> str:
+    """Text for one markdown table cell: one line, pipes escaped, and `<` outside code spans written as
+    `&lt;` (markdown would read `<root>` as an HTML tag and drop it)."""
+    parts = _one_line(text).replace("|", "\\|").split("`")
+    return "`".join(part if i % 2 else part.replace("<", "&lt;") for i, part in enumerate(parts))
+
+
+def _md_synopsis(command: Command) -> str:
+    parts = [command.key]
+    if command.options:
+        parts.append("[OPTIONS]")
+    if command.is_group:
+        parts.append("COMMAND ...")
+    parts += [argument.metavar for argument in command.arguments]
+    return " ".join(parts)
+
+
+def _md_options(options: list[Option]) -> list[str]:
+    rows = ["| option | value | what it does |", "|---|---|---|"]
+    for option in options:
+        names = ", ".join(f"`{n}`" for n in option.names)
+        value = "" if option.flag else f"`{option.metavar}`"
+        notes = f" [{'; '.join(option.notes)}]" if option.notes else ""
+        rows.append(f"| {names} | {_cell(value)} | {_cell(option.help + notes)} |")
+    return rows
+
+
+def render_cli_markdown(app: App | None = None) -> str:
+    """The CLI reference of docs/cli.md: global options, then every command's synopsis, help,
+    arguments and options, read from the live Typer app as the man page is."""
+    app = app or load_app()
+    out = [f"<!-- {GENERATED} -->", "", "### Global options", ""]
+    if app.callback_doc:
+        out += [_one_line(app.callback_doc), ""]
+    out += _md_options([o for o in app.global_options if "--help" not in o.names]) + [""]
+    for command in app.commands:
+        out += [f"### `{command.key}`", "", "```", _md_synopsis(command), "```", ""]
+        out += [
+            line for paragraph in command.help.split("\n\n") if paragraph.strip() for line in (_one_line(paragraph), "")
+        ]
+        if command.arguments:
+            out += ["| argument | what it is |", "|---|---|"]
+            for argument in command.arguments:
+                notes = ["required" if argument.required else "optional"]
+                if argument.choices:
+                    notes.append("values: " + ", ".join(argument.choices))
+                body = f"{argument.help} [{'; '.join(notes)}]".strip()
+                out.append(f"| `{_cell(argument.metavar)}` | {_cell(body)} |")
+            out.append("")
+        options = [o for o in command.options if "--help" not in o.names]
+        if options:
+            out += [*_md_options(options), ""]
+        if command.subcommands:
+            out += ["Commands: " + ", ".join(f"`{s.name}`" for s in command.subcommands) + ".", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _yaml_value(value: Any) -> str:
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip()
+    return text.removesuffix("\n...").removesuffix("...").strip()
+
+
+def _accepted(rule: Any) -> str:
+    if rule is None:
+        return ""
+    options = getattr(rule, "options", None)
+    if options is not None:
+        return ", ".join(f"`{o}`" for o in options)
+    low, high = rule.low, rule.high
+
+    def num(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else str(x)
+
+    return f"{'(' if getattr(rule, 'low_open', False) else '['}{num(low)}, {num(high)}]"
+
+
+def config_sections(text: str | None = None) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """default_config.yaml as [(section title, [(key, default as YAML, comment)])]: the comment lines
+    right above each key are its documentation; `# --- title ---` lines open a section."""
+    import yaml
+
+    text = (REPO / "default_config.yaml").read_text(encoding="utf-8") if text is None else text
+    values = yaml.safe_load(text)
+    sections: list[tuple[str, list[tuple[str, str, str]]]] = [("General", [])]
+    comment: list[str] = []
+    for line in text.splitlines():
+        heading = re.match(r"#\s*---\s*(.+?)\s*-*\s*$", line)
+        if heading:
+            sections.append((heading.group(1)[:1].upper() + heading.group(1)[1:], []))
+            comment = []
+        elif line.startswith("#"):
+            comment.append(line.lstrip("#").strip())
+        elif re.match(r"^[a-z_0-9]+:", line):
+            key = line.split(":", 1)[0]
+            sections[-1][1].append((key, _yaml_value(values[key]), " ".join(comment)))
+            comment = []
+        elif not line.strip():
+            comment = []
+    return [(title, keys) for title, keys in sections if keys]
+
+
+def render_config_markdown() -> str:
+    """The config reference of docs/config.md: every key of default_config.yaml with its default, the
+    values memctl accepts (memctl/config/rules.py) and its comment."""
+    from memctl.config.rules import RULES
+
+    out = [
+        "<!-- Generated by scripts/gen_docs.py from default_config.yaml and memctl/config/rules.py; "
+        "do not edit by hand. -->",
+        "",
+    ]
+    for title, keys in config_sections():
+        out += [f"### {title}", "", "| key | default | accepts | meaning |", "|---|---|---|---|"]
+        for key, default, comment in keys:
+            accepted = _accepted(RULES.get(key))
+            out.append(f"| `{key}` | `{_cell(default)}` | {_cell(accepted)} | {_cell(comment)} |")
+        out.append("")
+    out += _retired_keys()
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _retired_keys() -> list[str]:
+    """Keys of earlier releases (memctl.config.RETIRED): read, warned about once, then carried over or ignored."""
+    from memctl.config import RETIRED
+
+    if not RETIRED:
+        return []
+    out = [
+        "### Retired keys",
+        "",
+        "Still read (an old config file loads), warned about once on stderr, and read as the key that replaced",
+        "them or ignored; each goes one release after it was retired.",
+        "",
+        "| key | now | why |",
+        "|---|---|---|",
+    ]
+    for key, (replacement, why) in sorted(RETIRED.items()):
+        now = f"read as `{replacement}`" if replacement else "ignored"
+        out.append(f"| `{key}` | {now} | {_cell(why)} |")
+    return [*out, ""]
+
+
+def include(rel: str, language: str = "") -> str:
+    """A file of the repository as a fenced code block, for a docs page that shows a tested recipe."""
+    text = (REPO / rel).read_text(encoding="utf-8")
+    return f"```{language}\n{text.rstrip()}\n```\n"
+
+
+def run_cog(check: bool, files: tuple[str, ...] = COG_FILES) -> int:
+    """Regenerate (or with `check`, only compare) the cog blocks of the docs pages; 0 when up to date."""
+    from cogapp import Cog
+
+    argv = ["cog", "--check" if check else "-r", "-I", str(REPO / "scripts"), *(str(REPO / f) for f in files)]
+    if check:
+        argv[2:2] = ["--diff", "--check-fail-msg", "run `python3 scripts/gen_docs.py` and commit the result"]
+    return Cog().main(argv)
+
+
+# --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
 
@@ -1005,7 +1178,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"out of date: {rel}")
         if stale:
             print("run `python3 scripts/gen_docs.py` to regenerate", file=sys.stderr)
-        return 1 if stale else 0
+        docs = run_cog(check=True) if (REPO / COG_FILES[0]).is_file() else 0
+        return 1 if stale or docs else 0
     for rel in stale:
         path = REPO / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -1013,7 +1187,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {rel}")
     if not stale:
         print("all generated files are up to date")
-    return 0
+    return run_cog(check=False)
 
 
 if __name__ == "__main__":

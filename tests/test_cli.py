@@ -28,7 +28,8 @@ def test_save_prints_id_and_load_finds_it(backend, cli):
     loaded = cli("load", "User prefers dark mode in every editor", "--json")
     assert loaded.code == 0
     doc = loaded.json
-    assert set(doc) == {"subdir", "query", "mode", "threshold", "limit", "count", "results"}
+    assert set(doc) == {"subdir", "query", "mode", "threshold", "limit", "as_of", "count", "results"}
+    assert doc["as_of"] is None  # current facts (load --as-of: the moment asked for)
     assert doc["count"] == 1 and doc["results"][0]["id"] == result.out.strip()
     assert set(doc["results"][0]) == MEMORY_KEYS | {"score"}
 
@@ -302,7 +303,7 @@ def test_model_change_refuses_then_reindex(backend, cli, home: Path, monkeypatch
 def test_json_documents_of_every_command(backend, cli, tmp_path: Path):
     mid = _save(cli, "json contract memory")
     contracts = {
-        ("show", mid): {"subdir", "memory", "derived"},
+        ("show", mid): {"subdir", "memory", "current", "derived", "versions"},
         ("list",): {"subdir", "total", "page", "page_size", "items"},
         ("history",): {"subdir", "id", "entries"},
         ("subdirs",): {"root", "subdirs"},

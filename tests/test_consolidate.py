@@ -56,18 +56,29 @@ def test_skip_stores_nothing(backend, store):
     assert out.fate == "skipped" and out.ids == [old] and len(store) == 1
 
 
-def test_update_rewrites_in_place_and_keeps_history(backend, store):
+def _superseded(store, old: str, new: str, old_text: str) -> None:
+    """`old` (holding `old_text`) was superseded by `new`: kept for --as-of, not current."""
+    from memctl.store.validity import superseded_version
+
+    version = superseded_version(store, old)
+    assert version is not None and version.text == old_text and version.metadata["superseded_by"] == new
+    assert store.get([old]) == [] and store.get_one(new).metadata["supersedes"] == [old]
+    entry = store.history(old)[0]
+    assert (entry.op, entry.old_text) == ("supersede", old_text)
+
+
+def test_update_supersedes_the_old_value_and_keeps_it(backend, store):
     [old] = store.add([STORED], area="fragments", metadata=[{"tags": ["ui"], "source": "a"}])
     worker, _ = _worker(store, consolidate=_decide("update", STORED, text="User prefers light mode in every editor"))
     out = worker.consolidate(
         "User now prefers light mode in every editor", "fragments", {"tags": ["new"], "source": "b"}
     )
-    assert out.fate == "updated" and out.ids == [old] and len(store) == 1  # no duplicate inserted
-    memory = store.get_one(old)
+    assert out.fate == "updated" and out.ids != [old] and len(store) == 1  # no duplicate inserted
+    memory = store.get_one(out.ids[0])
     assert memory.text == "User prefers light mode in every editor"
     assert memory.metadata["tags"] == ["ui", "new"] and memory.metadata["source"] == "b"
-    entry = store.history(old)[0]
-    assert (entry.op, entry.actor, entry.old_text) == ("update", "memorize", STORED)
+    _superseded(store, old, memory.id, STORED)
+    assert store.history(old)[0].actor == "memorize"
 
 
 def test_replace_removes_close_targets_and_links_them(backend, store):
@@ -103,15 +114,15 @@ def test_merge_links_originals_and_survives_their_deletion(backend, store):
     assert result.deleted == [merged] and result.cascaded == []
 
 
-def test_replace_below_safety_threshold_rewrites_in_place(backend, store):
-    """A replace of a memory it may act on but not remove: an update (same id, history keeps the old text)."""
+def test_replace_below_safety_threshold_is_applied_as_an_update(backend, store):
+    """A replace of a memory it may act on but not remove: an update (the old text kept as a superseded version)."""
     [old] = store.add([LOOSE], area="fragments")
     worker, _ = _worker(store, consolidate=_decide("replace", LOOSE))
     worker.consider_min = 0.5  # LOOSE may be acted on (updated), not removed (replace needs 0.9)
     out = worker.consolidate(STORED, "fragments")
-    assert out.fate == "updated" and out.ids == [old] and out.removed == [] and len(store) == 1
-    assert store.get_one(old).text == STORED and any("applied as an update" in n for n in out.notes)
-    assert store.history(old)[0].old_text == LOOSE
+    assert out.fate == "updated" and out.removed == [] and len(store) == 1
+    assert store.get_one(out.ids[0]).text == STORED and any("applied as an update" in n for n in out.notes)
+    _superseded(store, old, out.ids[0], LOOSE)
 
 
 def test_replace_of_a_target_it_may_not_act_on_is_downgraded(backend, store):
@@ -306,8 +317,9 @@ def test_old_value_found_only_by_keywords_is_updated_not_downgraded(backend, sto
     worker.consider_min = 0.999  # no vector match: only the keyword side can find and qualify it
     out = worker.consolidate(NEW_VALUE, "fragments")
     assert [s.id for s in out.similar] == [old] and out.similar[0].score < worker.consider_min
-    assert out.fate == "updated" and out.ids == [old] and len(store) == 2
-    assert store.get_one(old).text == NEW_VALUE and store.history(old)[0].old_text == OLD_VALUE
+    assert out.fate == "updated" and len(store) == 2
+    assert store.get_one(out.ids[0]).text == NEW_VALUE
+    _superseded(store, old, out.ids[0], OLD_VALUE)
     shown = existing_memories(router.calls[-1][1])
     assert shown == [OLD_VALUE]  # the unrelated memory was never offered
 
@@ -335,9 +347,10 @@ def test_consolidate_groups_a_keyword_pair_and_updates_the_old_value(backend, ho
         report = consolidate_store(store, UtilityModel(store.config, completion=router), area="fragments")
         [group] = report.groups
         assert [m.id for m in group.members] == [new, old]  # the newest plays the candidate
-        assert group.fate == "updated" and group.ids == [old] and group.removed == [new]
+        assert group.fate == "updated" and group.removed == [new]
         assert {m.text for m in store.list()[0]} == {NEW_VALUE, UNRELATED}
-        assert store.get_one(old).text == NEW_VALUE and store.derived_ids([new]) == [old]
+        assert store.get_one(group.ids[0]).text == NEW_VALUE and store.derived_ids([new]) == group.ids
+        _superseded(store, old, group.ids[0], OLD_VALUE)
 
 
 def test_one_rule_book_for_candidates_and_stored_groups(store):

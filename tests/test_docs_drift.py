@@ -1,4 +1,4 @@
-"""The committed completions and man page match the live CLI, and each one is valid for its tool.
+"""The committed completions, man page and generated docs match the live CLI, and each one is valid for its tool.
 
 When a test here fails after a CLI change, run `python3 scripts/gen_docs.py` and commit the result.
 """
@@ -115,6 +115,45 @@ def test_check_reports_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert gen_docs.stale_files(rendered) == ["man/memctl.1"]
     assert gen_docs.main(["--check"]) == 1
     assert (tmp_path / "man" / "memctl.1").read_text(encoding="utf-8") == "stale\n"  # --check writes nothing
+
+
+# --- the generated parts of docs/ (cog blocks) are what the generator makes now -----------------
+
+
+def test_docs_cog_blocks_are_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
+    """What `cog --check -I scripts docs/cli.md docs/config.md docs/operations.md` does."""
+    assert gen_docs.run_cog(check=True) == 0, f"{capsys.readouterr().err}\n{REGENERATE}"
+
+
+def test_every_docs_page_with_a_cog_block_is_checked() -> None:
+    with_blocks = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md") if "[[[cog" in p.read_text())
+    assert with_blocks == sorted(gen_docs.COG_FILES)
+
+
+def test_cog_check_reports_a_stale_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for rel in (*gen_docs.COG_FILES, "scripts/gen_docs.py", "default_config.yaml", "docs/examples/memctl-nightly.sh"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((REPO / rel).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(gen_docs, "REPO", tmp_path)
+    assert gen_docs.run_cog(check=True) == 0
+    config = tmp_path / "docs" / "config.md"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("| `search_limit` | `10` |", "| `search_limit` | `11` |")
+    )
+    assert gen_docs.run_cog(check=True) != 0
+    assert gen_docs.main(["--check"]) == 1  # the generator's own --check fails on it too
+    assert "| `search_limit` | `11` |" in config.read_text(encoding="utf-8")  # --check writes nothing
+
+
+def test_cli_reference_lists_every_option() -> None:
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    reference = text.split("## Reference (generated from the app)")[1]
+    app = gen_docs.load_app()
+    for command in app.commands:
+        section = reference.split(f"### `{command.key}`")[1].split("\n### ")[0]
+        for option in command.options:
+            if "--help" not in option.names:
+                assert f"`{option.names[-1]}`" in section, f"{command.key} {option.names[-1]}: {REGENERATE}"
 
 
 # --- every command of the app is in every committed file ----------------------------------------

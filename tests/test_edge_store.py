@@ -211,10 +211,15 @@ def test_a_text_file_of_exactly_max_text_bytes_is_read_and_one_more_byte_is_refu
     assert cli("list", "--json").json["total"] == 1
 
 
-def test_import_of_a_file_without_line_breaks_stops_at_the_line_cap(backend, cli):
-    result = cli("import", "/dev/zero", "--json")
+def test_import_of_a_file_without_line_breaks_stops_early(backend, cli, tmp_path: Path):
+    result = cli("import", "/dev/zero", "--json")  # cannot be a record: refused after 64 KiB
     assert result.code == 2, result.err
-    assert "/dev/zero:1: the line is longer than" in result.json["error"]["message"]
+    assert "/dev/zero:1: not a JSON object, and no line end in its first 64 KiB" in result.json["error"]["message"]
+    _no_store(cli)
+    endless_object = tmp_path / "brace.jsonl"  # starts like a record: read up to the line cap, no further
+    endless_object.write_bytes(b'{"text": "' + b"x" * (16 << 20))
+    result = cli("import", endless_object, "--json")
+    assert result.code == 2 and ":1: the line is longer than" in result.json["error"]["message"]
     _no_store(cli)
 
 

@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 TOOLS = {
+    "doctor_report",
     "memory_save",
     "memory_search",
     "memory_recall",
@@ -47,6 +48,7 @@ TOOLS = {
     "stats",
 }
 READ_ONLY = {
+    "doctor_report",
     "memory_search",
     "memory_recall",
     "memory_get",

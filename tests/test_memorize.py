@@ -77,7 +77,7 @@ class _DropGate:
 
 
 def drop_gate(monkeypatch, *marks: str) -> None:
-    from memctl.memorize import gate_model
+    from memctl.memorize.pipeline import gate_model
 
     monkeypatch.setattr(gate_model, "model_for", lambda area, name: _DropGate(*marks))
 
@@ -305,7 +305,7 @@ def test_consolidate_command(cli, scripted):
 @pytest.mark.skipif(not EVAL.is_dir(), reason="eval transcripts not present")
 def test_maya_payments_series_replay_keeps_only_current_values(home):
     """t03 -> t09 -> t15 -> t21 into one store: extraction returns each transcript's expected items,
-    consolidation updates the value its `updates` name. Superseded values end up only in history."""
+    consolidation updates the value its `updates` name. Superseded values are kept only as superseded versions."""
     import memctl
     from memctl.memorize.pipeline import memorize_files
 
@@ -326,8 +326,8 @@ def test_maya_payments_series_replay_keeps_only_current_values(home):
         assert fragments == set(final["facts"])
         assert solutions == set(final["solutions"])
         assert not fragments & set(final["superseded"])
-        old_texts = {e.old_text for e in store.history() if e.op == "update"}
-        assert set(final["superseded"]) <= old_texts  # visible in history
+        old_texts = {e.old_text for e in store.history() if e.op == "supersede"}
+        assert set(final["superseded"]) <= old_texts  # kept as superseded versions, visible in history
         assert report.summary()["updated"] == 4
 
 

@@ -18,6 +18,12 @@ NIGHTLY = REPO / "docs" / "examples" / "memctl-nightly.sh"
 SERVE = REPO / "docs" / "examples" / "serve-gemma.py"
 
 
+def test_the_operations_page_shows_the_tested_nightly_recipe():
+    page = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert f"```sh\n{NIGHTLY.read_text(encoding='utf-8').rstrip()}\n```" in page
+    assert "(examples/memctl-nightly.sh)" in page
+
+
 def _memctl_on_path(tmp_path: Path) -> str:
     """A `memctl` command on PATH that runs this checkout (what an installed memctl is for cron)."""
     bin_dir = tmp_path / "bin"

@@ -93,3 +93,39 @@ def test_restore_brings_a_superseded_version_back(cli, tmp_path: Path):
     ids = _changed_twice(cli, tmp_path)
     assert cli("restore", ids[0]).code == 0
     assert sorted(m["text"] for m in cli("list", "--json").json["items"]) == sorted([V1, V3])
+
+
+def test_prune_removes_superseded_versions_older_than_a_duration(cli, tmp_path: Path):
+    ids = _changed_twice(cli, tmp_path)  # V1 ended 2026-03-01, V2 ended 2026-06-01 (both long before "now")
+    assert cli("prune", "--superseded-for", "1d", "--older-than", "1d", "--yes").code == 2  # one kind at a time
+    preview = cli("prune", "--superseded-for", "1d", "--json")  # no terminal and no --yes: a dry run
+    assert preview.json["dry_run"] and [m["id"] for m in preview.json["pruned"]] == ids[:2]
+    assert cli("prune", "--superseded-for", "100000d", "--yes", "--json").json["count"] == 0
+    done = cli("prune", "--superseded-for", "1d", "--yes", "--json")
+    assert done.code == 0 and not done.json["dry_run"] and done.json["count"] == 2
+    assert cli("show", ids[2], "--json").json["versions"] == []
+    assert _answer(cli, "--as-of", "2026-04-15") == []  # the fact as it stood then is gone for good
+    assert _answer(cli) == [V3]
+
+
+def test_mcp_search_and_recall_take_as_of(cli, home: Path, tmp_path: Path):
+    import anyio
+
+    from memctl.mcp import Scope, StorePool, build_server
+
+    _changed_twice(cli, tmp_path)
+
+    def call(name: str, arguments: dict) -> dict:
+        pool = StorePool(str(home), None, {})
+        try:
+            result = anyio.run(build_server(pool, Scope.fixed("default")).call_tool, name, arguments)
+        finally:
+            pool.close()
+        return result[1] if isinstance(result, tuple) else result.structured_content
+
+    then = call("memory_search", {"query": "deploy target", "threshold": 0, "as_of": "2026-04-15"})
+    assert [h["text"] for h in then["results"]] == [V2] and then["as_of"].startswith("2026-04-15")
+    now = call("memory_search", {"query": "deploy target", "threshold": 0})
+    assert [h["text"] for h in now["results"]] == [V3] and now["as_of"] is None
+    recalled = call("memory_recall", {"message": "deploy target", "threshold": 0, "as_of": "2026-02-01"})
+    assert [m["text"] for m in recalled["memories"]] == [V1]

@@ -124,6 +124,7 @@ def state(ctx: typer.Context) -> State:
 
 # The module defining each command, in --help order (tests/test_cli.py checks this against the modules).
 COMMAND_MODULES = {
+    "demo": "demo",  # first in --help: what a newcomer runs first
     "save": "memories",
     "load": "memories",
     "forget": "memories",
@@ -151,6 +152,7 @@ COMMAND_MODULES = {
     "migrate": "migrate",
     "recall": "recall",
     "mcp": "mcp",
+    "doctor": "doctor",
     "config": "config",
     "review": "review",
 }

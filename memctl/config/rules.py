@@ -106,6 +106,18 @@ RULES: dict[str, Range | Choice] = {
     "memorize_grounding_overlap": UNIT,
     "memorize_grounding_similarity": UNIT,
     "memorize_echo_similarity": UNIT,
+    "doctor_duplicate_similarity": UNIT,
+    "doctor_conflict_similarity": UNIT,
+    "doctor_stale_below": UNIT,
+    "doctor_never_recalled_days": Range(0.0, 1_000_000.0),
+    "doctor_recall_k": Range(1, 10_000),
+    "doctor_max_junk_share": UNIT,
+    "doctor_max_duplicate_share": UNIT,
+    "doctor_max_conflict_share": UNIT,
+    "doctor_max_stale_share": UNIT,
+    "doctor_max_never_recalled_share": UNIT,
+    "doctor_max_pending": Range(0, MAX_INT),
+    "doctor_min_recall": UNIT,
 }
 
 

@@ -355,8 +355,8 @@ COPY_BATCH = 2000
 
 def copy_store(source: StoreBase, dest: StoreBase) -> int:
     """Everything `source` holds — memories with their vectors and access times, history, links,
-    archive, the review queue, behaviour rules, knowledge state — into the empty `dest` as it is, in one transaction
-    at `dest`. Wrap it in `source.snapshot()` for a consistent read. Returns the memories copied."""
+    archive, the review queue, behaviour rules, knowledge state, doctor runs — into the empty `dest` as it is,
+    in one transaction at `dest`. Wrap it in `source.snapshot()` for a consistent read. Returns the memories copied."""
     stored = source.model_info()
     info = ModelInfo(stored["provider"], stored["model"]) if stored else None
     dimension = int(stored["dimension"]) if stored else 0
@@ -381,6 +381,9 @@ def copy_store(source: StoreBase, dest: StoreBase) -> int:
         knowledge = source.knowledge_state()
         if knowledge:
             dest.save_knowledge_state(knowledge)
+        runs = source.doctor_runs()  # `memctl doctor`'s kept runs (renumbered in order) and the last one's findings
+        for i, run in enumerate(runs, 1):
+            dest.record_doctor_run(run.at, run.figures, source.doctor_findings() if i == len(runs) else [])
     return count
 
 

@@ -147,3 +147,14 @@ class StatsOut(BaseModel):
         description="per store: count, areas, knowledge/conversation, oldest, "
         "newest, never_accessed, archived, history, bytes, model"
     )
+
+
+class DoctorOut(BaseModel):
+    subdir: str
+    latest: dict[str, Any] | None = Field(
+        description="the latest kept `memctl doctor` run: run, at and its figures (docs/doctor.md); null before "
+        "the first run"
+    )
+    runs: list[dict[str, Any]] = Field(
+        description="the last runs, oldest first: run, at, memories and the shares followed by `doctor --trend`"
+    )

@@ -367,6 +367,15 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         """Counts per area and source, oldest/newest, never accessed, archive, size, model."""
         return run(subdir, lambda s, n: tools.stats(s, n, root))
 
+    @server.tool(annotations=READ)
+    def doctor_report(
+        last: Annotated[int, Field(ge=1, le=1000, description="How many of the last runs to return.")] = 10,
+        subdir: Subdir = None,
+    ) -> models.DoctorOut:
+        """The store's health as `memctl doctor` last measured it (likely junk, near-duplicates, conflicts, stale
+        and never-recalled shares, pending, recall@k) and the last runs; null before the first run."""
+        return run(subdir, lambda s, n: tools.doctor_report(s, n, last))
+
     _add_resources(server, pool, scope, root)
     strict_tool_arguments(server)
     inline_tool_schemas(server)

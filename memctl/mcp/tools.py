@@ -286,6 +286,14 @@ def stats(store: Any, subdir: str, root: str) -> dict[str, Any]:
     return {"root": root, "stores": [store_stats(store, subdir)]}
 
 
+def doctor_report(store: Any, subdir: str, last: int) -> dict[str, Any]:
+    """The latest kept doctor run and the trend of the last runs (measures nothing: `memctl doctor` does)."""
+    from memctl.review.doctor import trend
+
+    runs = store.doctor_runs(1)
+    return {"subdir": subdir, "latest": runs[0].to_dict() if runs else None, "runs": trend(store, last)}
+
+
 def messages_of(items: list[dict[str, str]] | None, what: str) -> list[Any]:
     """Chat messages from a client, read by the transcript reader (same roles and checks as a file)."""
     return _parse(json.dumps(items or [], ensure_ascii=False), what)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.errors import MemctlError
 from memctl.llm import LLMError, UtilityModel
+from memctl.store.validity import supersede
 from memctl.text.cjk import KANA_HAN
 
 if TYPE_CHECKING:
@@ -489,10 +490,8 @@ class Consolidator:
         meta = merge_metadata(target.metadata, metadata, {"consolidation_action": "update"})
         out.fate, out.ids = "updated", [target.id]
         out.result_text = new_text if new_text != out.text else None
-        if write:
-            self.store.update(
-                target.id, text=new_text, metadata=meta, replace_metadata=True, actor=self.actor, op="update"
-            )
+        if write:  # the old value is kept as a superseded version (--as-of), not rewritten away
+            out.ids = [supersede(self.store, [target.id], new_text, metadata=meta, actor=self.actor).id]
         return out
 
     def _insert(
@@ -623,8 +622,8 @@ class Consolidator:
         if write:
             meta = merge_metadata(target.metadata, newest.metadata, {"consolidation_action": "update"})
             self.store.delete([newest.id], cascade=False, actor=self.actor, op="update")
-            self.store.update(target.id, text=text, metadata=meta, replace_metadata=True, actor=self.actor, op="update")
-            self.store.link([newest.id], target.id, LINK_KIND["update"])
+            out.ids = [supersede(self.store, [target.id], text, metadata=meta, actor=self.actor).id]
+            self.store.link([newest.id], out.ids[0], LINK_KIND["update"])
         return out
 
     # -- without the model ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 from memctl.config.paths import DEFAULT_SUBDIR
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
+from memctl.store.doctor_rows import FINDING_KINDS, DoctorRun, Finding
 from memctl.store.filters import Filter, compile_filter
 from memctl.store.records import (
     AREAS,
@@ -1152,7 +1153,43 @@ class StoreBase(abc.ABC):
     def _delete_pending(self, ids: Sequence[str]) -> None:
         """Remove these pending rows; joins an open transaction."""
 
-    # -- the archive, history purging, size (memctl/lifecycle/) --------------------------
+    # -- doctor runs (memctl/review/doctor.py; m010_doctor_runs) -------------------------
+    def record_doctor_run(self, at: str, figures: Mapping[str, Any], findings: Sequence[Finding]) -> int:
+        """Keep one `memctl doctor` run and make its findings the store's current ones (the previous run's
+        go), in one transaction; the run's number."""
+        unknown = {f.kind for f in findings} - set(FINDING_KINDS)
+        if unknown:
+            raise UsageError(f"unknown finding kinds {sorted(unknown)}")
+        with self._write():
+            run = self._insert_doctor_run(at, json.dumps(dict(figures), ensure_ascii=False))
+            self._replace_findings(run, findings)
+        return run
+
+    def doctor_runs(self, last: int | None = None) -> builtins.list[DoctorRun]:
+        """The kept doctor runs, oldest first: all, or the `last` ones."""
+        return self._doctor_runs(last)
+
+    def doctor_findings(self, kind: str | None = None) -> builtins.list[Finding]:
+        """The latest run's findings (of `kind`), by kind then memory id."""
+        if kind is not None and kind not in FINDING_KINDS:
+            raise UsageError(f"unknown kind {kind!r}", hint=f"use one of: {', '.join(FINDING_KINDS)}")
+        return self._doctor_findings(kind)
+
+    def _insert_doctor_run(self, at: str, figures: str) -> int:
+        """Insert a run row (joins the open transaction); its number."""
+        raise NotImplementedError
+
+    def _replace_findings(self, run: int, findings: Sequence[Finding]) -> None:
+        """Delete every finding, then insert these (joins the open transaction)."""
+        raise NotImplementedError
+
+    def _doctor_runs(self, last: int | None) -> builtins.list[DoctorRun]:
+        raise NotImplementedError
+
+    def _doctor_findings(self, kind: str | None) -> builtins.list[Finding]:
+        raise NotImplementedError
+
+    # -- the archive, history purging, size (memctl/lifecycle/) -------------------------
     @abc.abstractmethod
     def archived(self, memory_id: str) -> ArchivedMemory | None:
         """The archived (last removed) version of a memory, if the archive holds one."""

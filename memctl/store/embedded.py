@@ -24,6 +24,7 @@ from memctl.store.base import (
     iter_chunks,
 )
 from memctl.store.base import json_or_none as _json_or_none
+from memctl.store.doctor_rows import DoctorRun, Finding, figures_of, related_of
 from memctl.store.filters import Filter
 from memctl.store.keyword import register_functions
 from memctl.store.layout import (
@@ -854,6 +855,45 @@ class EmbeddedStore(StoreBase):
     def _delete_pending(self, ids: Sequence[str]) -> None:
         for chunk in iter_chunks(ids, 900):
             self.db.execute(f"DELETE FROM pending WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+
+    # -- doctor runs: doctor_runs, doctor_findings (m010_doctor_runs) ---------------------
+    def _has_doctor_tables(self) -> bool:
+        """False only for a read-only store written before m010_doctor_runs (no run was ever kept)."""
+        if not self.read_only:
+            return True
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'doctor_runs'").fetchone() is not None
+
+    def _insert_doctor_run(self, at: str, figures: str) -> int:
+        return int(self.db.execute("INSERT INTO doctor_runs (at, figures) VALUES (?, ?)", (at, figures)).lastrowid or 0)
+
+    def _replace_findings(self, run: int, findings: Sequence[Finding]) -> None:
+        self.db.execute("DELETE FROM doctor_findings")
+        self.db.executemany(
+            "INSERT INTO doctor_findings (run, kind, memory_id, reason, score, related) VALUES (?, ?, ?, ?, ?, ?)",
+            [(run, f.kind, f.memory_id, f.reason, f.score, json.dumps(f.related)) for f in findings],
+        )
+
+    def _doctor_runs(self, last: int | None) -> builtins.list[DoctorRun]:
+        if not self._has_doctor_tables():
+            return []
+        rows = self.db.execute(
+            "SELECT run, at, figures FROM (SELECT * FROM doctor_runs ORDER BY run DESC LIMIT ?) ORDER BY run",
+            (-1 if last is None else int(last),),
+        ).fetchall()
+        return [DoctorRun(int(run), at, figures_of(figures)) for run, at, figures in rows]
+
+    def _doctor_findings(self, kind: str | None) -> builtins.list[Finding]:
+        if not self._has_doctor_tables():
+            return []
+        where, args = ("WHERE kind = ?", [kind]) if kind else ("", [])
+        rows = self.db.execute(
+            f"SELECT kind, memory_id, reason, score, related, run FROM doctor_findings {where}"
+            " ORDER BY kind, memory_id",
+            args,
+        ).fetchall()
+        return [
+            Finding(k, mid, reason, score, related_of(related), run) for k, mid, reason, score, related, run in rows
+        ]
 
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
         """Record that `ids` were just read (accessed_at, for prune --not-accessed-for).

@@ -382,6 +382,30 @@ CREATE INDEX memctl_pending_created ON memctl_pending (subdir, created_at, id);
 CREATE INDEX memctl_pending_hash ON memctl_pending (subdir, content_hash);
 """,
     ),
+    (
+        "m010_doctor_runs",
+        """
+-- `memctl doctor` (the embedded store's doctor_runs and doctor_findings): one row per run with its figures,
+-- and the latest run's findings, which `review list --kind` lists.
+CREATE TABLE memctl_doctor_runs (
+    subdir TEXT NOT NULL,
+    run BIGINT GENERATED ALWAYS AS IDENTITY,
+    at TEXT NOT NULL,
+    figures JSON NOT NULL,
+    PRIMARY KEY (subdir, run)
+);
+CREATE TABLE memctl_doctor_findings (
+    subdir TEXT NOT NULL,
+    run BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    score DOUBLE PRECISION,
+    related JSON NOT NULL DEFAULT '[]',
+    PRIMARY KEY (subdir, kind, memory_id)
+);
+""",
+    ),
 ]
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
 from memctl.store.base import PreparedRow, StoreBase, StoreSpec
+from memctl.store.doctor_rows import DoctorRun, Finding, figures_of, related_of
 from memctl.store.filters import Filter
 from memctl.store.records import (
     ARCHIVE_COLUMNS,
@@ -75,6 +76,8 @@ _STORE_TABLES = (
     "memctl_knowledge_folders",
     "memctl_knowledge_files",
     "memctl_pending",
+    "memctl_doctor_runs",
+    "memctl_doctor_findings",
     "memctl_stores",
 )
 _TS_CONFIG = "english"
@@ -745,6 +748,44 @@ class PostgresStore(StoreBase):
 
     def _delete_pending(self, ids: Sequence[str]) -> None:
         self._execute("DELETE FROM memctl_pending WHERE subdir = %s AND id = ANY(%s)", (self.subdir, list(ids)))
+
+    # -- doctor runs: memctl_doctor_runs, memctl_doctor_findings (m010_doctor_runs) --------
+    def _insert_doctor_run(self, at: str, figures: str) -> int:
+        row = self._one(
+            "INSERT INTO memctl_doctor_runs (subdir, at, figures) VALUES (%s, %s, %s) RETURNING run",
+            (self.subdir, at, figures),
+        )
+        return int(row[0])
+
+    def _replace_findings(self, run: int, findings: Sequence[Finding]) -> None:
+        self._execute("DELETE FROM memctl_doctor_findings WHERE subdir = %s", (self.subdir,))
+        if not findings:
+            return
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memctl_doctor_findings (subdir, run, kind, memory_id, reason, score, related)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [(self.subdir, run, f.kind, f.memory_id, f.reason, f.score, json.dumps(f.related)) for f in findings],
+            )
+
+    def _doctor_runs(self, last: int | None) -> builtins.list[DoctorRun]:
+        rows = self._all(
+            "SELECT run, at, figures FROM (SELECT run, at, figures FROM memctl_doctor_runs WHERE subdir = %s"
+            " ORDER BY run DESC LIMIT %s) r ORDER BY run",
+            (self.subdir, last),
+        )
+        return [DoctorRun(int(run), at, figures_of(figures)) for run, at, figures in rows]
+
+    def _doctor_findings(self, kind: str | None) -> builtins.list[Finding]:
+        rows = self._all(
+            "SELECT kind, memory_id, reason, score, related, run FROM memctl_doctor_findings"
+            " WHERE subdir = %s AND (%s::text IS NULL OR kind = %s) ORDER BY kind, memory_id",
+            (self.subdir, kind, kind),
+        )
+        return [
+            Finding(k, mid, reason, None if score is None else float(score), related_of(related), int(run))
+            for k, mid, reason, score, related, run in rows
+        ]
 
     def touch(self, ids: Sequence[str], at: str | None = None) -> int:
         """Record that `ids` were just read (accessed_at). Best effort: skipped when rows stay locked."""

@@ -286,6 +286,28 @@ CREATE INDEX pending_created ON pending(created_at, id);
 CREATE INDEX pending_hash ON pending(content_hash);
 """,
     ),
+    (
+        "m010_doctor_runs",
+        """
+-- `memctl doctor`: one row per run with its figures (JSON), read back by `doctor --trend`; and the findings of
+-- the latest run (likely junk, near-duplicates, conflicts, stale facts), which `review list --kind` lists.
+-- Each run replaces the findings of the one before.
+CREATE TABLE doctor_runs (
+    run INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    figures TEXT NOT NULL
+);
+CREATE TABLE doctor_findings (
+    run INTEGER NOT NULL,
+    kind TEXT NOT NULL,               -- junk, duplicate, conflict, stale
+    memory_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    score REAL,                       -- p(noise), similarity or effective importance, by kind
+    related TEXT NOT NULL DEFAULT '[]',  -- JSON list of the other memories of a group or pair
+    PRIMARY KEY (kind, memory_id)
+);
+""",
+    ),
 ]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from memctl.errors import UsageError
@@ -157,3 +157,31 @@ def search(
     if as_of_moment is None:
         return store.search(query, limit=limit, **options)
     return as_of(store, store.search(query, limit=2 * limit, **options), as_of_moment, limit)
+
+
+def prune_superseded(
+    store: StoreBase, older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None
+) -> list[Memory]:
+    """Superseded versions that stopped being valid more than `older_than` ago, oldest first; removed from the
+    archive for good unless `dry_run` (`--as-of` before then finds the fact missing; history keeps the
+    supersede entry until `purge`)."""
+    cutoff = (now or datetime.now(UTC)) - older_than
+    chosen = sorted(
+        (
+            a.memory
+            for a in store.iter_archive()
+            if a.op == OP and _ended_before(a.memory.metadata.get(VALID_TO), cutoff)
+        ),
+        key=lambda m: str(m.metadata.get(VALID_TO)),
+    )
+    if chosen and not dry_run:
+        with store.transaction():
+            store.unarchive([m.id for m in chosen])
+    return chosen
+
+
+def _ended_before(value: Any, cutoff: datetime) -> bool:
+    try:
+        return parse_timestamp(value) < cutoff
+    except UsageError:
+        return False  # an unreadable end is never old enough

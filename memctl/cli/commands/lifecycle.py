@@ -12,6 +12,7 @@ from memctl.cli.confirm import asked, decide
 from memctl.cli.inputs import unit_interval
 from memctl.cli.render import count, emit, info, memory_table, these
 from memctl.cli.state import State
+from memctl.errors import UsageError
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do it without asking (needed when there is no terminal).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would go; change nothing.")]
@@ -54,6 +55,14 @@ def prune(
         typer.Option("--source", help="knowledge (knowledge_source: true) or conversation (everything else)."),
     ] = None,
     filter: Annotated[str | None, typer.Option("--filter", "-f", help="Metadata filter expression.")] = None,
+    superseded_for: Annotated[
+        str | None,
+        typer.Option(
+            "--superseded-for",
+            help="Instead: remove superseded versions (kept for --as-of) that stopped being valid this long ago, "
+            "for good. No other criterion with it.",
+        ),
+    ] = None,
     purge: Annotated[
         bool, typer.Option("--purge", help="Do not archive: gone for good (history keeps the operation, not the text).")
     ] = False,
@@ -67,6 +76,10 @@ def prune(
     st = state(ctx)
     was_asked = asked(ctx, dry_run, yes)
     criteria = PruneCriteria(older_than, not_accessed_for, area, min_importance, source, filter, decayed_below)
+    if superseded_for is not None:
+        if any(v is not None for v in criteria.to_dict().values()) or purge:
+            raise UsageError("--superseded-for takes no other criterion (nor --purge: it removes for good)")
+        return _prune_superseded(ctx, superseded_for, dry_run, yes)
     with st.open_store(actor="prune") as store:
         chosen = select_for_prune(store, criteria)
         question = f"Prune {these(len(chosen), 'memory')}{' for good' if purge else ''}?"
@@ -258,3 +271,34 @@ def _size(count: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{count} B"
+
+
+def _prune_superseded(ctx: typer.Context, superseded_for: str, dry_run: bool, yes: bool) -> None:
+    from memctl.lifecycle.durations import parse_duration
+    from memctl.store.validity import prune_superseded
+
+    st = state(ctx)
+    was_asked = asked(ctx, dry_run, yes)
+    age = parse_duration(superseded_for, "--superseded-for")
+    with st.open_store(actor="prune") as store:
+        chosen = prune_superseded(store, age, dry_run=True)
+        question = f"Remove {these(len(chosen), 'superseded version')} for good?"
+        preview = memory_table(chosen, title=f"would remove {count(len(chosen), 'superseded version')}")
+        dry_run = decide(ctx, dry_run, yes, question if chosen else None, preview=preview)
+        pruned = chosen if dry_run else prune_superseded(store, age)
+    title = f"{'would remove' if dry_run else 'removed'} {count(len(pruned), 'superseded version')}"
+    doc = {
+        "subdir": st.subdir,
+        "dry_run": dry_run,
+        "purged": not dry_run,
+        "criteria": {"superseded_for": superseded_for},
+        "count": len(pruned),
+        "compacted": None,
+        "pruned": [m.to_dict() for m in pruned],
+    }
+    emit(
+        st,
+        doc,
+        lambda c: c.print(title if was_asked and pruned else memory_table(pruned, title=title)),
+        essential=[m.id for m in pruned] if dry_run else None,
+    )

@@ -63,11 +63,23 @@ def list_(
         int | None, typer.Option("--limit", "-n", min=1, help="Page size [config list_page_size].")
     ] = None,
     page: Annotated[int, typer.Option("--page", "-p", min=1, help="Page number, 1 = oldest.")] = 1,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind",
+            help="pending (the default), or what the latest `memctl doctor` run found: junk, duplicate, conflict, "
+            "stale.",
+        ),
+    ] = None,
 ) -> None:
-    """List pending items, oldest first: id, area, created, source, why it waits, text."""
+    """List pending items, oldest first: id, area, created, source, why it waits, text. With --kind, the
+    latest doctor run's findings of that kind, with the reason each is there."""
     from memctl.review.queue import list_page
 
     st = state(ctx)
+    if kind not in (None, "pending"):
+        _list_findings(ctx, str(kind), area, limit, page)
+        return
     with st.open_store() as store:
         items, total, size = list_page(store, area=area, limit=limit, page=page)
     doc = {"subdir": st.subdir, "total": total, "page": page, "page_size": size, "items": [i.to_dict() for i in items]}
@@ -161,6 +173,29 @@ def resolve(
         else:
             report = run_resolve(store, policy)
     emit(st, {"subdir": st.subdir, **report.to_dict()}, lambda c: _render_resolve(c, report))
+
+
+def _list_findings(ctx: typer.Context, kind: str, area: str | None, limit: int | None, page: int) -> None:
+    from memctl.cli.commands.doctor import findings_table
+    from memctl.cli.render import info
+    from memctl.review.doctor import findings_page
+
+    st = state(ctx)
+    with st.open_store(read_only=True) as store:
+        items, total, size, run = findings_page(store, kind, area=area, limit=limit, page=page)
+    if run is None:
+        info(st, "memctl: no doctor run is kept in this store yet: run `memctl doctor` first")
+    doc = {
+        "subdir": st.subdir,
+        "kind": kind,
+        "run": None if run is None else {"run": run.run, "at": run.at},
+        "total": total,
+        "page": page,
+        "page_size": size,
+        "items": [i.to_dict() for i in items],
+    }
+    title = f"{total} {kind} — page {page}/{max(1, -(-total // size))}"
+    emit(st, doc, lambda c: c.print(findings_table(items, title)))
 
 
 def _render_resolve(console: Any, report: Any) -> None:
