@@ -77,7 +77,7 @@ class _DropGate:
 
 
 def drop_gate(monkeypatch, *marks: str) -> None:
-    from memctl.memorize.pipeline import gate_model
+    from memctl.memorize import gate_model
 
     monkeypatch.setattr(gate_model, "model_for", lambda area, name: _DropGate(*marks))
 
