@@ -323,7 +323,7 @@ complete -c memctl -n '__memctl_at memctl review' -a reject -d 'Reject pending i
 complete -c memctl -n '__memctl_at memctl review' -a resolve -d 'Decide the queue by a policy, for cron: e.g.'
 
 # memctl review
-complete -c memctl -n '__memctl_at memctl review' -l kind -x -d 'Only items of this kind (pending).'
+complete -c memctl -n '__memctl_at memctl review' -l kind -x -d 'Only items of this kind: pending, junk, duplicate, conflict, stale.'
 complete -c memctl -n '__memctl_at memctl review' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl review' -l source -x -d 'Only items from memorize or mcp.'
 

@@ -3,13 +3,16 @@
 #
 # Copies the repository's committed files (git archive HEAD) into a temporary folder, makes a
 # new venv there, runs the install command found in README.md between the markers
-# <!-- setup-commands --> and <!-- /setup-commands --> (first line of the ```sh fence), checks the
-# installed CLI (version, help, CPU-only torch, no nvidia-* packages, a real save/load with the
-# packaged model), then runs the README's test command (second line of the fence) with this
-# script's own arguments appended:
+# <!-- setup-commands --> and <!-- /setup-commands --> (first line of the ```sh fence) verbatim,
+# checks the installed CLI (version, help, CPU-only torch, no nvidia-* packages, a real save/load
+# with the packaged model), installs what the tests need (the `test` extra: no servers, no
+# llama.cpp build) and runs the smoke tests (`-m smoke`) with the README's test command (the
+# `python -m pytest` that ends the fence's second line), this script's own arguments appended:
 #
-#   scripts/check_fresh_install.sh                  # full test command
-#   scripts/check_fresh_install.sh -m "not slow"    # a subset
+#   scripts/check_fresh_install.sh                  # the smoke tests
+#   scripts/check_fresh_install.sh -x -q            # ... stopping at the first failure
+#
+# The whole suite runs once, in the developer venv (.ci/run); this check proves the install.
 #
 # Environment:
 #   MEMCTL_FRESH_SRC=worktree   copy the working tree (tracked + untracked, not ignored) instead of HEAD
@@ -64,9 +67,11 @@ mapfile -t SETUP < <(awk '
 ' "$REPO/README.md")
 [[ ${#SETUP[@]} -ge 2 ]] || fail "expected 2 commands in the fenced block between the setup-commands markers, found ${#SETUP[@]}"
 INSTALL_CMD="${SETUP[0]}"
-TEST_CMD="${SETUP[1]}"
+# The second line installs the developer tools, then tests: only its test command runs here.
+TEST_CMD="${SETUP[1]##*&& }"
+[[ "$TEST_CMD" == "python -m pytest"* ]] || fail "the second set-up command does not end in python -m pytest: ${SETUP[1]}"
 log "install command: $INSTALL_CMD"
-log "test command:    $TEST_CMD${*:+ $*}"
+log "test command:    $TEST_CMD -m smoke${*:+ $*}"
 
 # --- 2. copy the sources -------------------------------------------------------------------
 STEP="copy sources ($SRC_MODE)"
@@ -98,6 +103,9 @@ KEEP_TMP="${MEMCTL_FRESH_KEEP:-}"
 unset VIRTUAL_ENV PYTHONPATH PYTHONHOME PYTHONSTARTUP
 # MEMCTL_TEST_* are test switches (the PostgreSQL server .ci/run started), not configuration: keep them.
 while IFS= read -r name; do unset "$name"; done < <(compgen -e | grep '^MEMCTL_' | grep -v '^MEMCTL_TEST_' || true)
+# pip keeps the caller's cache (built wheels make a re-install cheap); memctl gets a fresh one below.
+PIP_CACHE_DIR="${PIP_CACHE_DIR:-$("$PYTHON_BIN" -m pip cache dir 2>/dev/null || echo "$HOME/.cache/pip")}"
+export PIP_CACHE_DIR
 export HF_HOME="$TMP/hf-home"
 # A fresh user cache too: the first `memctl load` must export and verify the ONNX model here.
 export XDG_CACHE_HOME="$TMP/xdg-cache"
@@ -113,6 +121,8 @@ log "venv: $(python --version) at $TMP/venv"
 # --- 4. the README's install command --------------------------------------------------------
 STEP="install: $INSTALL_CMD"
 cd "$TMP/src"
+# memctl's root for the install command (its demo) and the checks below: inside the temporary folder.
+export MEMCTL_HOME="$TMP/memctl-home"
 t0=$(date +%s)
 eval "$INSTALL_CMD"
 INSTALL_S=$(( $(date +%s) - t0 ))
@@ -137,7 +147,6 @@ NVIDIA="$(grep -i nvidia "$TMP/pip-list.txt" || true)"
 [[ -z "$NVIDIA" ]] || fail "CUDA packages were installed: $(tr '\n' ' ' <<<"$NVIDIA")"
 
 STEP="end-to-end save/load with the packaged model"
-export MEMCTL_HOME="$TMP/memctl-home"
 memctl save "$E2E_TEXT"
 LOADED="$(memctl load "$E2E_QUERY" --json)" || fail "memctl load exited non-zero; output: $LOADED"
 grep -qF "$E2E_TEXT" <<<"$LOADED" || fail "memctl load did not return the saved memory; output: $LOADED"
@@ -147,11 +156,20 @@ compgen -G "$XDG_CACHE_HOME/memctl/onnx/*.onnx.data" >/dev/null \
 log "the ONNX model was exported and verified in the fresh venv"
 unset MEMCTL_HOME
 
-# --- 6. the README's test command, with this script's arguments -----------------------------
-STEP="tests: $TEST_CMD${*:+ $*}"
+# --- 6. what the tests need: the `test` extra (pytest, hypothesis, pytest-xdist) --------------
+STEP="install the test extra"
 t0=$(date +%s)
-eval "$TEST_CMD"' "$@"'
+pip install -e ".[test]"
+EXTRA_S=$(( $(date +%s) - t0 ))
+log "test extra took ${EXTRA_S}s"
+pip list --format=freeze >"$TMP/pip-list.txt"
+! grep -qi '^llama[-_]cpp' "$TMP/pip-list.txt" || fail "llama-cpp-python was installed in the fresh venv"
+
+# --- 7. the smoke tests, with this script's arguments ----------------------------------------
+STEP="tests: $TEST_CMD -m smoke${*:+ $*}"
+t0=$(date +%s)
+eval "$TEST_CMD"' -m smoke "$@"'
 TESTS_S=$(( $(date +%s) - t0 ))
 
 STEP="done"
-echo "fresh install OK: install ${INSTALL_S}s, tests ${TESTS_S}s"
+echo "fresh install OK: install ${INSTALL_S}s, test extra ${EXTRA_S}s, smoke tests ${TESTS_S}s"

@@ -1,4 +1,9 @@
-"""Shared fixtures: an isolated root, the fake embedder, and an in-process CLI runner."""
+"""Shared fixtures: an isolated root, the fake embedder, and an in-process CLI runner.
+
+tests/unit: the fake embedder, in process (their `backend` tests also run on PostgreSQL, marked `postgres`).
+tests/integration: PostgreSQL, the real packaged models, LLM servers (scripted; Gemma 3 270M under `real_llm`),
+subprocesses, the fresh install. `pytest tests/unit -m "not integration and not postgres"`: no servers, no models.
+"""
 
 from __future__ import annotations
 
@@ -123,3 +128,15 @@ def _gate_keeps_unless_asked(request: pytest.FixtureRequest, monkeypatch: pytest
         from memctl.memorize import gate_model
 
         monkeypatch.setattr(gate_model, "model_for", lambda area, name: None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Runs before `-m` selects. The PostgreSQL half of a `backend` test is marked `postgres` (so
+    `-m "not postgres"` runs without a server). A smoke test runs on the embedded store only: the fresh venv
+    that runs them (scripts/check_fresh_install.sh) installs memctl and the `test` extra, no PostgreSQL driver."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "postgres":
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "smoke"]
+            item.add_marker(pytest.mark.postgres)

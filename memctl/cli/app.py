@@ -122,7 +122,7 @@ def state(ctx: typer.Context) -> State:
     return obj if isinstance(obj, State) else State()
 
 
-# The module defining each command, in --help order (tests/test_cli.py checks this against the modules).
+# The module defining each command, in --help order (tests/unit/test_cli.py checks this against the modules).
 COMMAND_MODULES = {
     "demo": "demo",  # first in --help: what a newcomer runs first
     "save": "memories",

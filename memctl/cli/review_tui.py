@@ -20,9 +20,10 @@ from memctl.review.session import ReviewFilter, ReviewSession
 
 DONE = {
     "approve": "approved",
-    "edit": "edited and approved",
+    "edit": "edited",
     "reject": "rejected",
     "merge": "merged",
+    "supersede": "superseded the other memory (kept as an older version)",
     "skip": "skipped",
 }
 
@@ -44,6 +45,7 @@ class ReviewApp(App[dict[str, int]]):
         Binding("e", "edit", "edit+approve"),
         Binding("r", "reject", "reject"),
         Binding("m", "merge", "merge"),
+        Binding("x", "supersede", "supersede"),
         Binding("s", "skip", "skip"),
         Binding("u", "undo", "undo"),
         Binding("f", "filter", "filter"),
@@ -90,22 +92,22 @@ class ReviewApp(App[dict[str, int]]):
         else:
             self.query_one("#item", Static).update(Text(item.text))
             source = ":".join(p for p in (item.source, item.transcript) if p) or "-"
-            turn = item.metadata.get("turn")
+            turn = item.memory.metadata.get("turn")
+            score = f"   score {item.score:.2f}" if item.score is not None else ""
             details = [
-                f"id {item.id}   area {item.area}   created {item.created_at[:19]}",
+                f"{item.kind}   id {item.id}   area {item.memory.area}   created {item.memory.created_at[:19]}{score}",
                 f"source {source}" + (f" (turn {turn})" if turn is not None else ""),
-                f"why it waits: {item.reason or '-'}",
+                f"why it is here: {item.reason or '-'}",
             ]
             self.query_one("#details", Static).update(Text("\n".join(details)))
-            near = self._nearest()
-            self.query_one("#nearest", Static).update(
-                Text(f"closest memory {near.id} ({near.score:.2f}): {near.text}" if near else "no similar memory")
-            )
+            other = self._other()
+            shown = f"other memory {other.id}: {other.text}" if other is not None else "no other memory to merge into"
+            self.query_one("#nearest", Static).update(Text(shown))
         self.query_one("#status", Static).update(Text(status, style="bold red" if error else "green"))
 
-    def _nearest(self):  # type: ignore[no-untyped-def]
+    def _other(self):  # type: ignore[no-untyped-def]
         item = self.session.current
-        return self.session.nearest(item) if item is not None else None
+        return self.session.other(item) if item is not None else None
 
     # -- actions ------------------------------------------------------------------------------
     def _do(self, call, *args) -> None:  # type: ignore[no-untyped-def]
@@ -144,12 +146,21 @@ class ReviewApp(App[dict[str, int]]):
         item = self.session.current
         if self.mode_ is not None or item is None:
             return
-        near = self._nearest()
-        if near is None:
+        other = self._other()
+        if other is None:
             self.show("no stored memory to merge into", error=True)
             return
-        self.merge_target = near.id
-        self._open("merge", f"{near.text} {item.text}")
+        self.merge_target = other.id
+        self._open("merge", f"{other.text} {item.text}")
+
+    def action_supersede(self) -> None:
+        if self.mode_ is not None or self.session.current is None:
+            return
+        other = self._other()
+        if other is None:
+            self.show("no other memory for this one to supersede", error=True)
+            return
+        self._do(self.session.supersede, other.id)
 
     def action_filter(self) -> None:
         if self.mode_ is None:
@@ -167,7 +178,9 @@ class ReviewApp(App[dict[str, int]]):
     def _open(self, mode: str, value: str) -> None:
         self.mode_ = mode
         editor = self.query_one("#editor", Input)
-        editor.placeholder = {"filter": "kind=pending area=main source=mcp"}.get(mode, "text; Enter saves, Esc cancels")
+        editor.placeholder = {"filter": "kind=pending|junk|duplicate|conflict|stale area=main source=mcp"}.get(
+            mode, "text; Enter saves, Esc cancels"
+        )
         editor.value = value
         editor.add_class("open")
         editor.focus()

@@ -14,7 +14,7 @@ Figures (docs/doctor.md documents each, and the JSON contract):
   mode"). It misses conflicts worded apart and flags synonyms ("likes" / "loves"): a list for a person to
   review, not a verdict.
 - **stale**: effective importance (metadata `importance` halved every `importance_half_life` days since the
-  memory was last returned, else since created: memctl.importance) below `doctor_stale_below`.
+  memory was last returned, else since created: memctl.search.importance) below `doctor_stale_below`.
 - **never recalled**: never returned by `load`, `recall`, MCP search or a review approval (the store's
   `accessed_at`, written when `track_access` is on) and created at least `doctor_never_recalled_days` ago.
 - **superseded**: superseded versions the store keeps for `--as-of` (archived with op `supersede`); `prune

@@ -27,7 +27,7 @@ holds a run of 19 digits (an integer past 64 bits), on PostgreSQL metadata holdi
 differently from Python). A construct with no exact SQL form — a comparison of two fields, a list
 literal compared by order or tested with `in` against a field, an integer literal beyond 64 bits
 on SQLite, a float literal beyond 1e16 — makes `compile_filter_sql` return None, and the caller
-evaluates the filter in Python. Never a different answer: tests/test_filter_sql.py checks both
+evaluates the filter in Python. Never a different answer: tests/integration/test_filter_sql.py checks both
 backends against the Python evaluator on generated filters and metadata.
 """
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from memctl.errors import UsageError
-from memctl.store.records import ArchivedMemory, Hit, Memory
+from memctl.store.records import ArchivedMemory, Hit, Memory, now_iso
 from memctl.store.validate import check_metadata, check_text_size, parse_timestamp, utc_iso
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def supersede(
     if not ids:
         raise UsageError("nothing to supersede: no id given")
     olds = [store.get_one(i) for i in ids]
-    stamp = utc_iso(at or datetime.now(UTC))
+    stamp = utc_iso(at) if at is not None else now_iso()
     for old in olds:
         if valid_from(old) > stamp:
             raise UsageError(f"{old.id} is valid only from {valid_from(old)}: it cannot end at {stamp}")

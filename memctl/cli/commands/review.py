@@ -24,13 +24,16 @@ app.add_typer(review_app, name="review")
 @review_app.callback()
 def review(
     ctx: typer.Context,
-    kind: Annotated[str | None, typer.Option("--kind", help="Only items of this kind (pending).")] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="Only items of this kind: pending, junk, duplicate, conflict, stale.")
+    ] = None,
     area: AreaOpt = None,
     source: Annotated[str | None, typer.Option("--source", help="Only items from memorize or mcp.")] = None,
 ) -> None:
-    """On a terminal with no subcommand: work through the queue with the keyboard (a approve, e edit then
-    approve, r reject, m merge into the closest memory, s skip, u undo, f filter, q quit). Every action is
-    recorded in history with actor `review`; a rejected item comes back with `memctl restore ID`."""
+    """On a terminal with no subcommand: work through the queue — pending items, then the latest doctor
+    run's findings — with the keyboard (a approve/keep, e edit, r reject, m merge into the other memory,
+    x supersede the other memory, s skip, u undo, f filter, q quit). Every action is recorded in history
+    with actor `review`; a rejected item comes back with `memctl restore ID`."""
     if ctx.invoked_subcommand is not None:
         return
     from memctl.errors import UsageError

@@ -19,7 +19,7 @@ from typing import Annotated
 import pytest
 import typer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # tests/ or a folder of it
 GENERATOR = REPO / "scripts" / "gen_docs.py"
 REGENERATE = "run `python3 scripts/gen_docs.py` and commit the result"
 BASH_FILE = REPO / "completions" / "memctl.bash"

@@ -392,7 +392,7 @@ def test_mcp_doctor_report_reads_the_kept_runs(home: Path):
     import anyio
 
     from memctl.review.doctor import run_doctor
-    from tests.test_mcp import call, connect
+    from tests.integration.test_mcp import call, connect
 
     with memctl.open_store(home) as store:
         store.add([PORT_A, PORT_B, OWNER])

@@ -2,7 +2,7 @@
 
 Every test here runs twice (autouse `backend`): on the embedded store, and with MEMCTL_STORE
 pointing at PostgreSQL in a schema of its own, so `memctl.open_store(home, subdir)` — what the
-tests call — opens a PostgresStore. The tests are the ones of test_store.py and test_hybrid.py
+tests call — opens a PostgresStore. The tests are the ones of tests/unit/test_store.py and test_hybrid.py
 that do not look at the embedded store's files.
 """
 
@@ -15,8 +15,8 @@ import pytest
 import memctl
 from memctl.embeddings import FakeEmbedder
 from memctl.errors import UsageError
-from tests import test_hybrid, test_store
 from tests.pg import pg_schema
+from tests.unit import test_hybrid, test_store
 
 
 @pytest.fixture(params=["embedded", "postgres"], autouse=True)

@@ -15,14 +15,13 @@ import memctl
 from memctl.embeddings import FakeEmbedder
 from memctl.search.relevance import Calibration
 
+DATA = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file()) / "tests" / "data"
 # MiniLM's calibration as it was when the golden files were made, frozen here: a refit of the shipped one
 # changes scores, and these files check that caches and batching change none.
-GOLDEN_CALIBRATION = Calibration.from_dict(
-    json.loads((Path(__file__).parent / "data" / "golden_calibration.json").read_text(encoding="utf-8"))
-)
+GOLDEN_CALIBRATION = Calibration.from_dict(json.loads((DATA / "golden_calibration.json").read_text(encoding="utf-8")))
 GOLDEN = {
-    "embedded": Path(__file__).parent / "data" / "search_golden.json",
-    "postgresql": Path(__file__).parent / "data" / "search_golden_pg.json",
+    "embedded": DATA / "search_golden.json",
+    "postgresql": DATA / "search_golden_pg.json",
 }
 NAMES = ["Alice", "Bob", "Caroline", "Melanie", "Jon", "Gina"]
 TOPICS = [

@@ -233,6 +233,7 @@ def test_subdirs_lists_projects(backend, cli, home: Path):
     assert [(s["name"], s["count"]) for s in doc["subdirs"]] == [("agent1", 1), ("projects/alpha", 2)]
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("vectors", [False, True])
 def test_export_import_round_trip(backend, cli, store, tmp_path: Path, vectors: bool):
     store.add(["alpha fact", "beta fact"], area="fragments", metadata=[{"tags": ["a"], "n": 1}, {"x": None}])
@@ -300,6 +301,7 @@ def test_model_change_refuses_then_reindex(backend, cli, home: Path, monkeypatch
     assert cli("reindex", "--index-only", "--json").json["count"] == 2
 
 
+@pytest.mark.smoke
 def test_json_documents_of_every_command(backend, cli, tmp_path: Path):
     mid = _save(cli, "json contract memory")
     contracts = {

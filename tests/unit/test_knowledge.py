@@ -423,6 +423,7 @@ with memctl.open_store(sys.argv[1], "default", embedder=Slow()) as store:
 """
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_kill_9_during_import_then_rerun_gives_each_chunk_once(backend, home: Path, tmp_path: Path):
     kb = tmp_path / "kb"
@@ -466,6 +467,7 @@ with memctl.open_store(sys.argv[1], "default", embedder=Slow(64)) as store:
 """
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_kill_9_during_reindex_then_rerun_finishes_it(backend, home: Path, kb: Path):
     run_import(home, kb, FakeEmbedder(384))

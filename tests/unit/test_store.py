@@ -113,13 +113,15 @@ def test_list_newest_first_paginated_and_filtered(store):
 
 
 def test_filtered_search_sees_all_candidates_not_top_k(home: Path):
-    """The Agent Zero bug: a filter applied after a top-20 cut misses a small area's low-similarity items."""
+    """The Agent Zero bug: a filter applied after a top-20 cut misses a small area's low-similarity items.
+    2,000 memories: far more than any cut (top-k, PostgreSQL's ef_search 100), on the search paths 10,000 take
+    (exact: PostgreSQL up to EXACT_MAX 10,000 memories, the embedded flat index below index_ivf_min_size)."""
     emb = FakeEmbedder()
     with memctl.open_store(home, "big", embedder=emb) as store:
         store.add(
-            [f"deploy pipeline step {i} for kubernetes cluster" for i in range(9990)],
+            [f"deploy pipeline step {i} for kubernetes cluster" for i in range(1990)],
             area="main",
-            metadata=[{"kind": "noise"} for _ in range(9990)],
+            metadata=[{"kind": "noise"} for _ in range(1990)],
         )
         wanted = store.add(
             [f"recipe {i}: bake bread at 220 degrees" for i in range(10)],

@@ -4,7 +4,6 @@ small model (Gemma 3 270M, packaged) served by llama-cpp-python, whose mostly-ju
 from __future__ import annotations
 
 import json
-import re
 import socket
 import subprocess
 import sys
@@ -108,7 +107,7 @@ def test_memorize_through_an_openai_compatible_server(cli, chat_server, tmp_path
     result = cli("memorize", path, "--no-solutions", "--json")
     assert result.code == 0, result.err
     fates = [c["fate"] for c in result.json["transcripts"][0]["candidates"]]
-    assert fates[0] == "updated" and fates[1] in ("inserted", "kept_separate")
+    assert fates[0] == "updated" and fates[1] == "inserted", fates  # nothing stored is near it
     texts = {m["text"] for m in cli("list", "--json").json["items"]}
     assert texts == {
         "Lena's billing service is written in Go and deployed on Fly.io",
@@ -126,9 +125,7 @@ def test_http_timeout_inserts_candidate_as_is(cli, chat_server, tmp_path: Path, 
     chat_server.delay_on = "consolidate"
     path = tmp_path / "chat.json"
     path.write_text(json.dumps(TRANSCRIPT))
-    started = time.monotonic()
     doc = cli("memorize", path, "--no-solutions", "--json").json
-    assert time.monotonic() - started < 30
     [candidate] = doc["transcripts"][0]["candidates"]
     assert candidate["fate"] == "inserted" and "consolidation failed" in candidate["reason"]
     assert cli("list", "--json").json["total"] == 2
@@ -162,14 +159,13 @@ def test_gemma_names_get_the_system_prompt_folded_into_the_user_turn(cli, chat_s
 
 
 class _Hanging:
-    """A server that accepts connections and never answers (records when each connection came)."""
+    """A server that accepts connections and never answers (keeps each connection it accepted)."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
-        self.accepted: list[float] = []
-        self.conns: list[socket.socket] = []
+        self.accepted: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -178,17 +174,17 @@ class _Hanging:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            self.accepted.append(time.monotonic())
-            self.conns.append(conn)
+            self.accepted.append(conn)
 
     def close(self) -> None:
-        for conn in self.conns:
+        for conn in self.accepted:
             conn.close()
         self.sock.close()
 
 
 def test_a_model_that_never_answers_costs_timeout_times_attempts(cli, chat_server, tmp_path: Path, monkeypatch):
-    """No double timeouts: litellm's own retries are off, so 1 + utility_retries tries of utility_timeout each."""
+    """No double timeouts: litellm's own retries are off, so 1 + utility_retries tries of utility_timeout each
+    (counted as connections; how long a timeout takes is the client's, set from utility_timeout)."""
     hanging = _Hanging()
     try:
         monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", f"http://127.0.0.1:{hanging.sock.getsockname()[1]}/v1")
@@ -197,12 +193,10 @@ def test_a_model_that_never_answers_costs_timeout_times_attempts(cli, chat_serve
         path = tmp_path / "chat.json"
         path.write_text(json.dumps(TRANSCRIPT))
         result = cli("memorize", path, "--no-solutions", "--json")
-        ended = time.monotonic()
         assert result.code == 4, result.err  # the extraction failed: a failure, not "failed: 0"
         assert result.json["summary"]["failed"] == 1
         assert any("after 2 tries" in note for note in result.json["transcripts"][0]["notes"])
         assert len(hanging.accepted) == 2  # exactly 1 + utility_retries attempts
-        assert ended - hanging.accepted[0] < 2 * 2 + 1.5  # ~timeout x attempts, not twice that
     finally:
         hanging.close()
 
@@ -334,20 +328,20 @@ def gemma_server(tmp_path_factory: pytest.TempPathFactory):
             pytest.fail(f"llama_cpp.server ended with {proc.returncode}: {log.read_text()[-2000:]}")
 
 
-SHARED_T04 = Path(__file__).resolve().parents[2] / "shared" / "eval" / "transcripts" / "t04.json"
-# What a tool prints about itself: never a reusable solution.
-TOOL_STATUS = re.compile(
-    r"\[exit code \d+\]|^\$ |\bready in \d+ ?ms\b|added \d+ packages?|found \d+ vulnerabilit",
-    re.IGNORECASE | re.MULTILINE,
-)
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+SHARED_T04 = REPO.parent / "shared" / "eval" / "transcripts" / "t04.json"
 
 
 @pytest.mark.integration
-def test_memorize_with_a_real_small_model(cli, gemma_server, tmp_path: Path, monkeypatch):
+@pytest.mark.real_llm
+def test_memorize_with_a_real_small_model(cli, gemma_server, monkeypatch):
     """A shared transcript (t04: a style preference that changes, a fix, tool output with exit codes) replayed
     through Gemma 3 270M with the system prompt folded into the user turn (the gemma chat format drops it).
-    The model mostly answers junk (echoes of the prompt, prose, half JSON): nothing may be lost, a failed
-    extraction must be counted as a failure (exit 4), and no tool status line may become a solution."""
+    Greedy decoding (utility_temperature 0, one thread) makes its replies repeatable, and on t04 this model
+    echoes both extraction prompts back: memctl must see the echo, count each extraction as failed (exit 4,
+    with a note naming the echo), extract nothing from it, and lose nothing that was stored."""
+    if not SHARED_T04.is_file():
+        pytest.skip(f"the shared transcript {SHARED_T04} is not here")
     monkeypatch.setenv("MEMCTL_UTILITY_MODEL", "openai/gemma-3-270m")
     monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", gemma_server)
     monkeypatch.setenv("MEMCTL_UTILITY_API_KEY_ENV", "GEMMA_TEST_KEY")
@@ -358,46 +352,25 @@ def test_memorize_with_a_real_small_model(cli, gemma_server, tmp_path: Path, mon
     from memctl.llm import UtilityModel
 
     assert UtilityModel(load_config()).folds_system  # auto: a gemma model gets its instructions in the user turn
-    saved = [
+    saved = {
         "User's analytics dashboard is a React 18 app",
         "User writes JS/TS without semicolons",
         "Deploys happen on Fly.io",
-    ]
-    for text in saved:
+    }
+    for text in sorted(saved):
         cli("save", text, "--area", "fragments")
-    path = SHARED_T04 if SHARED_T04.is_file() else tmp_path / "chat.json"
-    if not SHARED_T04.is_file():
-        path.write_text(json.dumps(TRANSCRIPT))
-    started = time.monotonic()
-    result = cli("memorize", path, "--json")
-    seconds = time.monotonic() - started
+    result = cli("memorize", SHARED_T04, "--json")
+    assert result.code == 4, result.err  # a failed extraction is a failure
     [transcript] = result.json["transcripts"]
-    summary = result.json["summary"]
-    # a failed extraction is a failure: counted, shown, and exit 4; otherwise exit 0
-    assert summary["failed"] == (1 if transcript["extraction_failed"] else 0)
-    assert summary["extractions_failed"] == len(transcript["extraction_failed"])
-    assert result.code == (4 if transcript["extraction_failed"] else 0), result.err
-    for note in transcript["notes"]:
+    assert transcript["extraction_failed"] == ["fact", "solution"]
+    assert result.json["summary"]["failed"] == 1 and result.json["summary"]["extractions_failed"] == 2
+    assert transcript["candidates"] == []
+    assert len(transcript["notes"]) == 2
+    for note, kind in zip(transcript["notes"], ("fact", "solution"), strict=True):
+        assert note.startswith(f"{kind} extraction failed, nothing extracted") and "echoed the prompt" in note
         assert note in result.err  # also on stderr for people
-    for candidate in transcript["candidates"]:
-        assert candidate["fate"] in ("gated", "merged", "replaced", "updated", "kept_separate", "skipped", "inserted")
-        assert candidate["fate"] != "gated" or candidate["reason"]
-    # consolidation of what is stored: whatever the decision, the safety rules hold
-    doc = cli("consolidate", "--json").json
-    for group in doc["groups"]:
-        assert group["fate"] in ("merged", "replaced", "updated", "kept_separate", "skipped", "unchanged")
+    consolidated = cli("consolidate", "--json").json
+    assert consolidated["groups"] == [] and consolidated["summary"]["removed"] == 0
     stored = cli("list", "--limit", "100", "--json").json["items"]
-    texts = {m["text"] for m in stored}
-    history = cli("history", "--limit", "500", "--json").json["entries"]
-    for text in saved:  # nothing lost: still stored, or rewritten/merged with its old text in history
-        assert text in texts or any(e["old_text"] == text for e in history), text
-    assert all(m["text"].strip() for m in stored)
-    junk = [m["text"] for m in stored if m["area"] == "solutions" and TOOL_STATUS.search(m["text"])]
-    assert not junk, junk
-    print(
-        f"\ngemma replay of {path.name}: {seconds:.0f} s, exit {result.code}, extraction failed: "
-        f"{transcript['extraction_failed']}, notes: {transcript['notes']}"
-    )
-    for candidate in transcript["candidates"]:
-        print(f"  {candidate['area']} {candidate['fate']} ({candidate['reason'][:60]}): {candidate['text'][:120]}")
-    print(f"  stored: {sorted(texts)}")
+    assert {m["text"] for m in stored} == saved
+    assert [e["op"] for e in cli("history", "--limit", "500", "--json").json["entries"]] == ["add"] * 3

@@ -86,12 +86,12 @@ def test_session_decisions_and_undo_restore_the_queue(home: Path):
         assert session.progress == (1, 4)
         session.approve()
         session.approve("User prefers pnpm")
-        near = session.nearest(session.current)
+        near = session.other(session.current)
         assert near is not None
         session.merge(near.id, f"{near.text}; also {TEXTS[2]}")
         session.reject()
         assert store.count_pending() == 0 and session.current is None
-        assert session.summary() == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "skip": 0}
+        assert session.summary() == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "supersede": 0, "skip": 0}
 
         for verb in ("reject", "merge", "edit", "approve"):
             assert session.undo() == verb
@@ -106,7 +106,8 @@ def test_session_decisions_and_undo_restore_the_queue(home: Path):
 
 def test_filter_parse_and_check(home: Path):
     assert ReviewFilter.parse("area=main source=mcp") == ReviewFilter(None, "main", "mcp")
-    for bad in ("area", "colour=red", "kind=junk", "source=web", "area=../x"):
+    assert ReviewFilter.parse("kind=junk") == ReviewFilter("junk")
+    for bad in ("area", "colour=red", "kind=rubbish", "source=web", "area=../x"):
         with pytest.raises(UsageError):
             ReviewFilter.parse(bad)
     _queue(home, TEXTS[:2], source="memorize")
@@ -114,6 +115,7 @@ def test_filter_parse_and_check(home: Path):
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
         session = ReviewSession(store, ReviewFilter(source="mcp"))
         assert [i.text for i in session.items] == TEXTS[2:]
+        assert all(i.kind == "pending" for i in session.items)
 
 
 def test_the_keyboard_screen_works_through_the_queue(home: Path):
@@ -126,31 +128,74 @@ def test_the_keyboard_screen_works_through_the_queue(home: Path):
     async def drive(store) -> dict[str, int] | None:
         app = ReviewApp(ReviewSession(store), "default")
         async with app.run_test() as pilot:
-            await pilot.press("a")  # approve TEXTS[0]
-            await pilot.press("e")  # edit TEXTS[1], then approve
+
+            async def press(key: str) -> None:  # one key, and the screen settled before the next
+                await pilot.press(key)
+                await pilot.pause()
+
+            await press("a")  # approve TEXTS[0]
+            await press("e")  # edit TEXTS[1], then approve
             app.query_one("#editor").value = "User prefers pnpm, always"
-            await pilot.press("enter")
-            await pilot.press("r")  # reject TEXTS[2]
-            await pilot.press("s")  # skip TEXTS[3]
-            await pilot.press("m")  # merge more[0] into the closest memory
-            await pilot.press("enter")
-            await pilot.press("r", "u")  # reject more[1], then undo it
+            await press("enter")
+            await press("r")  # reject TEXTS[2]
+            await press("s")  # skip TEXTS[3]
+            await press("m")  # merge more[0] into the closest memory
+            await press("enter")
+            await press("r")
+            await press("u")  # reject more[1], then undo it
             assert "undid reject" in str(app.query_one("#status").render())
-            await pilot.press("f")
+            await press("x")  # more[1] supersedes the closest memory (kept as an older version)
+            assert "superseded" in str(app.query_one("#status").render())
+            await press("f")
             app.query_one("#editor").value = "source=web"
-            await pilot.press("enter")
+            await press("enter")
             assert "unknown source" in str(app.query_one("#status").render())
-            await pilot.press("q")
+            await press("q")
         return app.return_value
 
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
         counts = asyncio.run(drive(store))
-        assert counts == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "skip": 1}
+        assert counts == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "supersede": 1, "skip": 1}
         texts = sorted(m.text for m in store.list(limit=100)[0])
-        assert len(texts) == 2  # the approved and the edited item; the merged one went into one of them
+        assert len(texts) == 2  # approved, edited (one took the merge), more[1] in place of the one it superseded
+        assert more[1] in texts
+        # the merge target took more[0]'s text; more[1] then superseded the closest memory: the superseded
+        # version (kept in the archive) or the current one holds the merged text
         merged = [t for t in texts if t.endswith(more[0])]
-        assert len(merged) == 1 and merged[0].startswith((TEXTS[0], "User prefers pnpm, always"))
+        kept = [a.memory for a in store.iter_archive() if a.op == "supersede"]
+        assert len(kept) == 1 and kept[0].metadata["superseded_by"] == ids[5]
+        assert len(merged + [m.text for m in kept if m.text.endswith(more[0])]) == 1
         waiting = {i.id for i in store.pending_items()}
-        assert waiting == {ids[3], *ids[5:]}  # skipped and undone items still wait
+        assert waiting == {ids[3], *ids[6:]}  # the skipped item and those not reached still wait
         assert store.archived(ids[2]) is not None  # the rejected item: restorable
         assert ("approve", "review") in [(e.op, e.actor) for e in store.history(ids[0])]
+
+
+@pytest.mark.usefixtures("backend")
+def test_doctor_findings_are_reviewed_and_undone(cli, home: Path):
+    """Stored memories a doctor run found (here: near-duplicates) are in the queue beside pending items:
+    keep, edit, reject, merge and supersede act on the stored memory, and undo puts it back."""
+    texts = ["User's favourite tea is oolong", "User's favourite tea is oolong!", "User's favourite tea is sencha"]
+    ids = [cli("save", t, "--json").json["ids"][0] for t in texts]
+    cli("save", "User's bike is a steel tourer")
+    assert cli("doctor", "--json").code in (0, 1)
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        session = ReviewSession(store, ReviewFilter(kind="duplicate"))
+        found = {i.id for i in session.items}
+        assert found and found <= set(ids) and all(i.kind == "duplicate" and i.related for i in session.items)
+        first = session.current
+        other = session.other(first)
+        assert other is not None and other.id in first.related
+        session.supersede(other.id)  # the other is kept as a superseded version of the first
+        assert store.get([other.id]) == [] and store.get_one(first.id).metadata["supersedes"] == [other.id]
+        assert session.undo() == "supersede"
+        assert store.get_one(other.id).text == other.text and "supersedes" not in store.get_one(first.id).metadata
+        assert "valid_to" not in store.get_one(other.id).metadata
+        session.reject()
+        assert store.get([first.id]) == [] and store.archived(first.id) is not None
+        assert session.undo() == "reject" and store.get_one(first.id).text == first.text
+        session.approve("User's favourite tea is oolong (edited)")
+        assert store.get_one(first.id).text.endswith("(edited)")
+        assert session.undo() == "edit" and store.get_one(first.id).text == first.text
+        session.approve()  # keep: nothing written
+        assert store.get_one(first.id).text == first.text and session.summary()["approve"] == 1

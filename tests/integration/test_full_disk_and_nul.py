@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_fuzz_inputs import disk_left, tmpfs
+from tests.integration.test_fuzz_inputs import disk_left, tmpfs
 
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "plain"])

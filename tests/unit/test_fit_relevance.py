@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # tests/ or a folder of it
 sys.path.insert(0, str(ROOT))
 
 from scripts.fit_relevance import SLOT_MISS, Background, build_background, searched  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.test_tty import _run_on_tty
+from tests.integration.test_tty import _run_on_tty
 
 BOX = set("│┃─━┏┓┗┛┡┩╇╭╮╰╯┌┐└┘├┤┼")
 LONG = "The staging database moved to port 5433 " + "and this sentence goes on " * 8 + "END"
@@ -116,6 +116,7 @@ def test_prune_on_a_terminal_lists_the_memories_before_asking(cli, home: Path):
     assert cli("list", "--json").json["total"] == 2
 
 
+@pytest.mark.integration
 def test_forget_help_names_plain_similarity_and_the_default():
     from memctl.config import load_config
 
@@ -240,6 +241,7 @@ def test_ctrl_c_during_reindex_says_what_happened_and_how_to_go_on(cli, monkeypa
     assert doc.code == 130 and doc.json["error"]["type"] == "Interrupted"
 
 
+@pytest.mark.postgres
 def test_save_unique_and_forget_exact_of_a_nul_text_on_postgres_refuse_cleanly(cli):
     from tests.pg import pg_schema
 

@@ -213,16 +213,15 @@ def test_access_times_leave_the_generation_and_edits_move_it(pg: str):
 
 def test_concurrent_writers_of_one_store_do_not_wait_for_the_counts(pg: str):
     """Each server process counts in a row of its own: a transaction holding uncommitted inserts keeps no other
-    writer of the store waiting (one counter row per store would, until it commits)."""
+    writer of the store waiting (one counter row per store would, until it commits). `one` commits only after
+    `two` is done, so a wait of `two` could only end by its lock_timeout (1 s): a LockTimeoutError here."""
     emb = FakeEmbedder()
     with open_pg(pg, overrides={"lock_timeout": 1}) as one, open_pg(pg, overrides={"lock_timeout": 1}) as two:
         one.add(["made before: the HNSW index exists (its creation waits for open writers)"])
         with one.transaction():
             one.add(["written in a long transaction"])
-            start = time.perf_counter()
             two.insert_records([{"text": "written beside it"}], emb.embed(["beside"]), emb.info)
             two.delete([two.search("beside", limit=1, threshold=0.0, mode="keyword")[0].id])
-            assert time.perf_counter() - start < 0.9
             assert len(two) == 1 and len(one) == 2
         assert len(two) == 2 == _true_count(pg, "default")
 
@@ -323,20 +322,17 @@ def _saver(url: str, worker: int, count: int) -> None:
 def test_eight_processes_saving_concurrently_lose_nothing(pg: str):
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_saver, args=(pg, w, 250)) for w in range(8)]
-    start = time.perf_counter()
     for p in procs:
         p.start()
     for p in procs:
         p.join(timeout=600)
     assert [p.exitcode for p in procs] == [0] * 8
-    elapsed = time.perf_counter() - start
     with open_pg(pg, "crowd") as store:
         assert len(store) == 2000
         seen = {(m.metadata["worker"], m.metadata["i"]) for m, _ in store.iter_all()}
         assert seen == {(w, i) for w in range(8) for i in range(250)}
         assert len({m.id for m, _ in store.iter_all()}) == 2000
         assert len([e for e in store.history() if e.op == "add"]) == 2000
-    print(f"8 x 250 saves in {elapsed:.1f} s")
 
 
 def test_cli_commands_on_postgres(pg: str, cli, home: Path, tmp_path: Path):
@@ -355,7 +351,8 @@ def test_cli_commands_on_postgres(pg: str, cli, home: Path, tmp_path: Path):
     assert run("export", "-o", str(exported), "--vectors", "--json").json["count"] == 2
     assert cli("--store", pg, "-s", "copy", "import", str(exported), "--json").json["imported"] == 2
     assert run("reindex", "--json").json["count"] == 2
-    assert run("recall", "which editor theme", "--format", "json").code in (0, 3)
+    recalled = run("recall", "which editor theme", "-t", "0", "--format", "json")
+    assert recalled.code == 0 and second in [m["id"] for m in recalled.json["memories"]], recalled.err
     stats = run("stats", "--json").json["stores"][0]
     assert stats["count"] == 2 and "password" not in stats["path"] and stats["path"].endswith("#agent1")
     assert {s["name"] for s in cli("--store", pg, "subdirs", "--json").json["subdirs"]} == {"agent1", "copy"}
@@ -418,24 +415,25 @@ def test_wrong_password_fails_fast_and_writes_nothing(tmp_path: Path):
     bad = url.replace("://postgres:", "://postgres:not-the-password-", 1)
     assert bad != url
     home = tmp_path / "never"
-    start = time.perf_counter()
     result = run_memctl("--store", bad, "save", "a secret memory", env={"MEMCTL_HOME": str(home)}, timeout=60)
-    elapsed = time.perf_counter() - start
-    assert result.code == 1 and elapsed < 5, (result, elapsed)
+    assert result.code == 1, result
     assert "cannot connect to PostgreSQL" in result.err and "password authentication failed" in result.err
     assert "not-the-password" not in result.err
     assert not home.exists()
 
 
 def test_unresponsive_host_times_out_quickly(tmp_path: Path):
-    """A server that accepts TCP but never answers (a blackholed host, on loopback): exit 1 within 5 s."""
+    """A server that accepts TCP but never answers (a blackholed host, on loopback): exit 1 once the connect
+    timeout (CONNECT_TIMEOUT, a few seconds) is over."""
+    from memctl.store.postgres import CONNECT_TIMEOUT
+
+    assert CONNECT_TIMEOUT <= 5
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     port = listener.getsockname()[1]
     home = tmp_path / "never"
     try:
-        start = time.perf_counter()
         result = run_memctl(
             "--json",
             "--store",
@@ -444,10 +442,9 @@ def test_unresponsive_host_times_out_quickly(tmp_path: Path):
             env={"MEMCTL_HOME": str(home)},
             timeout=60,
         )
-        elapsed = time.perf_counter() - start
     finally:
         listener.close()
-    assert result.code == 1 and elapsed < 5, (result, elapsed)
+    assert result.code == 1, result
     assert result.json["error"]["type"] == "StoreError" and "timeout" in result.json["error"]["message"]
     assert not home.exists()
 
@@ -804,9 +801,7 @@ def test_knowledge_imports_into_one_postgres_store_never_interleave(pg: str, cli
     (kb / "a.txt").write_text("a knowledge file")
     with psycopg.connect(pg, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (KNOWLEDGE_LOCK_CLASS, "default"))
-        start = time.perf_counter()
-        blocked = cli("--store", pg, "import-knowledge", kb, "--json")
-        assert time.perf_counter() - start < 10
+        blocked = cli("--store", pg, "import-knowledge", kb, "--json")  # the holder never lets go: lock_timeout
         assert blocked.code == 1 and "another knowledge import" in blocked.json["error"]["message"]
         assert cli("--store", pg, "-s", "other", "import-knowledge", kb).code == 0  # other subdirs go on
         assert cli("--store", pg, "import-knowledge", kb, "--dry-run").code == 0  # a dry run takes no lock

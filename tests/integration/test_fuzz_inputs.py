@@ -1,4 +1,4 @@
-"""Property-based, sibling of test_fuzz_cli.py: every command's text and FILE inputs fed random bytes, huge
+"""Property-based, sibling of tests/unit/test_fuzz_cli.py: every command's text and FILE inputs fed random bytes, huge
 texts, endless streams (a bounded generator on stdin, a FIFO fed by a writer thread that stops), odd files in
 folders and odd timestamps. Whatever comes in: a documented exit code, no traceback, and the store's
 content (rows, history, archive) unchanged when the command refused — and the memories the command

@@ -97,33 +97,54 @@ with memctl.open_store(root, "default", embedder=FakeEmbedder()) as store:
             print("ERR", exc, flush=True)
             time.sleep(0.05)
             continue
+        except FileNotFoundError as exc:  # the known bug test_a_writer_waiting_for_the_lock_... pins
+            print("LOCKERR", exc, flush=True)
+            time.sleep(0.05)
+            continue
         print("ACK", mid, time.time(), flush=True)
         n += 1
         time.sleep(0.01)
 """
 
 
-def _start_writer(home: Path, tmp_path: Path):
-    import subprocess
-    import sys
+class _Writer:
+    """The WRITER process, and every line it printed (read as they come, so none is lost)."""
 
-    stop = tmp_path / "stop-writer"
-    stop.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(home), str(stop)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    return proc, stop
+    def __init__(self, home: Path, tmp_path: Path) -> None:
+        import subprocess
+        import sys
 
+        self.stop = tmp_path / "stop-writer"
+        self.stop.unlink(missing_ok=True)
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(home), str(self.stop)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
 
-def _acked(proc, stop: Path) -> tuple[list[tuple[str, float]], str]:
-    stop.write_text("stop")
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    return [(line.split()[1], float(line.split()[2])) for line in out.splitlines() if line.startswith("ACK")], out
+    def wait_for_acks(self, count: int, after: float = 0.0) -> None:
+        """Read until `count` memories acknowledged after time `after` (the writer's clock is ours)."""
+        assert self.proc.stdout is not None
+        while len([at for _, at in self.acked() if at > after]) < count:
+            line = self.proc.stdout.readline()
+            assert line, (
+                f"the writer ended: {self.proc.wait(timeout=60)} {self.proc.stderr and self.proc.stderr.read()}"
+            )
+            self.lines.append(line.rstrip("\n"))
+
+    def acked(self) -> list[tuple[str, float]]:
+        return [(line.split()[1], float(line.split()[2])) for line in self.lines if line.startswith("ACK")]
+
+    def finish(self) -> tuple[list[tuple[str, float]], str]:
+        """Stop the writer: (every acknowledged (id, time), everything it printed)."""
+        self.stop.write_text("stop")
+        out, err = self.proc.communicate(timeout=120)
+        assert self.proc.returncode == 0, err
+        self.lines += out.splitlines()
+        return self.acked(), "\n".join(self.lines)
 
 
 def _ids_in(folder: Path) -> set[str]:
@@ -133,18 +154,7 @@ def _ids_in(folder: Path) -> set[str]:
         return {r[0] for r in db.execute("SELECT id FROM memories")}
 
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _wait_for_acks(proc, count: int) -> None:
-    import time
-
-    deadline = time.monotonic() + 60
-    seen = 0
-    while seen < count and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        seen += line.startswith("ACK")
-    assert seen >= count
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # tests/ or a folder of it
 
 
 def test_restore_backup_with_a_writer_keeping_the_store_open(cli, home: Path, tmp_path: Path):
@@ -152,13 +162,13 @@ def test_restore_backup_with_a_writer_keeping_the_store_open(cli, home: Path, tm
 
     cli("save", "memory in the backup")
     assert cli("backup", tmp_path / "bk").code == 0
-    proc, stop = _start_writer(home, tmp_path)
-    _wait_for_acks(proc, 20)  # these land in the old store (kept aside by --force)
+    writer = _Writer(home, tmp_path)
+    writer.wait_for_acks(20)  # these land in the old store (kept aside by --force)
     result = cli("restore-backup", tmp_path / "bk", "--force", "--json")
     assert result.code == 0, result.err
     restored_at = time.time()
-    time.sleep(1.0)
-    acked, _ = _acked(proc, stop)
+    writer.wait_for_acks(11, after=restored_at)
+    acked, _ = writer.finish()
     final = _ids_in(home / "default")
     aside = _ids_in(Path(result.json["kept_old"]))
     after = [mid for mid, at in acked if at > restored_at]
@@ -168,11 +178,34 @@ def test_restore_backup_with_a_writer_keeping_the_store_open(cli, home: Path, tm
         assert "memory in the backup" in {m.text for m, _ in store.iter_all()}
 
 
+# Runs `memctl ARGS` and stops it for good just before its PAUSE_AT-th rename, replace, unlink or rmtree
+# (printing PAUSED and the call), so a kill -9 lands at a chosen step; a run with fewer steps just ends.
+PAUSING_MEMCTL = r"""
+import os, shutil, sys
+pause_at, steps = int(sys.argv[1]), 0
+
+def pausing(name, real):
+    def step(*args, **kwargs):
+        global steps
+        steps += 1
+        if steps == pause_at:
+            print("PAUSED", name, *args, flush=True)
+            sys.stdin.read()  # nothing ever comes: the test kills this process here
+        return real(*args, **kwargs)
+    return step
+
+os.rename, os.replace = pausing("rename", os.rename), pausing("replace", os.replace)
+os.unlink, shutil.rmtree = pausing("unlink", os.unlink), pausing("rmtree", shutil.rmtree)
+from memctl.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 def test_kill_during_restore_with_a_live_writer_loses_nothing(cli, home: Path, tmp_path: Path):
-    """kill -9 restore-backup at random moments while another process writes: afterwards the store
-    opens (never empty, never missing), and every acknowledged memory is in it or in a kept-aside store."""
-    import random
-    import signal
+    """kill -9 restore-backup before each of its file-system steps in turn (the swap journal written, the old
+    store renamed aside, the new one renamed into place, the journal removed) while another process writes,
+    each kill followed by a restore that recovers the swap and finishes: afterwards the store opens (never
+    empty, never missing), and every acknowledged memory is in it or in a kept-aside store."""
     import subprocess
     import sys
     import time
@@ -180,27 +213,37 @@ def test_kill_during_restore_with_a_live_writer_loses_nothing(cli, home: Path, t
     for i in range(30):
         cli("save", f"backed up memory {i}")
     assert cli("backup", tmp_path / "bk").code == 0
-    proc, stop = _start_writer(home, tmp_path)
-    _wait_for_acks(proc, 5)
-    rng = random.Random(17)
-    kills = int(os.environ.get("MEMCTL_TEST_RESTORE_KILLS", "12"))
-    for _ in range(kills):
+    writer = _Writer(home, tmp_path)
+    writer.wait_for_acks(5)
+    paused: list[str] = []
+    for pause_at in range(1, 40):
         restorer = subprocess.Popen(
-            [sys.executable, "-m", "memctl", "restore-backup", str(tmp_path / "bk"), "--force"],
+            [sys.executable, "-c", PAUSING_MEMCTL, str(pause_at), "restore-backup", str(tmp_path / "bk"), "--force"],
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        time.sleep(rng.uniform(0.2, 1.5))
-        restorer.send_signal(signal.SIGKILL)
-        restorer.wait()
-    done = cli("restore-backup", tmp_path / "bk", "--force")  # one that finishes: the writer follows it
-    assert done.code == 0, done.err
+        assert restorer.stdout is not None
+        line = restorer.stdout.readline()
+        if not line.startswith("PAUSED"):
+            _, err = restorer.communicate(timeout=120)
+            assert restorer.returncode == 0, err  # fewer steps than pause_at: it ran to the end
+            break
+        restorer.kill()
+        restorer.communicate(timeout=60)
+        paused.append(line.split(" ", 2)[1])
+        done = cli("restore-backup", tmp_path / "bk", "--force")  # recovers the killed swap, then restores
+        assert done.code == 0, done.err
+    else:
+        pytest.fail(f"restore-backup never ran to the end: {paused}")
+    assert paused == ["replace", "rename", "rename", "unlink"]  # journal, old aside, new in place, journal gone
     restored_at = time.time()
-    time.sleep(1.0)
-    acked, out = _acked(proc, stop)
-    assert "ERR" not in out
+    writer.wait_for_acks(1, after=restored_at)
+    acked, out = writer.finish()
+    assert not [line for line in out.splitlines() if line.startswith("ERR")], out
     after = {mid for mid, at in acked if at > restored_at}
     assert after and after <= _ids_in(home / "default")
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
@@ -209,9 +252,63 @@ def test_kill_during_restore_with_a_live_writer_loses_nothing(cli, home: Path, t
     for aside in home.glob(".default.replaced-*"):
         everywhere |= _ids_in(aside)
     lost = [mid for mid, _ in acked if mid not in everywhere]
-    print(f"restore kills: {kills}, acknowledged: {len(acked)}, lost: {len(lost)}")
+    crashes = len([line for line in out.splitlines() if line.startswith("LOCKERR")])
+    print(f"restore killed before: {paused}; acknowledged: {len(acked)}, lost: {len(lost)}, lock errors: {crashes}")
     assert not lost
     assert not list(home.glob(".default.swap.json"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=FileNotFoundError,
+    reason="bug: a writer waiting for the store's lock while a restore swaps the folder (between its two "
+    "renames, or killed there) re-opens <store>/.write.lock in a folder that is gone (filelock raises "
+    "FileNotFoundError) instead of recovering the swap and writing into the store (memctl/store/embedded.py, "
+    "_locked; the writer in test_kill_during_restore_... counts these as LOCKERR lines)",
+)
+def test_a_writer_waiting_for_the_lock_survives_a_restore_killed_between_its_renames(cli, home: Path, tmp_path: Path):
+    import fcntl
+    import json
+    import threading
+    import time
+
+    from memctl.files import SWAP_JOURNAL
+
+    cli("save", "the store before the restore")
+    folder = home / "default"
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as writer:
+        held = os.open(folder / ".write.lock", os.O_RDWR)
+        fcntl.flock(held, fcntl.LOCK_EX)  # the restore's hold on the store's write lock
+        outcome: list[BaseException | list[str]] = []
+
+        def write() -> None:
+            try:
+                outcome.append(writer.add(["written while the restore ran"]))
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                outcome.append(exc)
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        while writer._lock is None:  # past its check for a replaced store: it waits for the lock now
+            time.sleep(0.01)
+        # what swap_in leaves when killed between its renames: the journal, the old folder aside, no stage
+        aside = home / ".default.replaced-killed"
+        journal = home / SWAP_JOURNAL.format("default")
+        payload = {"stage": ".default.restore-gone", "aside": aside.name, "marker": "memories.sqlite"}
+        journal.write_text(json.dumps({**payload, "keep_aside": True}))
+        os.rename(folder, aside)
+        os.close(held)  # the kill releases the lock
+        thread.join(120)
+        assert not thread.is_alive()
+        [result] = outcome
+        if isinstance(result, BaseException):
+            raise result
+    assert not journal.exists() and "written while the restore ran" in {m.text for m, _ in _memories(home)}
+
+
+def _memories(home: Path) -> list:
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        return list(store.iter_all())
 
 
 KILL_BETWEEN_RENAMES = r"""
@@ -885,14 +982,14 @@ def test_postgres_restore_backup_with_a_writer_keeping_its_store_open(
         monkeypatch.setenv("MEMCTL_STORE", url)
         cli("save", "memory in the backup")
         assert cli("backup", tmp_path / "bk").code == 0
-        proc, stop = _start_writer(home, tmp_path)
-        _wait_for_acks(proc, 20)
+        writer = _Writer(home, tmp_path)
+        writer.wait_for_acks(20)
         result = cli("restore-backup", tmp_path / "bk", "--force", "--json")
         assert result.code == 0, result.err
         restored_at = time.time()
-        time.sleep(1.0)
-        acked, out = _acked(proc, stop)
-        assert "ERR" not in out
+        writer.wait_for_acks(1, after=restored_at)
+        acked, out = writer.finish()
+        assert not [line for line in out.splitlines() if line.startswith(("ERR", "LOCKERR"))], out
         with memctl.open_store(None, "default", embedder=FakeEmbedder()) as store:
             final = {m.id for m, _ in store.iter_all()}
         with sqlite3.connect(Path(result.json["kept_old"]) / "memories.sqlite") as db:

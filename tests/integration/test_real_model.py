@@ -20,6 +20,7 @@ def real_env(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {"MEMCTL_HOME": str(home)}
 
 
+@pytest.mark.smoke
 def test_save_and_load_with_packaged_model(real_env):
     env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env
     dark = run_memctl("save", "User prefers dark mode in every editor", env=env)

@@ -250,7 +250,6 @@ def test_load_records_access_for_not_accessed_for(backend, cli, store):
 
 def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
     import sqlite3
-    import time
 
     from memctl.store import embedded
 
@@ -258,9 +257,16 @@ def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
     monkeypatch.setattr(embedded, "TOUCH_WAIT", 0.05)
     other = sqlite3.connect(store.folder / embedded.DB_FILE, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer's open transaction
-    start = time.monotonic()
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
     assert store.touch([mid]) == 0
-    assert time.monotonic() - start < 2  # a short wait, not lock_timeout
+    store.db.set_trace_callback(None)
+    # the UPDATE waited TOUCH_WAIT (50 ms), not lock_timeout; afterwards lock_timeout applies again
+    lock_ms = int(float(store.config["lock_timeout"]) * 1000)
+    update = next(i for i, sql in enumerate(statements) if sql.startswith("UPDATE memories SET accessed_at"))
+    waits = [(i, sql) for i, sql in enumerate(statements) if sql.startswith("PRAGMA busy_timeout")]
+    assert [sql for _, sql in waits] == ["PRAGMA busy_timeout = 50", f"PRAGMA busy_timeout = {lock_ms}"]
+    assert waits[0][0] < update < waits[1][0] and lock_ms > 50
     other.execute("COMMIT")
     other.close()
     assert store.touch([mid]) == 1
@@ -397,6 +403,7 @@ def _check_backup(folder: Path) -> int:
     return len(seqs)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_backup_while_another_process_writes(cli, home: Path, tmp_path: Path):
     import memctl
@@ -436,6 +443,7 @@ def test_backup_while_another_process_writes(cli, home: Path, tmp_path: Path):
     assert counts == sorted(counts) and counts[-1] == total
 
 
+@pytest.mark.smoke
 def test_restore_backup_refuses_a_non_empty_store_and_swaps_atomically(cli, home: Path, tmp_path: Path):
     first = _save(cli, "the memory in the backup")
     (home / "default" / "behaviour.md").write_text("# rules\n- be brief\n")
@@ -577,7 +585,7 @@ def test_json_documents_of_lifecycle_commands(backend, cli, tmp_path: Path):
 
 
 def test_prune_asks_on_a_terminal(backend, cli, home: Path):
-    from tests.test_tty import _run_on_tty
+    from tests.integration.test_tty import _run_on_tty
 
     mid = _save(cli, "a memory a terminal user is asked about")
     code, out = _run_on_tty(["prune", "--filter", f"id == '{mid}'"], "n", home)
