@@ -86,7 +86,8 @@ def main() -> None:
     from langchain_core.embeddings import FakeEmbeddings
 
     import memctl
-    from memctl.agent_zero import import_agent_zero, read_agent_zero
+    from memctl.integrations.agent_zero.folder import read_agent_zero
+    from memctl.integrations.agent_zero.importer import import_agent_zero
 
     work = Path(tempfile.mkdtemp(prefix="memctl-bench-a0-"))
     folder = work / "usr" / "memory" / "default"

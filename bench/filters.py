@@ -68,7 +68,7 @@ def load(store, embedder, vectors, texts, areas) -> float:
 
 
 def measure(store, queries, runs: int) -> dict[str, tuple[float, float, int, bool]]:
-    from memctl.filters import compile_filter
+    from memctl.store.filters import compile_filter
 
     out = {}
     for source, _ in FILTERS:

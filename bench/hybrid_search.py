@@ -163,7 +163,7 @@ def build(folder: Path, n: int) -> Any:
 
 def prepare(store: Any, queries: list[str]) -> None:
     """Query embeddings computed now (not timed), and the MiniLM calibration used (a fake model has none)."""
-    from memctl.relevance import shipped
+    from memctl.search.relevance import shipped
 
     vectors: dict[str, Any] = {}
     embed = store._embed_query

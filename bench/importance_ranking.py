@@ -7,7 +7,7 @@ For each corpus folder (transcript JSON files, schema of ../shared/eval/transcri
 "half", "language") stores are built the way memctl would have filled them over time:
 - every memory a transcript should leave (expected_fragments, expected_solutions, updates' new
   values, series_final_state facts/solutions) gets the importance memorize assigns it
-  (memctl.importance.Rater over that transcript's user messages) and a created_at/updated_at spread
+  (memctl.memorize.importance.Rater over that transcript's user messages) and a created_at/updated_at spread
   over the past year: each series starts on a (seeded) random day, its transcripts follow in file
   order a few weeks apart, so later values are newer;
 - layouts: "series" (one store per series, superseded values removed), "half" (one store with
@@ -79,7 +79,7 @@ def closest(want: str, stored: list[str]) -> str:
 
 
 def load_series(folder: Path, seed: int) -> list[Series]:
-    from memctl.importance import Rater
+    from memctl.memorize.importance import Rater
 
     rng = random.Random(seed)
     files = sorted(folder.glob("*.json"))

@@ -82,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     import memctl
     from memctl.llm import UtilityModel
-    from memctl.memorize import memorize_files
+    from memctl.memorize.pipeline import memorize_files
 
     files = sorted(args.folder.glob("*.json"))
     cases = [(p, json.loads(p.read_text(encoding="utf-8"))) for p in files]

@@ -54,8 +54,8 @@ def build_folder(files: list[Path], source: Path, kb: Path) -> None:
 
 def distinct_chunks(files: list[Path]) -> tuple[int, list[str]]:
     from memctl.config import load_config
-    from memctl.knowledge import Chunking
-    from memctl.readers import UnreadableFile, read_chunks
+    from memctl.knowledge.readers import UnreadableFile, read_chunks
+    from memctl.knowledge.sync import Chunking
 
     chunking = Chunking.from_config(load_config(None))
     texts: list[str] = []
@@ -87,8 +87,8 @@ def memctl_import(kb: Path, home: Path, cache: bool) -> tuple[float, dict]:
 def counted_rerun(kb: Path, home: Path) -> tuple[float, int, int]:
     """A no-change re-run through the Python API; returns (seconds, embed calls, texts embedded)."""
     import memctl
-    from memctl import knowledge
     from memctl.embeddings import LocalEmbedder
+    from memctl.knowledge import sync as knowledge
 
     class Counting:
         def __init__(self) -> None:

@@ -222,7 +222,7 @@ def profile(paths: list[str], env: dict[str, str]) -> None:
     os.environ.update(env)
     import memctl
     from memctl.llm import UtilityModel
-    from memctl.memorize import memorize_files
+    from memctl.memorize.pipeline import memorize_files
 
     with tempfile.TemporaryDirectory() as home, memctl.open_store(home) as store:
         llm = UtilityModel(store.config)

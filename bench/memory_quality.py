@@ -5,7 +5,7 @@
                                     [--no-gate] [--pairs]
 
 Each series of the corpus (transcripts sharing `series`; a transcript without one is its own series) is
-replayed in id order into ONE new store through `memctl.memorize.memorize_files`, with a scripted utility
+replayed in id order into ONE new store through `memctl.memorize.pipeline.memorize_files`, with a scripted utility
 model that does its part perfectly, so every figure is memctl's own decisions (gate, consolidation
 safety, recall score):
 
@@ -159,7 +159,7 @@ def parts(value: str) -> list[str]:
 
 def keywords(text: str) -> list[str]:
     """Names first, then the longest words: what a keyword model would answer."""
-    from memctl.quality import key_entities
+    from memctl.memorize.grounding import key_entities
 
     names = key_entities(text)
     longest = sorted({w for w in WORD.findall(text) if len(w) > 3}, key=lambda w: (-len(w), w))
@@ -271,18 +271,18 @@ class _Pass:
 
 def bypass_gate() -> None:
     """--no-gate: every candidate passes the quality gate, so the figures isolate consolidation and recall."""
-    import memctl.memorize
+    import memctl.memorize.pipeline
 
-    if not callable(getattr(memctl.memorize, "check", None)):
+    if not callable(getattr(memctl.memorize.pipeline, "check", None)):
         raise SystemExit("memory_quality: this memctl's memorize has no `check` gate to bypass")
-    memctl.memorize.check = lambda *args, **kwargs: _Pass()  # type: ignore[attr-defined]
+    memctl.memorize.pipeline.check = lambda *args, **kwargs: _Pass()  # type: ignore[attr-defined]
 
 
 def run(corpus: Path, embedder: str, misses: list[str]) -> dict:
     import memctl
-    from memctl.consolidate import Consolidator
     from memctl.llm import UtilityModel
-    from memctl.memorize import memorize_files
+    from memctl.memorize.consolidate import Consolidator
+    from memctl.memorize.pipeline import memorize_files
 
     series = load_series(corpus)
     if not series:
@@ -326,8 +326,8 @@ def update_safety(corpus: Path, embedder: str, as_json: bool) -> int:
     import itertools
 
     from memctl.config import load_config
-    from memctl.consolidate import keyword_evidence
     from memctl.embeddings import make_embedder
+    from memctl.memorize.consolidate import keyword_evidence
 
     embed = make_embedder(load_config(overrides={"embedding_provider": embedder})).embed
     positives, negatives = [], []

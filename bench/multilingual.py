@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -44,61 +43,14 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: --store-modes compares checkouts
 from bench._common import python, run_child, table  # noqa: E402
+from scripts.corpus import load_half  # noqa: E402
 
 MODELS = ["minilm", "e5-small-q4", "e5-small-q4 uncentred", "use-m3"]
 SHIPPED = {"minilm": "sentence-transformers/all-MiniLM-L6-v2", "e5-small-q4": "multilingual-e5-small-q4"}
-CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 K = 5
 
 
 # -- data --------------------------------------------------------------------------------------
-def _grams(text: str) -> set[str]:
-    """Latin words and CJK character pairs: enough to tell which stored item a probe names."""
-    lowered = text.lower()
-    grams = set(re.findall(r"[a-z0-9]+", lowered))
-    for run in re.findall("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+", lowered):
-        grams.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
-    return grams
-
-
-def load_half(folder: Path) -> tuple[list[str], list[tuple[str, str | None, str]]]:
-    """(items to store, probes as (query, answer item or None, language))."""
-    data = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
-    finals = {d["series_final_state"]["series"]: d["series_final_state"] for d in data if d.get("series_final_state")}
-    items: dict[str, None] = {}
-    superseded: set[str] = set()
-    raw: list[tuple[str, str | None]] = []
-    for d in data:
-        final = finals.get(d.get("series"))
-        if final:
-            items.update(dict.fromkeys(final.get("facts", []) + final.get("solutions", [])))
-            superseded.update(final.get("superseded", []))
-        else:
-            items.update(dict.fromkeys(d.get("expected_fragments", []) + d.get("expected_solutions", [])))
-        superseded.update(u["old"] for u in d.get("updates", []))
-        raw += [(p["query"], p.get("should_recall")) for p in d.get("recall_probes", [])]
-        if d.get("series_final_state"):
-            raw += [(p["query"], p.get("should_recall")) for p in d["series_final_state"].get("probes", [])]
-    stored = list(items)
-    probes = []
-    for query, want in dict.fromkeys(raw):
-        language = "zh" if CJK.search(query) else "en"
-        if want is None:
-            probes.append((query, None, language))
-            continue
-        if want in superseded and want not in items:
-            continue
-        answer = want if want in items else _closest(want, stored)
-        if answer is not None:
-            probes.append((query, answer, language))
-    return stored, probes
-
-
-def _closest(want: str, stored: list[str]) -> str | None:
-    target = _grams(want)
-    best = max(stored, key=lambda s: len(target & _grams(s)) / (len(target | _grams(s)) or 1))
-    overlap = len(target & _grams(best)) / (len(target) or 1)
-    return best if overlap >= 0.5 else None
 
 
 # -- models (child side) -----------------------------------------------------------------------
@@ -297,7 +249,7 @@ def run_store_modes(args: argparse.Namespace) -> None:
 
     segmenter = "-"
     try:
-        from memctl import segment
+        from memctl.text import segment
     except ImportError:
         pass  # a memctl from before CJK keyword search
     else:

@@ -468,7 +468,7 @@ def main() -> None:
 
     import memctl
     from memctl.embeddings import LocalEmbedder
-    from memctl.filters import compile_filter
+    from memctl.store.filters import compile_filter
 
     started_at = dt.datetime.now(dt.UTC)
     texts, queries, info = texts_and_queries(args.size, min(args.queries, QUERY_POOL), args.cache)

@@ -9,7 +9,7 @@ excluded: only consolidation may drop those), every `expected_solutions` item ke
 Grounding is on for every gate that has it: each candidate is checked against its own transcript.
 
 Side by side in one run:
-- memctl: the learned gate (memctl/gate_model.py) — keep, pending or drop;
+- memctl: the learned gate (memctl/memorize/gate_model.py) — keep, pending or drop;
 - before: the gate of memctl at REV (default: the last commit before the learned gate, its rules plus
   classifier as shipped), run from that revision's own files (`git archive`) in a subprocess;
 - Agent Zero-style strict: keeps a statement only if it has a subject word and a relation word;
@@ -40,8 +40,8 @@ if str(REPO) not in sys.path:
 
 from bench._common import table  # noqa: E402
 from bench._gate_corpus import SHARED, Item, all_items, load_cases  # noqa: E402
-from memctl import quality  # noqa: E402
-from memctl.transcripts import parse_transcript  # noqa: E402
+from memctl.memorize import quality  # noqa: E402
+from memctl.memorize.transcripts import parse_transcript  # noqa: E402
 
 BEFORE = "44008b9"  # main before the learned gate (rules + classifier, memorize_gate: both)
 
@@ -61,8 +61,8 @@ _RELATION = re.compile(
 # The old gate, run inside its own revision's tree: items on stdin, one outcome per line on stdout.
 _BEFORE_SCRIPT = r"""
 import json, sys
-from memctl import quality
-from memctl.transcripts import parse_transcript
+from memctl.memorize import quality
+from memctl.memorize.transcripts import parse_transcript
 cases, kind = json.load(sys.stdin), sys.argv[1]
 embed = None
 if kind == "local":

@@ -22,103 +22,18 @@ Real packaged model (all-MiniLM-L6-v2 unless configured otherwise), no LLM.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import tempfile
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import table  # noqa: E402
+from scripts.corpus import Probe, configured, fill, load_series  # noqa: E402
 
 # The settings before calibration; "new" is the shipped defaults.
 CURRENT = {"search_calibration": False, "search_threshold": 0.7}
-WORD = re.compile(r"\w+")
-
-
-@dataclass
-class Probe:
-    query: str
-    want: str | None  # the stored text that answers it; None = nothing should come back
-    language: str = "en"
-
-
-@dataclass
-class Series:
-    name: str
-    memories: dict[str, str] = field(default_factory=dict)  # text -> area
-    probes: list[Probe] = field(default_factory=list)
-
-
-def words(text: str) -> set[str]:
-    return set(WORD.findall(text.lower()))
-
-
-def closest(want: str, stored: list[str]) -> str:
-    """`want` itself if stored, else the stored text sharing most words with it (Jaccard)."""
-    if want in stored:
-        return want
-    target = words(want)
-    return max(stored, key=lambda s: len(target & words(s)) / (len(target | words(s)) or 1))
-
-
-def load_series(folder: Path) -> list[Series]:
-    """The corpus folder's series with their stored memories and probes (probe answers resolved)."""
-    files = sorted(folder.glob("*.json"))
-    if not files:
-        raise SystemExit(f"no transcript JSON files in {folder}")
-    by_series: dict[str, Series] = {}
-    superseded: dict[str, set[str]] = defaultdict(set)
-    for path in files:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or "messages" not in data:
-            continue
-        name = data.get("series") or f"{path.stem}"
-        series = by_series.setdefault(name, Series(name))
-        language = data.get("language", "en")
-        series.memories.update({t: "fragments" for t in data.get("expected_fragments", [])})
-        series.memories.update({t: "solutions" for t in data.get("expected_solutions", [])})
-        for update in data.get("updates", []):
-            series.memories.setdefault(update["new"], "fragments")
-            superseded[name].add(update["old"])
-        probes = list(data.get("recall_probes", []))
-        final = data.get("series_final_state") or {}
-        series.memories.update({t: "fragments" for t in final.get("facts", [])})
-        series.memories.update({t: "solutions" for t in final.get("solutions", [])})
-        superseded[name].update(final.get("superseded", []))
-        probes += final.get("probes", [])
-        series.probes += [Probe(p["query"], p.get("should_recall"), p.get("language", language)) for p in probes]
-    for name, series in by_series.items():
-        for old in superseded[name]:
-            series.memories.pop(old, None)
-        stored = list(series.memories)
-        for probe in series.probes:
-            if probe.want is not None and stored:
-                probe.want = closest(probe.want, stored)
-    return list(by_series.values())  # a series with nothing stored still has (negative) probes
-
-
-class configured:
-    """Config overrides on an open store for the duration of a with-block."""
-
-    def __init__(self, store, overrides: dict) -> None:
-        self.store, self.overrides, self.saved = store, overrides, {}
-
-    def __enter__(self):
-        self.saved = {k: self.store.config.values[k] for k in self.overrides}
-        self.store.config.values.update(self.overrides)
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.config.values.update(self.saved)
-
-
-def fill(store, memories: dict[str, str]) -> None:
-    for area in ("fragments", "solutions"):
-        texts = [t for t, a in memories.items() if a == area]
-        if texts:
-            store.add(texts, area=area)
 
 
 def answers(store, query: str) -> tuple[list[str], list[str]]:

@@ -29,12 +29,12 @@ _EXPORTS = {
     "NotFoundError": "memctl.errors",
     "StoreError": "memctl.errors",
     "UsageError": "memctl.errors",
-    "AREAS": "memctl.store",
-    "DeleteResult": "memctl.store",
-    "EmbeddedStore": "memctl.store",
-    "HistoryEntry": "memctl.store",
-    "Hit": "memctl.store",
-    "Memory": "memctl.store",
+    "AREAS": "memctl.store.records",
+    "DeleteResult": "memctl.store.records",
+    "EmbeddedStore": "memctl.store.embedded",
+    "HistoryEntry": "memctl.store.records",
+    "Hit": "memctl.store.records",
+    "Memory": "memctl.store.records",
     "open_store": "memctl.store",
     "PostgresStore": "memctl.store.postgres",
 }
@@ -90,4 +90,5 @@ if TYPE_CHECKING:
         StoreError,
         UsageError,
     )
-    from memctl.store import AREAS, DeleteResult, EmbeddedStore, HistoryEntry, Hit, Memory, open_store
+    from memctl.store import open_store
+    from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.errors import MemctlError, UsageError
 from memctl.llm import LLMError, UtilityModel, load_template
-from memctl.store.layout import BEHAVIOUR_FILE as FILE_NAME  # noqa: F401 - the embedded store's file
 
 if TYPE_CHECKING:
     from memctl.store.base import StoreBase

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from memctl.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
-    from memctl.backup import BackupReport
-    from memctl.knowledge import KnowledgeReport
+    from memctl.knowledge.sync import KnowledgeReport
+    from memctl.lifecycle.backup import BackupReport
     from memctl.recall import RecallResult
     from memctl.store.base import StoreBase
     from memctl.store.records import Memory
@@ -129,7 +129,7 @@ def run_demo(
 
     The store folder must not exist yet, nor the backup folder beside it: the demo never writes into
     a store that holds anything."""
-    from memctl.paths import store_dir
+    from memctl.config.paths import store_dir
 
     temporary = root is None
     root_path = Path(tempfile.mkdtemp(prefix="memctl-demo-")) if root is None else Path(root).expanduser()
@@ -176,7 +176,7 @@ def _run(
 
 
 def _import_knowledge(store: StoreBase) -> KnowledgeReport:
-    from memctl.knowledge import import_knowledge, resolve_folders
+    from memctl.knowledge.sync import import_knowledge, resolve_folders
 
     if not KNOWLEDGE_DIR.is_dir():
         raise StoreError(f"the demo's example data is missing from the installed package ({KNOWLEDGE_DIR})")
@@ -207,7 +207,7 @@ def _recall(store: StoreBase) -> tuple[RecallResult, str]:
 
 
 def _backup(report: DemoReport, dest: Path, overrides: dict[str, Any] | None) -> tuple[BackupReport, Verified]:
-    from memctl.backup import backup_store, verify_backup
+    from memctl.lifecycle.backup import backup_store, verify_backup
     from memctl.recall import recall
     from memctl.store import open_store
 

@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memctl.llm import LLMError, UtilityModel, load_template, numbered, render
-from memctl.provenance import describe, label
-from memctl.ranking import rerank
+from memctl.memorize.provenance import describe, label
+from memctl.memorize.transcripts import Message, as_text
+from memctl.search.ranking import rerank
 from memctl.store.records import Hit
 from memctl.store.validity import search as search_valid
-from memctl.transcripts import Message, as_text
 
 if TYPE_CHECKING:
     from memctl.store.base import StoreBase
@@ -35,7 +35,7 @@ class RecallResult:
     notes: list[str] = field(default_factory=list)  # what degraded and why
 
     def to_dict(self) -> dict[str, Any]:
-        """Each hit with its provenance: date, source, source_name, group (memctl.provenance)."""
+        """Each hit with its provenance: date, source, source_name, group (memctl.memorize.provenance)."""
         return {
             "message": self.message,
             "query": self.query,

@@ -20,8 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.multilingual import load_half  # noqa: E402
 from memctl.embeddings import MultilingualE5Embedder  # noqa: E402
+from scripts.corpus import load_half  # noqa: E402
 
 OUT = REPO / "memctl" / "data" / "e5_centering.json"
 

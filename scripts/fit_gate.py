@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fit the learned gate (memctl/gate_model.py) on the TUNE side of the corpus; write memctl/data/gate_model.json.
+"""Fit the learned gate (memctl/memorize/gate_model.py) on the TUNE side; write memctl/data/gate_model.json.
 
     python scripts/fit_gate.py [--tune eval/corpus/tune] [--extra eval/corpus/tune-extra] [--dry-run]
 
@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from memctl import gate_model  # noqa: E402
-from memctl.quality import GATE_MODEL  # noqa: E402
+from memctl.memorize import gate_model  # noqa: E402
+from memctl.memorize.quality import GATE_MODEL  # noqa: E402
 
 L2_GRID = (3e-4, 1e-3, 1e-2)
 MAX_FACTS_DROPPED = 0.01
@@ -80,13 +80,13 @@ def extra(folder: Path) -> list[Statement]:
 
 
 def embed_all(texts: list[str]) -> np.ndarray:
-    """The gate embedder's vectors of `texts` (memctl.quality.gate_embedder), cached across runs by digest."""
+    """The gate embedder's vectors of `texts` (memctl.memorize.quality.gate_embedder), cached across runs by digest."""
     digest = hashlib.sha256("\x00".join([GATE_MODEL, *texts]).encode()).hexdigest()
     if CACHE.exists():
         cached = np.load(CACHE)
         if str(cached["digest"]) == digest:
             return cached["vectors"]
-    from memctl.quality import gate_embedder
+    from memctl.memorize.quality import gate_embedder
 
     embedder = gate_embedder()
     if embedder is None:

@@ -8,7 +8,7 @@ Training pairs (query, candidate memory, answers: yes/no), all from the given tu
 - negative probes (should_recall null): the best `--negatives` candidates by the fusion are a no;
 - synthetic negatives: every probe of one series asked of the store of another series (nothing
   there answers it; cross-domain, so never a hidden yes): its best candidates are a no.
-The evidence of each candidate is what the search computes (memctl.relevance.FEATURES), except that
+The evidence of each candidate is what the search computes (memctl.search.relevance.FEATURES), except that
 cosine_z is measured against the background sentences of the OTHER domains only (a search on an unseen
 domain has none of its own in the background). The background (memctl/data/relevance/background.json)
 is `--background-per-domain` sentences of each tune domain's conversations, drawn with a fixed seed. A logistic
@@ -38,8 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.recall_probes import Probe, Series, configured, fill, load_series  # noqa: E402
-from memctl.relevance import (  # noqa: E402
+from memctl.search.relevance import (  # noqa: E402
     FEATURES,
     SLOT_MISS_FACTOR,
     Calibration,
@@ -51,6 +50,7 @@ from memctl.relevance import (  # noqa: E402
     standing,
     z_score,
 )
+from scripts.corpus import Probe, Series, configured, fill, load_series  # noqa: E402
 
 SYNTHETIC = "\x00synthetic\x00"
 SLOT_MISS = "\x00slot_miss\x00"  # evidence key: the memory lacks the exact value the question asks for
@@ -250,7 +250,7 @@ class Scored:
 
 
 def searched(calibration: Calibration | Scored, evidence: dict) -> float:
-    """The score a search shows: the calibrated one, lowered by the slot rule (memctl.relevance.lacks)."""
+    """The score a search shows: the calibrated one, lowered by the slot rule (memctl.search.relevance.lacks)."""
     if isinstance(calibration, Scored):
         return calibration.score(evidence)
     return calibration.score(evidence) * (SLOT_MISS_FACTOR if evidence.get(SLOT_MISS) else 1.0)

@@ -125,7 +125,7 @@ def _gate_keeps_unless_asked(request: pytest.FixtureRequest, monkeypatch: pytest
     """Tests of the pipeline around the gate see a gate that keeps (the learned model would make their
     hand-written candidates pending or dropped); tests marked `real_gate` get the shipped model."""
     if request.node.get_closest_marker("real_gate") is None:
-        from memctl import gate_model
+        from memctl.memorize import gate_model
 
         monkeypatch.setattr(gate_model, "model_for", lambda area, name: None)
 

@@ -110,7 +110,7 @@ def main_options(
     ] = False,
 ) -> None:
     """Global options may also follow the command name."""
-    from memctl.paths import validate_subdir
+    from memctl.config.paths import validate_subdir
 
     ctx.obj = State(
         root=str(root) if root else None, subdir=validate_subdir(subdir), json=json_output, quiet=quiet, store=store

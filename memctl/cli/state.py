@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memctl.paths import DEFAULT_SUBDIR
+from memctl.config.paths import DEFAULT_SUBDIR
 
 if TYPE_CHECKING:
     from memctl.store.base import StoreBase

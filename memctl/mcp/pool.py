@@ -112,8 +112,8 @@ class StorePool:
         return load_config(folder, self.overrides)
 
     def embedder_for(self, config: Any) -> SharedEmbedder:
+        from memctl.config.paths import resolve_root
         from memctl.embeddings import make_embedder
-        from memctl.paths import resolve_root
 
         cache = Path(resolve_root(self.root)) / ".cache" / "embeddings"
         key = tuple(repr(config[k]) for k in EMBEDDING_KEYS)

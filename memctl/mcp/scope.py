@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from memctl.config.paths import validate_subdir
 from memctl.errors import UsageError
-from memctl.paths import validate_subdir
 
 PATTERN_CHARS = "*?["
 

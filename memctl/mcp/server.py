@@ -74,7 +74,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
     `memory_search` ~3 ms p50 on this 2-core machine under load (bench/README.md, MCP section). Over HTTP
     every tool keeps its worker thread, so one client's call never holds up another client's requests."""
     from memctl import __version__
-    from memctl.paths import resolve_root
+    from memctl.config.paths import resolve_root
 
     server: MCPServer = MemctlServer("memctl", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     root = str(resolve_root(pool.root))

@@ -77,7 +77,7 @@ def knowledge_search(
 ) -> dict[str, Any]:
     """`search` over knowledge chunks only (`knowledge_source: true`), the caller's filter checked first
     on its own so its error names its own text."""
-    from memctl.filters import compile_filter
+    from memctl.store.filters import compile_filter
 
     combined = KNOWLEDGE_FILTER
     if filter is not None:
@@ -233,7 +233,7 @@ def history(store: Any, subdir: str, memory_id: str | None, limit: int) -> dict[
 
 
 def restore(store: Any, subdir: str, ids: list[str]) -> dict[str, Any]:
-    from memctl.lifecycle import restore as run_restore
+    from memctl.lifecycle.restore import restore as run_restore
 
     return {"subdir": subdir, **run_restore(store, ids).to_dict()}
 
@@ -251,7 +251,7 @@ def memorize(
 ) -> dict[str, Any]:
     """One conversation through extraction, the quality gate and consolidation (`memctl memorize`)."""
     from memctl.llm import UtilityModel
-    from memctl.memorize import MemorizeReport, memorize_messages
+    from memctl.memorize.pipeline import MemorizeReport, memorize_messages
 
     if (transcript is None) == (messages is None):
         raise UsageError(
@@ -281,7 +281,7 @@ def behaviour(store: Any, subdir: str) -> dict[str, Any]:
 
 
 def stats(store: Any, subdir: str, root: str) -> dict[str, Any]:
-    from memctl.lifecycle import store_stats
+    from memctl.lifecycle.stats import store_stats
 
     return {"root": root, "stores": [store_stats(store, subdir)]}
 
@@ -300,6 +300,6 @@ def messages_of(items: list[dict[str, str]] | None, what: str) -> list[Any]:
 
 
 def _parse(raw: str, what: str) -> list[Any]:
-    from memctl.transcripts import parse_transcript
+    from memctl.memorize.transcripts import parse_transcript
 
     return parse_transcript(raw, what)

@@ -2,15 +2,3 @@
 
 Core only (no typer/rich): the CLI's `review` commands and the MCP tools call these.
 """
-
-from memctl.review.queue import (
-    ResolvePolicy,
-    ResolveReport,
-    approve,
-    list_page,
-    propose,
-    reject,
-    resolve,
-)
-
-__all__ = ["ResolvePolicy", "ResolveReport", "approve", "list_page", "propose", "reject", "resolve"]

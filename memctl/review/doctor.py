@@ -2,7 +2,7 @@
 
 Figures (docs/doctor.md documents each, and the JSON contract):
 
-- **junk**: conversation memories the learned gate (memctl.gate_model, the model `memorize` uses) would drop
+- **junk**: conversation memories the learned gate (memctl.memorize.gate_model, the model `memorize` uses) would drop
   today: P(noise) at or above its drop threshold. Knowledge chunks are not scored (the gate judges statements
   from conversations). Null, with a reason, when no gate model is shipped for this install.
 - **duplicates**: groups of memories whose stored vectors are at least `doctor_duplicate_similarity` alike
@@ -14,7 +14,7 @@ Figures (docs/doctor.md documents each, and the JSON contract):
   mode"). It misses conflicts worded apart and flags synonyms ("likes" / "loves"): a list for a person to
   review, not a verdict.
 - **stale**: effective importance (metadata `importance` halved every `importance_half_life` days since the
-  memory was last returned, else since created: memctl.importance) below `doctor_stale_below`.
+  memory was last returned, else since created: memctl.search.importance) below `doctor_stale_below`.
 - **never recalled**: never returned by `load`, `recall`, MCP search or a review approval (the store's
   `accessed_at`, written when `track_access` is on) and created at least `doctor_never_recalled_days` ago.
 - **superseded**: superseded versions the store keeps for `--as-of` (archived with op `supersede`); `prune
@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memctl import importance
 from memctl.errors import UsageError
+from memctl.memorize.importance import tokens as content_tokens
 from memctl.review.doctor_queries import Query, recall_at_k
+from memctl.search import importance
 from memctl.store.doctor_rows import FINDING_KINDS, DoctorRun, Finding
 from memctl.store.records import Memory
 
@@ -179,8 +180,8 @@ def _share(count: int, total: int) -> float | None:
 def _cached(store: StoreBase, embed: Callable[[list[str]], np.ndarray], opened: list[Any]) -> Any:
     """The gate's embedder behind the store root's embedding cache (content-hash keyed, per model): a second
     run embeds only the memories added since."""
-    from memctl import quality
     from memctl.embeddings import CachedEmbedder
+    from memctl.memorize import quality
 
     inner = quality.gate_embedder()
     if store.cache_dir is None or inner is None:
@@ -194,7 +195,7 @@ def _score(
     store: StoreBase, memories: list[Memory], cache: list[Any], progress: Callable[[int, int], None] | None
 ) -> tuple[list[Memory], list[tuple[Memory, float, str]] | None, set[str]]:
     """(the memories scored, (memory, p(noise), outcome) of each or None without a gate model, the models used)."""
-    from memctl import gate_model, quality
+    from memctl.memorize import gate_model, quality
 
     scored = [m for m in memories if not _is_knowledge(m)]
     by_path: dict[str, list[Memory]] = {}
@@ -270,8 +271,9 @@ _DIGIT = re.compile(r"\d")
 
 @lru_cache(maxsize=65536)
 def _content(text: str) -> frozenset[str]:
-    """A text's content words (memctl.importance.tokens), once per text: a memory meets up to NEIGHBOURS pairs."""
-    return frozenset(importance.tokens(text))
+    """A text's content words (memctl.memorize.importance.tokens), once per text (a memory meets up to NEIGHBOURS
+    pairs)."""
+    return frozenset(content_tokens(text))
 
 
 def value_difference(a: str, b: str) -> tuple[list[str], list[str]] | None:

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memctl.errors import UsageError
-from memctl.lifecycle import parse_duration, parse_time
-from memctl.store.base import check_area, iter_chunks
-from memctl.store.records import Memory, PendingItem
+from memctl.lifecycle.durations import parse_duration
+from memctl.store.base import iter_chunks
+from memctl.store.records import Memory, PendingItem, parse_time
+from memctl.store.validate import check_area
 
 if TYPE_CHECKING:
     from memctl.store.base import StoreBase

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.errors import UsageError
 from memctl.review.queue import ACTOR, SOURCES
-from memctl.store.base import check_area
 from memctl.store.doctor_rows import FINDING_KINDS
 from memctl.store.records import Hit, Memory, PendingItem, now_iso
+from memctl.store.validate import check_area
 from memctl.store.validity import SUPERSEDED_BY, SUPERSEDES, VALID_FROM, VALID_TO, end_validity
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ class ReviewSession:
         return counts
 
     def _restore(self, ids: list[str]) -> None:
-        from memctl.lifecycle import restore
+        from memctl.lifecycle.restore import restore
 
         restore(self.store, ids, actor=ACTOR)
         for memory in self.store.get(ids):  # a superseded version comes back current: its end goes

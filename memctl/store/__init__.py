@@ -7,28 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from memctl.config import Config, load_config
+from memctl.config.paths import DEFAULT_SUBDIR, resolve_root
 from memctl.embeddings import Embedder
-from memctl.paths import DEFAULT_SUBDIR, resolve_root
 from memctl.store.base import StoreBase, StoreSpec
-from memctl.store.embedded import EmbeddedStore, check_store_folder  # noqa: F401 - check_store_folder re-exported
+from memctl.store.embedded import EmbeddedStore
 from memctl.store.postgres import PostgresStore
-from memctl.store.records import AREAS, DeleteResult, HistoryEntry, Hit, Memory, StoreList, StoreSummary
+from memctl.store.records import StoreList
 
-__all__ = [
-    "AREAS",
-    "DeleteResult",
-    "EmbeddedStore",
-    "HistoryEntry",
-    "Hit",
-    "Memory",
-    "StoreBase",
-    "StoreList",
-    "StoreSpec",
-    "StoreSummary",
-    "list_stores",
-    "open_store",
-    "resolve_store_url",
-]
+__all__ = ["list_stores", "open_store", "resolve_store_url"]
 
 # Every backend, the default (the folder store, no URL scheme) first. A new backend is its module
 # and one entry here: the class says which URL schemes it opens and how (StoreBase.open_at & co).

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 
+from memctl.config.paths import DEFAULT_SUBDIR
 from memctl.embeddings import CachedEmbedder, Embedder, ModelInfo, content_hash, make_embedder
 from memctl.errors import ModelMismatchError, NotFoundError, UsageError
-from memctl.filters import Filter, compile_filter
-from memctl.paths import DEFAULT_SUBDIR
 from memctl.store.doctor_rows import FINDING_KINDS, DoctorRun, Finding
+from memctl.store.filters import Filter, compile_filter
 from memctl.store.records import (
     AREAS,
     ArchivedMemory,
@@ -38,7 +38,7 @@ from memctl.store.records import (
     now_iso,
     relevance,
 )
-from memctl.store.validate import (  # noqa: F401 - check_area, check_metadata, check_text_size re-exported
+from memctl.store.validate import (
     check_area,
     check_metadata,
     check_record,
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from memctl.config import Config
-    from memctl.relevance import Calibration
+    from memctl.search.relevance import Calibration
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 SEARCH_MODES = ("hybrid", "dense", "keyword")
@@ -202,7 +202,7 @@ class _Facts:
         return self.words
 
     def content_units(self, text: str) -> set[str]:
-        from memctl.relevance import content_units
+        from memctl.search.relevance import content_units
 
         if self.units is not None:
             return self.units
@@ -212,7 +212,7 @@ class _Facts:
         return units
 
     def answer_type(self, kinds: set[str], text: str) -> float:
-        from memctl.relevance import holds
+        from memctl.search.relevance import holds
 
         for kind in kinds:
             held = self.holds.get(kind)
@@ -268,10 +268,10 @@ class _BaseScores:
 def _answerable(
     query: str, hits: Mapping[int, Hit], scores: Mapping[int, float], rare_hits: Mapping[int, int]
 ) -> tuple[Mapping[int, float], Mapping[int, int]]:
-    """Scores and rare-token counts with memctl.relevance's slot rule applied: a question for one exact value
+    """Scores and rare-token counts with memctl.search.relevance's slot rule applied: a question for one exact value
     (a phone number, a price) scores a memory that holds no such value SLOT_MISS_FACTOR times lower, and the
     rare token it shares (the surname) no longer lifts it over the threshold or ranks it first."""
-    from memctl.relevance import SLOT_MISS_FACTOR, lacks, slots
+    from memctl.search.relevance import SLOT_MISS_FACTOR, lacks, slots
 
     kinds = slots(query)
     if not kinds:
@@ -392,7 +392,7 @@ class StoreBase(abc.ABC):
     @classmethod
     def folder_at(cls, spec: StoreSpec) -> Path | None:
         """The store's folder when the backend keeps a store as a memctl store folder, which
-        memctl/backup.py then copies file by file and restores by a folder swap; None (this
+        memctl/lifecycle/backup.py then copies file by file and restores by a folder swap; None (this
         default) when the store is rows elsewhere: backup copies them through iter_rows/put_rows
         and restore replaces them in place (has_content, lock_writers, clear)."""
         return None
@@ -400,7 +400,7 @@ class StoreBase(abc.ABC):
     # -- replacing a store's rows in place (restore-backup of a store that is no folder) --
     def has_content(self) -> bool:
         """True when the store holds memories, history, archive rows, behaviour rules or knowledge state.
-        Needed only where folder_at is None (memctl/backup.py reads a folder store's files instead)."""
+        Needed only where folder_at is None (memctl/lifecycle/backup.py reads a folder store's files instead)."""
         raise NotImplementedError(f"{type(self).__name__} is restored by a folder swap (folder_at)")
 
     def lock_writers(self) -> None:
@@ -889,7 +889,7 @@ class StoreBase(abc.ABC):
         """Reclaim the space and traces of removed rows; False when that could not be done fully."""
         raise NotImplementedError
 
-    # -- removal receipts (memctl.receipts): what a removal left behind, by location ------------
+    # -- removal receipts (memctl.lifecycle.receipts): what a removal left behind, by location ------------
     @abc.abstractmethod
     def ids_with_hashes(self, hashes: set[str]) -> builtins.list[str]:
         """Ids of the live memories whose text has one of these content hashes."""
@@ -1189,7 +1189,7 @@ class StoreBase(abc.ABC):
     def _doctor_findings(self, kind: str | None) -> builtins.list[Finding]:
         raise NotImplementedError
 
-    # -- the archive, history purging, size (memctl/lifecycle.py) -------------------------
+    # -- the archive, history purging, size (memctl/lifecycle/) -------------------------
     @abc.abstractmethod
     def archived(self, memory_id: str) -> ArchivedMemory | None:
         """The archived (last removed) version of a memory, if the archive holds one."""
@@ -1289,7 +1289,7 @@ class StoreBase(abc.ABC):
         """Replace the rules atomically."""
         raise NotImplementedError
 
-    # -- knowledge import state (memctl/knowledge.py) ------------------------------------
+    # -- knowledge import state (memctl/knowledge/sync.py) ------------------------------------
     @abc.abstractmethod
     def knowledge_chunks(self) -> Sequence[tuple[Any, ...]]:
         """(id, area, knowledge_folder, source_path, source_checksum, file_type, chunk) of every
@@ -1298,7 +1298,7 @@ class StoreBase(abc.ABC):
 
     @abc.abstractmethod
     def knowledge_state(self) -> dict[str, Any]:
-        """The saved state of knowledge imports (memctl.knowledge.state_document's shape); {} if none."""
+        """The saved state of knowledge imports (memctl.knowledge.sync.state_document's shape); {} if none."""
         raise NotImplementedError
 
     @abc.abstractmethod
@@ -1326,7 +1326,7 @@ class StoreBase(abc.ABC):
         """The memories whose text has one of these content hashes (an import's duplicate check)."""
         raise NotImplementedError
 
-    # -- whole-store copies (memctl/backup.py) -------------------------------------------
+    # -- whole-store copies (memctl/lifecycle/backup.py) -------------------------------------------
     def snapshot(self) -> AbstractContextManager[Any]:
         """Reads inside see one consistent state of the store (writers go on)."""
         from contextlib import nullcontext
@@ -1477,7 +1477,7 @@ class StoreBase(abc.ABC):
         mode "dense": vector similarity. "keyword": keyword-index order (BM25 embedded, ts_rank_cd on
         PostgreSQL). "hybrid" (default): both lists fused — by normalised score plus soft chat signals
         (config hybrid_fusion "score", see _search_hybrid) or by reciprocal rank ("rrf").
-        In every mode `score` is the relevance (memctl/relevance.py): for an embedding model with shipped
+        In every mode `score` is the relevance (memctl/search/relevance.py): for an embedding model with shipped
         calibration parameters (and search_calibration on) the estimated probability that the memory
         answers the query, otherwise (1 + cosine) / 2. Results come in the mode's order (the fusion's
         in hybrid), so a later result can show a higher score than an earlier one. A
@@ -1496,7 +1496,7 @@ class StoreBase(abc.ABC):
         filter: str | Filter | None = None,
         mode: str = "hybrid",
     ) -> builtins.list[tuple[Hit, dict[str, float] | None]]:
-        """`search`, each hit with the evidence its score was computed from (memctl.relevance.FEATURES;
+        """`search`, each hit with the evidence its score was computed from (memctl.search.relevance.FEATURES;
         None when the plain formula scored it). scripts/fit_relevance.py fits the calibration on it."""
         if mode not in SEARCH_MODES:
             raise UsageError(f"search mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}")
@@ -1612,7 +1612,7 @@ class StoreBase(abc.ABC):
 
     def calibration(self) -> Calibration | None:
         """The relevance calibration of this store's embedding model (None: plain (1 + cosine) / 2)."""
-        from memctl.relevance import shipped
+        from memctl.search.relevance import shipped
 
         if not self.config["search_calibration"]:
             return None
@@ -1628,10 +1628,10 @@ class StoreBase(abc.ABC):
         facts: Mapping[int, _Facts | None] | None = None,
         stand: tuple[float, float] | None = None,
     ) -> Callable[[int], dict[str, float]]:
-        """The evidence (memctl.relevance.FEATURES) of one candidate at a time: what depends on all of them is
+        """The evidence (memctl.search.relevance.FEATURES) of one candidate at a time: what depends on all of them is
         computed now, the rest per call; `cosines` of the query as asked.
         `stand`: the query's (mean, spread) over the calibration's background sentences (cosine_z)."""
-        from memctl.relevance import asks, content_units, z_score
+        from memctl.search.relevance import asks, content_units, z_score
         from memctl.store.keyword import query_tokens
 
         rows = self._facts({}, hits) if facts is None else facts

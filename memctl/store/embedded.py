@@ -17,23 +17,17 @@ from typing import TYPE_CHECKING, Any
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes, recover_swap, remove_lock_only_folder
-from memctl.filters import Filter
-from memctl.store.base import (  # noqa: F401 - check_area, check_metadata, iter_chunks, SEARCH_MODES re-exported
-    COMMON_TOKEN_SHARE,
-    RARE_TOKEN_SHARE,
-    SEARCH_MODES,
+from memctl.store.base import (
     PreparedRow,
     StoreBase,
     StoreSpec,
-    check_area,
-    check_metadata,
     iter_chunks,
-    new_id,
 )
 from memctl.store.base import json_or_none as _json_or_none
 from memctl.store.doctor_rows import DoctorRun, Finding, figures_of, related_of
+from memctl.store.filters import Filter
 from memctl.store.keyword import register_functions
-from memctl.store.layout import (  # noqa: F401 - the file names and folder_size, re-exported
+from memctl.store.layout import (
     BEHAVIOUR_FILE,
     COMMITS_FILE,
     DB_FILE,
@@ -65,6 +59,7 @@ from memctl.store.records import (
     relevance,
 )
 from memctl.store.schema import MIGRATIONS, apply_migrations
+from memctl.store.validate import check_area
 from memctl.store.vector_index import INDEX_FILE, SCAN_MIN, SIDECAR_FILE, IndexOptions, VectorIndex
 
 if TYPE_CHECKING:
@@ -149,7 +144,7 @@ class EmbeddedStore(StoreBase):
 
     @classmethod
     def stores_at(cls, spec: StoreSpec, *, counts: bool = True) -> StoreList:
-        from memctl.paths import list_subdirs
+        from memctl.config.paths import list_subdirs
 
         root = spec.root
         return StoreList(
@@ -169,7 +164,7 @@ class EmbeddedStore(StoreBase):
 
     @classmethod
     def folder_at(cls, spec: StoreSpec) -> Path:
-        from memctl.paths import store_dir
+        from memctl.config.paths import store_dir
 
         return store_dir(spec.root, spec.subdir)
 
@@ -1442,7 +1437,7 @@ class EmbeddedStore(StoreBase):
 
     def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
         """Hashes that the other folder stores of this root hold (they share the embedding cache)."""
-        from memctl.paths import list_subdirs, store_dir
+        from memctl.config.paths import list_subdirs, store_dir
 
         if not hashes or self._cache_dir is None:
             return set()
@@ -1734,8 +1729,8 @@ _STORE_TRACES = ("index.faiss", "embedding.json", "knowledge_import.json")
 def check_store_folder(root: Path, folder: Path, create: bool) -> None:
     """Refuse a root that is not a folder, a store that lost its database, and (unless `create`) a
     store that does not exist."""
+    from memctl.config.paths import STORE_MARKER
     from memctl.errors import NotFoundError, StoreError, UsageError
-    from memctl.paths import STORE_MARKER
 
     if str(root) == "":
         raise UsageError("--root is empty", hint="name a folder, or leave --root out for the default")

@@ -1,4 +1,4 @@
-"""Metadata filters (memctl/filters.py) compiled to SQL, so the database selects the candidates.
+"""Metadata filters (memctl/store/filters.py) compiled to SQL, so the database selects the candidates.
 
 The Python evaluator defines what a filter means, and this module reproduces it exactly:
 
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from memctl.filters import Filter
+from memctl.store.filters import Filter
 
 __all__ = ["COLUMNS", "SqlFilter", "compile_filter_sql"]
 

@@ -3,7 +3,7 @@
 The FTS5 table uses the Porter + unicode61 tokenizer (query words are split the same way, \\w+
 runs, and stemmed by FTS5 itself); common English words are dropped so BM25 ranks on the words
 that carry meaning. Chinese, Japanese and Korean text is indexed one character per token and
-queried word by word, each word a phrase of its characters (memctl/segment.py): the index goes
+queried word by word, each word a phrase of its characters (memctl/text/segment.py): the index goes
 through the SQL function `memctl_fts_text`, which every connection to a store registers
 (`register_functions`).
 """
@@ -14,20 +14,11 @@ import re
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from memctl.segment import CJK_STOPWORDS, has_cjk, index_text, phrase, piece_pattern, pieces, words
+from memctl.text.segment import has_cjk, index_text, phrase, piece_pattern, pieces, words
+from memctl.text.stopwords import CJK as CJK_STOPWORDS
+from memctl.text.stopwords import ENGLISH as STOPWORDS
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-STOPWORDS = frozenset(
-    """
-a about above after again all also am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here
-hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now
-of off on once only or other our ours ourselves out over own same she should so some such than that the
-their theirs them themselves then there these they this those through to too under until up very was we
-were what when where which while who whom why will with would you your yours yourself yourselves
-tell know remember please get got us let lets like one thing things something anything
-""".split()
-)
 
 
 def register_functions(db: sqlite3.Connection) -> None:

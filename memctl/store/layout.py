@@ -18,7 +18,7 @@ EMBEDDING_FILE = "embedding.json"
 LOCK_FILE = ".write.lock"
 COMMITS_FILE = ".commits"  # committed write transactions, as last recorded (see EmbeddedStore._check_commits)
 BEHAVIOUR_FILE = "behaviour.md"
-# Per knowledge file: checksum, area and chunk ids (a mirror of the chunks' metadata; memctl/knowledge.py).
+# Per knowledge file: checksum, area and chunk ids (a mirror of the chunks' metadata; memctl/knowledge/sync.py).
 KNOWLEDGE_FILE = "knowledge_import.json"
 KNOWLEDGE_FILE_VERSION = 1
 KNOWLEDGE_LOCK_FILE = ".knowledge.lock"

@@ -171,12 +171,12 @@ CREATE INDEX memctl_memories_knowledge ON memctl_memories (subdir, seq)
         r"""
 -- Keyword search finds Chinese, Japanese and Korean words: each CJK character becomes a token of
 -- its own (as the embedded store's memctl_fts_text does), and queries search each CJK word as the
--- phrase of its characters (memctl/segment.py). Before, the parser kept a run of Han characters up
+-- phrase of its characters (memctl/text/segment.py). Before, the parser kept a run of Han characters up
 -- to the next punctuation as one word, so no Chinese word was ever found. Re-adding the generated
 -- column recomputes it for every stored row.
 CREATE FUNCTION memctl_fts_text(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
     SELECT regexp_replace(regexp_replace(t, '[[:punct:]]', ' ', 'g'),
-        '([\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f'  -- kana (memctl/segment.py CJK_CLASS)
+        '([\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f'  -- kana (memctl/text/segment.py CJK_CLASS)
         '\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f'  -- Han
         '\uac00-\ud7af\u1100-\u11ff\u3130-\u318f])',  -- Hangul
         ' \1 ', 'g')

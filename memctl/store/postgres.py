@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
-from memctl.filters import Filter
-from memctl.store.base import PreparedRow, StoreBase, StoreSpec, check_area
+from memctl.store.base import PreparedRow, StoreBase, StoreSpec
 from memctl.store.doctor_rows import DoctorRun, Finding, figures_of, related_of
+from memctl.store.filters import Filter
 from memctl.store.records import (
     ARCHIVE_COLUMNS,
     MEMORY_COLUMNS,
@@ -44,6 +44,7 @@ from memctl.store.records import (
     pending_of,
     relevance,
 )
+from memctl.store.validate import check_area
 
 if TYPE_CHECKING:
     import numpy as np
@@ -188,8 +189,8 @@ class PostgresStore(StoreBase):
     @classmethod
     def open_at(cls, spec: StoreSpec) -> PostgresStore:
         from memctl.config import load_config
+        from memctl.config.paths import validate_subdir
         from memctl.errors import NotFoundError
-        from memctl.paths import validate_subdir
 
         name = validate_subdir(spec.subdir)
         config = spec.config or load_config(None, spec.overrides)
@@ -1037,7 +1038,7 @@ class PostgresStore(StoreBase):
     def _doc_freq(self, token: str, cap: int) -> int:
         """Memories holding `token` (stemmed as the index has it; a CJK word as the phrase of its
         characters), counted up to `cap` + 1 only."""
-        from memctl.segment import phrase
+        from memctl.text.segment import phrase
 
         return self._capped_count(
             ("df", token),
@@ -1049,7 +1050,7 @@ class PostgresStore(StoreBase):
 
     def _text_doc_freq(self, token: str, cap: int) -> int:
         """Memories holding `token` in their text (not their keyword metadata), counted up to `cap` + 1 only."""
-        from memctl.segment import phrase
+        from memctl.text.segment import phrase
 
         return self._capped_count(
             ("text df", token),
@@ -1081,8 +1082,8 @@ class PostgresStore(StoreBase):
         common_df: int,
         common_text_df: int = 0,
     ) -> builtins.list[tuple[int, float]]:
-        from memctl.segment import has_cjk, phrase
         from memctl.store.keyword import common_text_words, query_tokens
+        from memctl.text.segment import has_cjk, phrase
 
         tokens = query_tokens(query)
         if common_df > 50:
@@ -1326,7 +1327,7 @@ class PostgresStore(StoreBase):
     def hashes_used_elsewhere(self, hashes: set[str]) -> set[str]:
         """Hashes that other subdirs of this database, or folder stores of this root, hold (the
         embedding cache of this machine's root serves them all)."""
-        from memctl.paths import list_subdirs, store_dir
+        from memctl.config.paths import list_subdirs, store_dir
         from memctl.store.embedded import _hashes_in_folder_stores
 
         if not hashes:

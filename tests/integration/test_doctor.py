@@ -289,7 +289,7 @@ def test_stale_and_never_recalled(cli, monkeypatch: pytest.MonkeyPatch):
 def test_junk_scored_by_the_gate_model(cli, home: Path, monkeypatch: pytest.MonkeyPatch):
     """A form-features gate that calls anything said as "today" noise: those memories are junk, the others
     not; knowledge chunks are not scored."""
-    from memctl import gate_model
+    from memctl.memorize import gate_model
 
     weights = np.zeros(len(gate_model.FEATURES))
     weights[gate_model.FEATURES.index("relative_time")] = 10.0

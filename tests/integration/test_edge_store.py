@@ -224,7 +224,7 @@ def test_import_of_a_file_without_line_breaks_stops_early(backend, cli, tmp_path
 
 
 def test_import_line_cap_follows_max_text_bytes(backend, cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    from memctl.lifecycle import max_line_bytes
+    from memctl.lifecycle.jsonl import max_line_bytes
 
     monkeypatch.setenv("MEMCTL_MAX_TEXT_BYTES", "100")
     cap = max_line_bytes(100)

@@ -104,7 +104,7 @@ def test_cli_with_litellm_provider(cli, embedding_server, monkeypatch: pytest.Mo
 
 
 def test_a_new_onnx_export_removes_older_exports_of_the_same_weights(tmp_path):
-    from memctl.embed_onnx import _remove_older_exports
+    from memctl.embeddings.onnx import _remove_older_exports
 
     names = [
         "all-MiniLM-L6-v2-abc.onnx",

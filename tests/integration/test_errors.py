@@ -291,7 +291,7 @@ def test_a14_b3_store_on_read_only_media(cli, read_only_copy):
 def test_a15_agent_zero_index_declaring_a_huge_size(cli, tmp_path: Path):
     import struct
 
-    from memctl.agent_zero import dump_index_pkl
+    from memctl.integrations.agent_zero.pickle_write import dump_index_pkl
 
     folder = tmp_path / "a0"
     folder.mkdir()

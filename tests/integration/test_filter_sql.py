@@ -1,6 +1,6 @@
 """Filters in SQL (memctl/store/filter_sql.py) answer exactly as the Python evaluator does, on both backends.
 
-The Python evaluator (memctl/filters.py) is the oracle. Hypothesis generates filters from the whole
+The Python evaluator (memctl/store/filters.py) is the oracle. Hypothesis generates filters from the whole
 language (every comparison operator, chains, `in` with lists/tuples/strings, `not`/`and`/`or`, bare
 names and literals, fields missing from the metadata, columns) — with a fixed seed (derandomize) and
 EXAMPLES examples per backend — and each is run over one store of generated metadata (every JSON
@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 import memctl
 from memctl.embeddings import FakeEmbedder
-from memctl.filters import compile_filter
 from memctl.store.filter_sql import compile_filter_sql
+from memctl.store.filters import compile_filter
 
 EXAMPLES = 1500  # generated filters per backend, from the whole language
 INDEXED_EXAMPLES = 1000  # ... and from shapes the index prefilter serves (`f == v and ...`, `'x' in tags`)
@@ -273,7 +273,7 @@ def test_prefilter_terms_of_indexable_shapes() -> None:
 
 def test_list_prune_and_search_select_through_the_database(backend, home: Path) -> None:
     """`list --filter`, `prune --filter` and filtered searches share the SQL path, suspect rows included."""
-    from memctl.lifecycle import PruneCriteria, select_for_prune
+    from memctl.lifecycle.prune import PruneCriteria, select_for_prune
 
     metas = [
         {"tags": ["db"], "n": 1},
@@ -309,7 +309,7 @@ def test_range_filters_follow_updates_and_deletes(backend, home: Path) -> None:
     every write: after an update, a metadata replacement, a move between areas and a delete, `list`,
     `prune`, a filtered search and forget's paths (`search_all_above`, `find_exact`) still agree with the
     Python evaluator."""
-    from memctl.lifecycle import PruneCriteria, select_for_prune
+    from memctl.lifecycle.prune import PruneCriteria, select_for_prune
 
     long = "d" * 100
     metas = [

@@ -362,7 +362,9 @@ def _mcp_call(home: Path, name: str, arguments: dict[str, Any]) -> tuple[bool, s
     import anyio
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from memctl.mcp import Scope, StorePool, build_server
+    from memctl.mcp.pool import StorePool
+    from memctl.mcp.scope import Scope
+    from memctl.mcp.server import build_server
 
     pool = StorePool(str(home), None, {})
     server = build_server(pool, Scope.fixed("default"))

@@ -65,7 +65,7 @@ def test_damaged_index_via_cli_returns_same_results(cli, home: Path):
 
 KILL_WRITER = """
 import sys, memctl
-from memctl.lifecycle import import_jsonl
+from memctl.lifecycle.jsonl import import_jsonl
 from pathlib import Path
 path = Path(sys.argv[1])
 with memctl.open_store(sys.argv[2], "default", actor="import") as store:

@@ -658,7 +658,7 @@ def _everything(store) -> dict:
 
 
 def _fill(store, folder: Path) -> None:
-    from memctl import knowledge
+    from memctl.knowledge import sync as knowledge
 
     a, b = store.add(["cats purr when content", "dogs bark at the mail carrier"], metadata=[{"n": 1}, None])
     store.add(["pets make noises"], derived_from={"consolidated_from": [a, b]})
@@ -717,7 +717,7 @@ def test_backup_and_restore_backup_on_postgres(pg: str, cli, home: Path, tmp_pat
 
 
 def test_restore_backup_failure_on_postgres_changes_nothing(pg: str, cli, tmp_path: Path, monkeypatch):
-    from memctl import backup
+    from memctl.lifecycle import backup
 
     with open_pg(pg) as store:
         store.add(["the backed-up memory"])

@@ -10,9 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from memctl import gate_model, quality
-from memctl.quality import REASONS, Grounding, check, parse_recalled, split_recalled
-from memctl.transcripts import Message
+from memctl.memorize import gate_model, quality
+from memctl.memorize.grounding import Grounding, parse_recalled, split_recalled
+from memctl.memorize.quality import REASONS, check
+from memctl.memorize.transcripts import Message
 from tests.conftest import REPO
 
 DURABLE = [
@@ -254,7 +255,7 @@ def test_grounding_matches_chinese_by_characters():
 
 
 def test_content_stems_split_chinese_into_bigrams():
-    from memctl.quality import content_stems
+    from memctl.memorize.grounding import content_stems
 
     units = content_stems("用户喜欢深色主题 in every editor")
     assert "深色" in units and "主题" in units and "editor" in units

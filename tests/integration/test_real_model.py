@@ -31,7 +31,7 @@ def test_save_and_load_with_packaged_model(real_env):
     results = result.json["results"]
     assert results[0]["id"] == dark.out.strip()
     assert results[0]["text"] == "User prefers dark mode in every editor"
-    assert results[0]["score"] >= 0.7  # the calibrated relevance (memctl/relevance.py)
+    assert results[0]["score"] >= 0.7  # the calibrated relevance (memctl/search/relevance.py)
     assert all(r["text"] != "The deploy target is Kubernetes" for r in results)
     everything = run_memctl("load", "what editor theme does the user prefer", "--json", "-t", "0", env=env).json
     scores = {r["text"]: r["score"] for r in everything["results"]}

@@ -315,7 +315,7 @@ def rename(src, dst):
         os._exit(9)  # killed right here
     real(src, dst)
 files.os.rename = rename
-from memctl.backup import backup_store, restore_backup
+from memctl.lifecycle.backup import backup_store, restore_backup
 if sys.argv[1] == "restore":
     restore_backup(Path(sys.argv[2]), Path(sys.argv[4]), force=True)
 else:
@@ -920,7 +920,7 @@ class LeanEmbedder(FakeEmbedder):
 def _export_import_peaks(home: Path, tmp_path: Path, count: int, chars: int) -> tuple[int, int, int]:
     import tracemalloc
 
-    from memctl.lifecycle import export_to_file, import_jsonl
+    from memctl.lifecycle.jsonl import export_to_file, import_jsonl
 
     text = "s" * chars
     path = tmp_path / f"big{count}-{chars}.jsonl"

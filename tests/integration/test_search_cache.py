@@ -13,7 +13,7 @@ import pytest
 
 import memctl
 from memctl.embeddings import FakeEmbedder
-from memctl.relevance import Calibration
+from memctl.search.relevance import Calibration
 
 DATA = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file()) / "tests" / "data"
 # MiniLM's calibration as it was when the golden files were made, frozen here: a refit of the shipped one

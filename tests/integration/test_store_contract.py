@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import memctl.store
-from memctl.store import StoreList, StoreSummary
 from memctl.store.base import StoreBase, StoreSpec
 from memctl.store.embedded import EmbeddedStore
 from memctl.store.postgres import PostgresStore
+from memctl.store.records import StoreList, StoreSummary
 
 BACKENDS = list(memctl.store.BACKENDS)  # a new backend is checked here as soon as it is registered
 DUNDERS = {"__len__", "__enter__", "__exit__"}

@@ -1,10 +1,10 @@
-"""The slot rule of memctl.relevance: a question for one exact value needs a memory that holds one."""
+"""The slot rule of memctl.search.relevance: a question for one exact value needs a memory that holds one."""
 
 from __future__ import annotations
 
 import pytest
 
-from memctl.relevance import lacks, slots
+from memctl.search.relevance import lacks, slots
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from memctl.consolidate import Consolidator, consolidate_store, merge_metadata, parse_decision
 from memctl.errors import StoreError
 from memctl.llm import LLMError, UtilityModel
+from memctl.memorize.consolidate import Consolidator, consolidate_store, merge_metadata, parse_decision
 from tests.scripted_llm import Router, existing_memories
 
 STORED = "User prefers dark mode in every editor"
@@ -297,7 +297,7 @@ UNRELATED = "User's dog is called Bruno and sleeps in the hallway"
 
 
 def test_keyword_evidence_counts_words_and_chinese_character_pairs():
-    from memctl.consolidate import keyword_evidence, same_subject
+    from memctl.memorize.consolidate import keyword_evidence, same_subject
 
     shared, share = keyword_evidence(OLD_VALUE, NEW_VALUE)
     assert shared >= 4 and share >= 0.8  # ledgerline, http, api, built, flask
@@ -356,7 +356,7 @@ def test_consolidate_groups_a_keyword_pair_and_updates_the_old_value(backend, ho
 def test_one_rule_book_for_candidates_and_stored_groups(store):
     """Consolidator.resolve judges the model's decision the same way for `memorize` and `consolidate`;
     only `skip` differs: dropping a stored member needs a close target that keeps its content."""
-    from memctl.consolidate import Similar
+    from memctl.memorize.consolidate import Similar
 
     consolidator = Consolidator(store, None)
     close = Similar("c", "User's cat is called Miso", 0.95, {})

@@ -164,17 +164,17 @@ def test_the_example_data_ships_in_the_wheel():
 
 
 def test_a_backup_that_does_not_verify_fails_the_demo(cli, temp_parent: Path, monkeypatch: pytest.MonkeyPatch):
-    import memctl.backup
+    import memctl.lifecycle.backup
 
-    real = memctl.backup.backup_store
+    real = memctl.lifecycle.backup.backup_store
 
-    def damaged(folder: Path, dest: Path, **kwargs: object) -> memctl.backup.BackupReport:
+    def damaged(folder: Path, dest: Path, **kwargs: object) -> memctl.lifecycle.backup.BackupReport:
         made = real(folder, dest, **kwargs)  # type: ignore[arg-type]
         with (dest / "embedding.json").open("a", encoding="utf-8") as f:
             f.write(" ")  # one byte after the manifest was written
         return made
 
-    monkeypatch.setattr(memctl.backup, "backup_store", damaged)
+    monkeypatch.setattr(memctl.lifecycle.backup, "backup_store", damaged)
     result = cli("demo", "--json")
     assert result.code == 1 and result.json["error"]["type"] == "StoreError"
     assert "embedding.json is missing or damaged" in result.json["error"]["message"]

@@ -1,4 +1,4 @@
-"""Tests for memctl.filters: the safe metadata filter language."""
+"""Tests for memctl.store.filters: the safe metadata filter language."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memctl.errors import FilterError, UsageError
-from memctl.filters import MAX_FILTER_LENGTH, Filter, compile_filter
+from memctl.store.filters import MAX_FILTER_LENGTH, Filter, compile_filter
 
 MAIN_DB = {"area": "main", "tags": ["db", "sql"], "priority": 3, "lang": "en"}
 
@@ -412,7 +412,7 @@ def test_no_builtin_eval_or_exec_in_module() -> None:
     import re
     from pathlib import Path
 
-    import memctl.filters
+    import memctl.store.filters
 
-    source = Path(memctl.filters.__file__).read_text(encoding="utf-8")
+    source = Path(memctl.store.filters.__file__).read_text(encoding="utf-8")
     assert not re.search(r"(^|[^.\w])(eval|exec)\(", source)

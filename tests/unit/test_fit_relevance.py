@@ -45,7 +45,7 @@ def test_background_leaves_out_the_domains_a_question_must_not_see():
 
 def test_the_fit_scores_candidates_as_the_search_shows_them():
     # The cut is chosen on the scores a search shows, so the slot rule's lowering counts there too.
-    from memctl.relevance import FEATURES, SLOT_MISS_FACTOR, Calibration
+    from memctl.search.relevance import FEATURES, SLOT_MISS_FACTOR, Calibration
 
     weights = (1.0,) + (0.0,) * (len(FEATURES) - 1)  # the cosine alone
     calibration = Calibration("m", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), weights, 0.0)

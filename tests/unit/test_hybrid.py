@@ -192,7 +192,7 @@ def test_words_common_in_texts_leave_the_keyword_query(home: Path):
         assert off[1].text.endswith("uses a queue")
 
 
-# -- the calibrated relevance (memctl/relevance.py) ------------------------------------------------
+# -- the calibrated relevance (memctl/search/relevance.py) ------------------------------------------------
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 EVIDENCE = {
     "cosine": 0.3,
@@ -221,7 +221,7 @@ STEPS = {
 
 
 def _calibration(**weights: float):
-    from memctl.relevance import FEATURES, Calibration
+    from memctl.search.relevance import FEATURES, Calibration
 
     return Calibration(
         "fake",
@@ -234,7 +234,7 @@ def _calibration(**weights: float):
 
 
 def test_shipped_calibration_is_monotone_in_every_kind_of_evidence():
-    from memctl.relevance import FEATURES, shipped
+    from memctl.search.relevance import FEATURES, shipped
 
     calibration = shipped(MINILM)
     assert calibration is not None and set(STEPS) == set(FEATURES) == set(EVIDENCE)
@@ -249,7 +249,7 @@ def test_shipped_calibration_is_monotone_in_every_kind_of_evidence():
 
 def test_a_calibration_with_a_negative_weight_or_other_features_is_refused():
     from memctl.errors import ConfigError
-    from memctl.relevance import Calibration
+    from memctl.search.relevance import Calibration
 
     good = _calibration(cosine=1.0).to_dict()
     assert Calibration.from_dict(good).weights == _calibration(cosine=1.0).weights
@@ -262,7 +262,7 @@ def test_a_calibration_with_a_negative_weight_or_other_features_is_refused():
 
 
 def test_a_calibration_fitted_before_a_feature_existed_weighs_it_zero():
-    from memctl.relevance import FEATURES, Calibration
+    from memctl.search.relevance import FEATURES, Calibration
 
     older = _calibration(cosine=1.0, known_words=0.5).to_dict()
     older = {**older, **{k: older[k][:-1] for k in ("features", "mean", "scale", "weights")}}
@@ -316,9 +316,9 @@ def test_uncalibrated_model_keeps_the_plain_formula(store):
 def test_calibrated_threshold_semantics(store, monkeypatch: pytest.MonkeyPatch):
     """With a calibration: results keep the mode's order, each at or above the threshold, and a higher threshold
     returns those of a lower one's results that reach it; search_calibration false gives the plain formula."""
-    import memctl.relevance
+    import memctl.search.relevance
 
-    monkeypatch.setattr(memctl.relevance, "shipped", lambda model: _calibration(cosine=4.0, overlap=2.0))
+    monkeypatch.setattr(memctl.search.relevance, "shipped", lambda model: _calibration(cosine=4.0, overlap=2.0))
     store.add(["apples are red and sweet", "red cars are fast", "zebras are striped", "the sky is blue today"])
     assert store.calibration() is not None
     for mode in ("hybrid", "dense", "keyword"):

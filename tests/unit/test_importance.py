@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from memctl import importance, provenance, ranking
 from memctl.errors import UsageError
-from memctl.importance import Rater
+from memctl.memorize import provenance
+from memctl.memorize.importance import Rater, Weights
+from memctl.search import importance, ranking
 from memctl.store.records import Hit
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -67,7 +68,7 @@ def test_one_off_details_are_lowered(said: str, memory: str):
 
 def test_plain_fact_keeps_the_base_and_config_weights_apply():
     assert Rater(["Our shop runs on Django 5."]).rate("The shop runs on Django 5").value == 0.5
-    weights = importance.Weights(base=0.4, keep=0.5, keep_text=0.1, one_off=0.3)
+    weights = Weights(base=0.4, keep=0.5, keep_text=0.1, one_off=0.3)
     assert Rater(["From now on answer in Spanish."], weights).rate("User wants answers in Spanish").value == 0.9
 
 
@@ -188,8 +189,8 @@ def test_knowledge_chunks_get_the_configured_importance(cli, tmp_path: Path, mon
 
 def test_memorize_assigns_importance(store):
     from memctl.llm import UtilityModel
-    from memctl.memorize import memorize_messages
-    from memctl.transcripts import Message
+    from memctl.memorize.pipeline import memorize_messages
+    from memctl.memorize.transcripts import Message
     from tests.scripted_llm import Router
 
     messages = [
@@ -288,7 +289,7 @@ def test_prune_decayed_below_refuses_bad_values(cli, value: str):
 
 
 def test_library_criteria_check_the_value(store):
-    from memctl.lifecycle import PruneCriteria, select_for_prune
+    from memctl.lifecycle.prune import PruneCriteria, select_for_prune
 
     with pytest.raises(UsageError, match="--decayed-below"):
         select_for_prune(store, PruneCriteria(decayed_below=math.inf))
@@ -421,7 +422,7 @@ def test_recall_counts_as_an_access(backend, cli, sourced):
 
 
 def test_recalled_block_is_still_recognised_as_an_echo():
-    from memctl.quality import split_recalled
+    from memctl.memorize.grounding import split_recalled
 
     block = (
         "## Standing preferences and rules\n\n- User prefers tea [2026-03-04, conversation a.json]\n\n"

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 import memctl
-from memctl import knowledge
 from memctl.embeddings import FakeEmbedder
 from memctl.errors import ModelMismatchError
-from memctl.readers import markdown_sections, read_chunks, split_text
+from memctl.knowledge import sync as knowledge
+from memctl.knowledge.readers import markdown_sections, read_chunks, split_text
+from memctl.store.layout import KNOWLEDGE_FILE
 from tests.conftest import REPO, run_memctl, stored_count
 from tests.pg import query
 
@@ -156,13 +157,13 @@ def state_ids(home: Path) -> dict[str, list[str]]:
 def state_writes(backend: str, home: Path) -> object:
     """Something that changes whenever the saved state is written: the file's mtime, or the rows' xmin."""
     if backend == "embedded":
-        return (home / "default" / knowledge.STATE_FILE).stat().st_mtime_ns
+        return (home / "default" / KNOWLEDGE_FILE).stat().st_mtime_ns
     return query("SELECT folder, source_path, xmin::text FROM memctl_knowledge_files ORDER BY 1, 2")
 
 
 def lose_state(backend: str, home: Path) -> None:
     if backend == "embedded":
-        (home / "default" / knowledge.STATE_FILE).unlink()
+        (home / "default" / KNOWLEDGE_FILE).unlink()
     else:
         query("DELETE FROM memctl_knowledge_files")
         query("DELETE FROM memctl_knowledge_folders")
@@ -408,8 +409,9 @@ def test_crash_after_a_commit_loses_and_duplicates_nothing(backend, home: Path, 
 
 KILLED_IMPORT = """
 import sys, time, memctl
-from memctl import knowledge
+from memctl.knowledge import sync as knowledge
 from memctl.embeddings import FakeEmbedder
+from memctl.store.layout import KNOWLEDGE_FILE
 knowledge.GROUP_CHUNKS = 3
 class Slow(FakeEmbedder):
     def embed(self, texts):
@@ -455,6 +457,7 @@ def test_kill_9_during_import_then_rerun_gives_each_chunk_once(backend, home: Pa
 KILLED_REINDEX = """
 import sys, time, memctl
 from memctl.embeddings import FakeEmbedder
+from memctl.store.layout import KNOWLEDGE_FILE
 class Slow(FakeEmbedder):
     def embed(self, texts):
         time.sleep(0.2)

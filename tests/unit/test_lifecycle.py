@@ -84,7 +84,7 @@ def test_delete_history_restore_round_trip(backend, cli, home: Path):
 def test_restore_reuses_the_archived_vector_without_a_model(backend, home: Path):
     import memctl
     from memctl.embeddings import FakeEmbedder
-    from memctl.lifecycle import restore
+    from memctl.lifecycle.restore import restore
 
     embedder = FakeEmbedder()
     with memctl.open_store(home, "default", embedder=embedder) as store:

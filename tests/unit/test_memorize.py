@@ -71,13 +71,13 @@ class _DropGate:
         self.marks = marks
 
     def decide(self, texts, embed):
-        from memctl.gate_model import Decision
+        from memctl.memorize.gate_model import Decision
 
         return [Decision("drop" if any(m in t for m in self.marks) else "keep", 0.0) for t in texts]
 
 
 def drop_gate(monkeypatch, *marks: str) -> None:
-    from memctl import gate_model
+    from memctl.memorize import gate_model
 
     monkeypatch.setattr(gate_model, "model_for", lambda area, name: _DropGate(*marks))
 
@@ -307,7 +307,7 @@ def test_maya_payments_series_replay_keeps_only_current_values(home):
     """t03 -> t09 -> t15 -> t21 into one store: extraction returns each transcript's expected items,
     consolidation updates the value its `updates` name. Superseded values are kept only as superseded versions."""
     import memctl
-    from memctl.memorize import memorize_files
+    from memctl.memorize.pipeline import memorize_files
 
     cases = [json.loads((EVAL / f"{tid}.json").read_text()) for tid in ("t03", "t09", "t15", "t21")]
     updates = [u for case in cases for u in case.get("updates") or []]
@@ -381,7 +381,7 @@ def test_candidates_are_embedded_in_batches(home, tmp_path):
     """The model runs once per extraction for all its candidates, and once per candidate for the keyword
     searches' queries (bench/memorize_overhead.py): not once per gate check, consolidation and search."""
     import memctl
-    from memctl.memorize import memorize_files
+    from memctl.memorize.pipeline import memorize_files
 
     facts = [f"User's project number {n} is written in Rust and deployed on Fly.io" for n in range(6)]
     chat = tmp_path / "projects.json"

@@ -120,7 +120,7 @@ def test_every_config_key_is_documented_and_commented():
 
 
 def test_every_gate_reason_is_documented():
-    from memctl.quality import REASONS
+    from memctl.memorize.quality import REASONS
 
     memorize = page("memorize")
     for reason, meaning in REASONS.items():

@@ -88,7 +88,7 @@ def test_limits_cap_results(backend, cli, store, monkeypatch):
 
 def test_query_prep_uses_model_query_and_history(filled, home: Path):
     import memctl
-    from memctl.transcripts import Message
+    from memctl.memorize.transcripts import Message
 
     with memctl.open_store(home) as store:
         llm = _llm(store, "Kubernetes deploys Fridays\n(extra line ignored)")

@@ -111,7 +111,9 @@ def test_prune_removes_superseded_versions_older_than_a_duration(cli, tmp_path: 
 def test_mcp_search_and_recall_take_as_of(cli, home: Path, tmp_path: Path):
     import anyio
 
-    from memctl.mcp import Scope, StorePool, build_server
+    from memctl.mcp.pool import StorePool
+    from memctl.mcp.scope import Scope
+    from memctl.mcp.server import build_server
 
     _changed_twice(cli, tmp_path)
 

@@ -1,4 +1,4 @@
-"""Agent Zero interop: import-agent-zero, export-agent-zero (the core is the memctl/agent_zero/ package)."""
+"""Agent Zero interop: import-agent-zero, export-agent-zero (core: the memctl/integrations/agent_zero/ package)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def import_agent_zero(
 
     With --sync, Agent Zero's additions, edits and deletions since the last import or export are applied.
     """
-    from memctl.agent_zero import folder_state, read_agent_zero, sync_agent_zero, write_sync_base
-    from memctl.agent_zero import import_agent_zero as run_import
+    from memctl.integrations.agent_zero.folder import folder_state, read_agent_zero, write_sync_base
+    from memctl.integrations.agent_zero.importer import import_agent_zero as run_import
+    from memctl.integrations.agent_zero.importer import sync_agent_zero
 
     st = state(ctx)
     source = read_agent_zero(path, timezone=timezone)  # refuses a bad pickle before the store is opened
@@ -107,7 +108,7 @@ def export_agent_zero(
     timezone: TimezoneOpt = "UTC",
 ) -> None:
     """Write the store as an Agent Zero memory folder (index.faiss, index.pkl, embedding.json)."""
-    from memctl.agent_zero import export_agent_zero as run_export
+    from memctl.integrations.agent_zero.exporter import export_agent_zero as run_export
 
     st = state(ctx)
     with st.open_store(actor="export-agent-zero", read_only=True) as store:

@@ -19,7 +19,7 @@ app.add_typer(config_app, name="config")
 
 
 def _folder(ctx: typer.Context) -> Path:
-    from memctl.paths import resolve_root, store_dir
+    from memctl.config.paths import resolve_root, store_dir
 
     return store_dir(resolve_root(state(ctx).root), state(ctx).subdir)
 
@@ -31,7 +31,7 @@ def show(
 ) -> None:
     """The keys set above the defaults (or, with --effective, every key) and where each value comes from."""
     from memctl.config import load_config
-    from memctl.config_file import config_paths, settings
+    from memctl.config.file import config_paths, settings
 
     st = state(ctx)
     folder = _folder(ctx)
@@ -61,7 +61,7 @@ def get(ctx: typer.Context, key: Annotated[str, typer.Argument(help="A key of de
     import json
 
     from memctl.config import load_config
-    from memctl.config_file import check_key, settings
+    from memctl.config.file import check_key, settings
 
     st = state(ctx)
     check_key(key)
@@ -85,7 +85,7 @@ def set_(
     ] = "user",
 ) -> None:
     """Set KEY to VALUE in the user or store config file (validated; other keys and comment lines kept)."""
-    from memctl.config_file import parse_value, scope_path, set_value
+    from memctl.config.file import parse_value, scope_path, set_value
 
     st = state(ctx)
     path = scope_path(scope, _folder(ctx))
@@ -101,7 +101,7 @@ def set_(
 @config_app.command("path")
 def path(ctx: typer.Context) -> None:
     """Where the configuration files are (defaults, user file, this store's file)."""
-    from memctl.config_file import config_paths
+    from memctl.config.file import config_paths
 
     st = state(ctx)
     files = config_paths(_folder(ctx))

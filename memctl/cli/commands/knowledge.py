@@ -30,8 +30,8 @@ def import_knowledge(
     Files directly in DIR go to area main; DIR/main, DIR/fragments and DIR/solutions go to that
     area (recursively). Exit 4 when some files could not be read (they keep their old chunks).
     """
-    from memctl.knowledge import import_knowledge as run_import
-    from memctl.knowledge import resolve_folders
+    from memctl.knowledge.sync import import_knowledge as run_import
+    from memctl.knowledge.sync import resolve_folders
 
     st = state(ctx)
     with st.open_store(actor="knowledge", create=True) as store:
@@ -74,7 +74,7 @@ def _render_records(console: Any, report: Any) -> None:
 
 
 def _summary_lines(report: Any) -> list[str]:
-    from memctl.knowledge import STATUSES
+    from memctl.knowledge.sync import STATUSES
 
     counts = ", ".join([*(f"{status} {report.count(status)}" for status in STATUSES), f"skipped {len(report.skipped)}"])
     verb = "would embed" if report.dry_run else "embedded"
@@ -87,7 +87,7 @@ def _summary_lines(report: Any) -> list[str]:
 
 def _render_tables(console: Any, report: Any) -> None:
     from memctl.cli.render import table
-    from memctl.knowledge import STATUSES
+    from memctl.knowledge.sync import STATUSES
 
     listed = [f for f in report.files if f.status != "unchanged"]
     if listed:

@@ -70,8 +70,8 @@ def prune(
     yes: YesOpt = False,
 ) -> None:
     """Remove memories matching every criterion given; they stay restorable (`restore`) unless --purge."""
-    from memctl.lifecycle import PruneCriteria, select_for_prune
-    from memctl.lifecycle import prune as run_prune
+    from memctl.lifecycle.prune import PruneCriteria, select_for_prune
+    from memctl.lifecycle.prune import prune as run_prune
 
     st = state(ctx)
     was_asked = asked(ctx, dry_run, yes)
@@ -101,7 +101,7 @@ def restore(
     ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Ids of deleted, replaced or pruned memories.")],
 ) -> None:
     """Bring deleted, replaced or pruned memories back (same id, text, area, metadata, created_at)."""
-    from memctl.lifecycle import restore as run_restore
+    from memctl.lifecycle.restore import restore as run_restore
 
     st = state(ctx)
     with st.open_store() as store:
@@ -132,7 +132,7 @@ def purge(
     ] = False,
 ) -> None:
     """Remove history and archived memories for good, and compact the store so no trace of their text remains."""
-    from memctl.lifecycle import purge as run_purge
+    from memctl.lifecycle.purge import purge as run_purge
 
     st = state(ctx)
     with st.open_store(actor="purge") as store:
@@ -170,7 +170,7 @@ def backup(
 
     DEST is a folder store (a PostgreSQL store is written as one) that restore-backup restores into either backend.
     """
-    from memctl.backup import backup_subdir
+    from memctl.lifecycle.backup import backup_subdir
 
     st = state(ctx)
     report = backup_subdir(st.root, st.subdir, dest, store=st.store, overrides=st.overrides, force=force)
@@ -188,7 +188,7 @@ def restore_backup(
     force: Annotated[bool, typer.Option("--force", help="Replace a store that is not empty.")] = False,
 ) -> None:
     """Replace the store (--subdir) with a backup: checked, copied beside it, then swapped in."""
-    from memctl.backup import restore_subdir
+    from memctl.lifecycle.backup import restore_subdir
 
     st = state(ctx)
     report = restore_subdir(source, st.root, st.subdir, store=st.store, overrides=st.overrides, force=force)
@@ -209,9 +209,9 @@ def stats(ctx: typer.Context, all_subdirs: AllSubdirsOpt = False) -> None:
     reported; the exit code is then 4."""
     import sqlite3
 
+    from memctl.config.paths import resolve_root
     from memctl.errors import EXIT_PARTIAL, MemctlError
-    from memctl.lifecycle import store_stats
-    from memctl.paths import resolve_root
+    from memctl.lifecycle.stats import store_stats
 
     st = state(ctx)
     root = resolve_root(st.root)
@@ -274,7 +274,7 @@ def _size(count: int) -> str:
 
 
 def _prune_superseded(ctx: typer.Context, superseded_for: str, dry_run: bool, yes: bool) -> None:
-    from memctl.lifecycle import parse_duration
+    from memctl.lifecycle.durations import parse_duration
     from memctl.store.validity import prune_superseded
 
     st = state(ctx)

@@ -37,7 +37,9 @@ def mcp(
 ) -> None:
     """Serve the store to MCP clients (agents): stdio by default, or --http. Runs until stopped."""
     from memctl.config import load_config
-    from memctl.mcp import Scope, StorePool, serve
+    from memctl.mcp.pool import StorePool
+    from memctl.mcp.scope import Scope
+    from memctl.mcp.server import serve
 
     st = state(ctx)
     scope = Scope.allowing(allow_subdirs, st.subdir) if allow_subdirs else Scope.fixed(st.subdir)

@@ -13,7 +13,7 @@ from memctl.errors import EXIT_NO_MATCH, UsageError
 
 if TYPE_CHECKING:
     from memctl.cli.state import State
-    from memctl.receipts import Receipt
+    from memctl.lifecycle.receipts import Receipt
     from memctl.store.base import StoreBase
 
 AreaOpt = Annotated[str | None, typer.Option("--area", "-a", help="main, fragments or solutions.")]
@@ -51,7 +51,7 @@ def receipt_out(st: State, receipt: Receipt | None) -> None:
 
 
 def _importance(value: float | None) -> float | None:
-    from memctl.importance import check
+    from memctl.search.importance import check
 
     return None if value is None else check(value, "--importance")
 
@@ -64,7 +64,7 @@ ImportanceOpt = Annotated[
 
 def _with_importance(metadata: dict, value: float | None) -> dict:
     """--meta importance=... obeys the same rule as --importance; --importance wins."""
-    from memctl.importance import check_metadata
+    from memctl.search.importance import check_metadata
 
     check_metadata(metadata)
     return metadata if value is None else {**metadata, "importance": value}
@@ -90,7 +90,7 @@ def save(
     ] = False,
 ) -> None:
     """Save one memory and print its id (an identical one is saved again, and said so, unless --unique)."""
-    from memctl.lifecycle import identity_key
+    from memctl.lifecycle.jsonl import identity_key
 
     st = state(ctx)
     metadata = _with_importance(parse_meta(meta), importance)
@@ -239,7 +239,7 @@ def forget(
 
 
 def _receipt(store: StoreBase, operation: str, ids: list[str], texts: list[str], wanted: bool) -> Receipt | None:
-    from memctl.receipts import hashes_of, verify_removal
+    from memctl.lifecycle.receipts import hashes_of, verify_removal
 
     return verify_removal(store, operation, ids, hashes_of(texts)) if wanted and ids else None
 

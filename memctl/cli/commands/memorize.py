@@ -58,8 +58,8 @@ def memorize(
     extraction for it (the table and --json count it under `failed`).
     """
     from memctl.llm import UtilityModel
-    from memctl.memorize import memorize_files, resolve_batch
-    from memctl.quality import parse_recalled
+    from memctl.memorize.grounding import parse_recalled
+    from memctl.memorize.pipeline import memorize_files, resolve_batch
 
     st = state(ctx)
     paths = list(transcripts or []) + (resolve_batch(batch) if batch else [])
@@ -146,8 +146,8 @@ def consolidate(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Consolidate similar memories already stored (near-duplicate groups first). Needs utility_model."""
-    from memctl.consolidate import consolidate_store
     from memctl.llm import UtilityModel
+    from memctl.memorize.consolidate import consolidate_store
 
     st = state(ctx)
     with st.open_store(actor="consolidate") as store:

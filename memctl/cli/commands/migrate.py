@@ -30,9 +30,9 @@ def migrate(
 
     The destination subdir must be empty; the copy is one transaction there. The source is not changed.
     """
+    from memctl.config.paths import validate_subdir
     from memctl.errors import UsageError
-    from memctl.migrate import describe, destination, migrate_store
-    from memctl.paths import validate_subdir
+    from memctl.lifecycle.migrate import describe, destination, migrate_store
     from memctl.store import open_store
 
     st = state(ctx)

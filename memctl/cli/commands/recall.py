@@ -50,10 +50,10 @@ def recall(
 ) -> None:
     """Recall memories and solutions for MESSAGE, rendered for an agent's prompt. Exit 3 if none."""
     from memctl.llm import UtilityModel
+    from memctl.memorize.transcripts import read_transcript
     from memctl.recall import recall as run_recall
     from memctl.recall import render_prompt
     from memctl.store.validity import parse_moment
-    from memctl.transcripts import read_transcript
 
     st = state(ctx)
     if output_format not in FORMATS:

@@ -77,7 +77,7 @@ def list_(
 ) -> None:
     """List pending items, oldest first: id, area, created, source, why it waits, text. With --kind, the
     latest doctor run's findings of that kind, with the reason each is there."""
-    from memctl.review import list_page
+    from memctl.review.queue import list_page
 
     st = state(ctx)
     if kind not in (None, "pending"):
@@ -102,7 +102,7 @@ def approve(
 ) -> None:
     """Make pending items memories (embedded now; same id, area, metadata). All or none: exit 3 naming an
     id that is not pending."""
-    from memctl.review import approve as run_approve
+    from memctl.review.queue import approve as run_approve
 
     st = state(ctx)
     with st.open_store(actor="review") as store:
@@ -118,7 +118,7 @@ def approve(
 def reject(ctx: typer.Context, ids: IdsArg, dry_run: DryRunOpt = False, yes: YesOpt = False) -> None:
     """Reject pending items: removed from the queue and archived (`memctl restore ID` brings one back as a
     memory). All or none: exit 3 naming an id that is not pending."""
-    from memctl.review import reject as run_reject
+    from memctl.review.queue import reject as run_reject
 
     st = state(ctx)
     with st.open_store(actor="review") as store:
@@ -159,8 +159,8 @@ def resolve(
 
     Without a terminal this is a dry run unless --yes (as prune and forget)."""
     from memctl.cli.confirm import decide
-    from memctl.review import ResolvePolicy
-    from memctl.review import resolve as run_resolve
+    from memctl.review.queue import ResolvePolicy
+    from memctl.review.queue import resolve as run_resolve
 
     st = state(ctx)
     policy = ResolvePolicy(older_than, max_p_noise, approve_all, reject_rest, area, source)

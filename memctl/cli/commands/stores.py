@@ -52,7 +52,7 @@ def export(
     ] = False,
 ) -> None:
     """Write the store as JSONL: a header line, then one memory per line."""
-    from memctl.lifecycle import export_to_file, export_to_stdout
+    from memctl.lifecycle.jsonl import export_to_file, export_to_stdout
 
     st = state(ctx)
     if all_subdirs:
@@ -81,7 +81,7 @@ def export(
 
 
 def _export_all(ctx: typer.Context, output: Path | None, vectors: bool, area: str | None) -> None:
-    from memctl.lifecycle import export_all
+    from memctl.lifecycle.jsonl import export_all
     from memctl.store import list_stores
 
     st = state(ctx)
@@ -130,7 +130,7 @@ def import_(
 
     Re-running an import adds nothing twice. Exit 4 when the file is truncated (what it holds is imported).
     """
-    from memctl.lifecycle import import_jsonl
+    from memctl.lifecycle.jsonl import import_jsonl
 
     st = state(ctx)
     if on_conflict not in ("skip", "new-id", "error"):

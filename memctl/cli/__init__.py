@@ -1,0 +1,1 @@
+"""The command line: a Typer app that parses, opens the store, makes one core call and renders."""

@@ -1,0 +1,1 @@
+"""Knowledge folders: readers (files to chunks) and sync (incremental import into a store)."""

@@ -1,0 +1,1 @@
+"""Memorize: transcript -> extraction (pipeline) -> gate (quality, gate_model, grounding) -> consolidation."""

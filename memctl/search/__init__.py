@@ -1,0 +1,1 @@
+"""Retrieval: relevance (the calibrated score), ranking (optional importance/recency order), stored importance."""

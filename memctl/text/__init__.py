@@ -1,0 +1,1 @@
+"""Text handling shared by search, memorize and the store: CJK ranges, segmentation, stopwords, stemmers."""
