@@ -522,10 +522,10 @@ def test_import_refuses_an_unknown_format_version(cli, tmp_path: Path):
     out = _export(cli, tmp_path)
     lines = out.read_text(encoding="utf-8").splitlines()
     header = json.loads(lines[0])
-    header["memctl_export"] = 2
+    header["memctl_export"] = 3  # 1 and 2 (an export holding superseded versions) are read
     out.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
     result = cli("import", out, "-s", "copy")
-    assert result.code == 2 and "format 2" in result.err
+    assert result.code == 2 and "format 3" in result.err
 
 
 @pytest.mark.parametrize("cut", ["lines", "mid-line"])

@@ -38,7 +38,11 @@ def test_list_approve_reject_in_a_script(cli, home: Path):
     ids = _queue(home)
     listed = cli("review", "list", "--json")
     assert listed.code == 0 and listed.json["total"] == 4
-    assert [i["id"] for i in listed.json["items"]] == ids  # oldest first
+    items = listed.json["items"]
+    assert sorted(i["id"] for i in items) == sorted(ids)
+    assert [(i["created_at"], i["id"]) for i in items] == sorted(
+        (i["created_at"], i["id"]) for i in items
+    )  # oldest first
     assert {"id", "text", "area", "created_at", "reason", "source", "transcript"} <= set(listed.json["items"][0])
     assert cli("list", "--json").json["items"] == []  # pending items are not memories
 
@@ -114,7 +118,7 @@ def test_filter_parse_and_check(home: Path):
     _queue(home, TEXTS[2:], source="mcp")
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
         session = ReviewSession(store, ReviewFilter(source="mcp"))
-        assert [i.text for i in session.items] == TEXTS[2:]
+        assert sorted(i.text for i in session.items) == sorted(TEXTS[2:])
         assert all(i.kind == "pending" for i in session.items)
 
 
@@ -123,7 +127,10 @@ def test_the_keyboard_screen_works_through_the_queue(home: Path):
     from memctl.cli.review_tui import ReviewApp
 
     more = [f"User's note number {n} about the garden" for n in range(6)]
-    ids = _queue(home, TEXTS + more)
+    _queue(home, TEXTS + more)
+    with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
+        queue = [(i.id, i.text) for i in ReviewSession(store).items]  # oldest first; a tie goes by id
+    ids, text_of = [i for i, _ in queue], dict(queue)
 
     async def drive(store) -> dict[str, int] | None:
         app = ReviewApp(ReviewSession(store), "default")
@@ -133,18 +140,18 @@ def test_the_keyboard_screen_works_through_the_queue(home: Path):
                 await pilot.press(key)
                 await pilot.pause()
 
-            await press("a")  # approve TEXTS[0]
-            await press("e")  # edit TEXTS[1], then approve
+            await press("a")  # approve the first item
+            await press("e")  # edit the second, then approve
             app.query_one("#editor").value = "User prefers pnpm, always"
             await press("enter")
-            await press("r")  # reject TEXTS[2]
-            await press("s")  # skip TEXTS[3]
-            await press("m")  # merge more[0] into the closest memory
+            await press("r")  # reject the third
+            await press("s")  # skip the fourth
+            await press("m")  # merge the fifth into the closest memory
             await press("enter")
             await press("r")
-            await press("u")  # reject more[1], then undo it
+            await press("u")  # reject the sixth, then undo it
             assert "undid reject" in str(app.query_one("#status").render())
-            await press("x")  # more[1] supersedes the closest memory (kept as an older version)
+            await press("x")  # the sixth supersedes the closest memory (kept as an older version)
             assert "superseded" in str(app.query_one("#status").render())
             await press("f")
             app.query_one("#editor").value = "source=web"
@@ -156,15 +163,13 @@ def test_the_keyboard_screen_works_through_the_queue(home: Path):
     with memctl.open_store(home, "default", embedder=FakeEmbedder()) as store:
         counts = asyncio.run(drive(store))
         assert counts == {"approve": 1, "edit": 1, "reject": 1, "merge": 1, "supersede": 1, "skip": 1}
-        texts = sorted(m.text for m in store.list(limit=100)[0])
-        assert len(texts) == 2  # approved, edited (one took the merge), more[1] in place of the one it superseded
-        assert more[1] in texts
-        # the merge target took more[0]'s text; more[1] then superseded the closest memory: the superseded
-        # version (kept in the archive) or the current one holds the merged text
-        merged = [t for t in texts if t.endswith(more[0])]
+        texts = {m.text for m in store.list(limit=100)[0]}
+        assert len(texts) == 2 and text_of[ids[5]] in texts  # the sixth, and the memory it did not supersede
         kept = [a.memory for a in store.iter_archive() if a.op == "supersede"]
         assert len(kept) == 1 and kept[0].metadata["superseded_by"] == ids[5]
-        assert len(merged + [m.text for m in kept if m.text.endswith(more[0])]) == 1
+        versions = texts | {kept[0].text}  # the first (it took the merge) and the edited one, one of them kept
+        assert "User prefers pnpm, always" in versions
+        assert len([t for t in versions if t.endswith(f" {text_of[ids[4]]}")]) == 1  # the fifth, merged into one
         waiting = {i.id for i in store.pending_items()}
         assert waiting == {ids[3], *ids[6:]}  # the skipped item and those not reached still wait
         assert store.archived(ids[2]) is not None  # the rejected item: restorable
