@@ -61,8 +61,8 @@ _RELATION = re.compile(
 # The old gate, run inside its own revision's tree: items on stdin, one outcome per line on stdout.
 _BEFORE_SCRIPT = r"""
 import json, sys
-from memctl.memorize import quality
-from memctl.memorize.transcripts import parse_transcript
+from memctl import quality  # the old revision's layout (a flat package), not this one's
+from memctl.transcripts import parse_transcript
 cases, kind = json.load(sys.stdin), sys.argv[1]
 embed = None
 if kind == "local":
