@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import table  # noqa: E402
+from scripts.corpus import closest, configured  # noqa: E402
 
 # (label, search mode, config overrides): the default hybrid, the previous default (rank fusion), and
 # the default with one of its steps turned off (what each step adds).
@@ -49,11 +50,6 @@ ABLATIONS: list[tuple[str, str, dict]] = [
     ("  hybrid without metadata boost", "hybrid", {"hybrid_metadata_boost": 0.0}),
     ("  hybrid without neighbour boost", "hybrid", {"hybrid_neighbour_boost": 0.0}),
 ]
-WORD = re.compile(r"\w+")
-
-
-def words(text: str) -> set[str]:
-    return set(WORD.findall(text.lower()))
 
 
 def eval_items(folder: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str | None]]]:
@@ -75,29 +71,8 @@ def eval_items(folder: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str
         if final and d.get("series_final_state"):
             probes += [(p["query"], p.get("should_recall")) for p in final.get("probes", [])]
     stored = list(items)
-    resolved = [(q, None if want is None else _closest(want, stored)) for q, want in probes]
+    resolved = [(q, None if want is None else closest(want, stored)) for q, want in probes]
     return [(area, text) for text, area in items.items()], resolved
-
-
-def _closest(want: str, stored: list[str]) -> str:
-    if want in stored:
-        return want
-    target = words(want)
-    return max(stored, key=lambda s: len(target & words(s)) / (len(target | words(s)) or 1))
-
-
-class configured:
-    """Config overrides on an open store for the duration of a with-block."""
-
-    def __init__(self, store, overrides: dict) -> None:
-        self.store, self.overrides, self.saved = store, overrides, {}
-
-    def __enter__(self):
-        self.saved = {k: self.store.config.values[k] for k in self.overrides}
-        self.store.config.values.update(self.overrides)
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.config.values.update(self.saved)
 
 
 def recall_at(store, probes: list[tuple[str, str | None]], mode: str, ks=(1, 5, 10)) -> dict[str, float]:
