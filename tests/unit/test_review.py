@@ -168,7 +168,7 @@ def test_the_keyboard_screen_works_through_the_queue(home: Path):
         kept = [a.memory for a in store.iter_archive() if a.op == "supersede"]
         assert len(kept) == 1 and kept[0].metadata["superseded_by"] == ids[5]
         versions = texts | {kept[0].text}  # the first (it took the merge) and the edited one, one of them kept
-        assert "User prefers pnpm, always" in versions
+        assert len([t for t in versions if t.startswith("User prefers pnpm, always")]) == 1  # the edit (maybe merged)
         assert len([t for t in versions if t.endswith(f" {text_of[ids[4]]}")]) == 1  # the fifth, merged into one
         waiting = {i.id for i in store.pending_items()}
         assert waiting == {ids[3], *ids[6:]}  # the skipped item and those not reached still wait
