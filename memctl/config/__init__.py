@@ -27,6 +27,7 @@ NULLABLE_TYPES: dict[str, type] = {
     "utility_api_key_env": str,
     "store_url": str,
     "mcp_token": str,
+    "search_threshold": float,
 }
 ENV_PREFIX = "MEMCTL_"
 # Environment variables with the prefix that are not configuration keys.
@@ -103,7 +104,23 @@ def _defaults_cache(path: Path) -> Path | None:
 
 # Keys of earlier releases: still read (an old config file loads), warned about once, and carried over to
 # the key that replaced them or ignored. Each goes one release after it was retired.
+_INTERNAL_SEARCH = "the search pipeline's settings are internal now (memctl/search/tuning.py)"
 RETIRED: dict[str, tuple[str | None, str]] = {
+    "hybrid_fusion": (None, _INTERNAL_SEARCH),
+    "hybrid_candidates": (None, _INTERNAL_SEARCH),
+    "hybrid_keyword_share": (None, _INTERNAL_SEARCH),
+    "hybrid_drop_common_names": (None, _INTERNAL_SEARCH),
+    "hybrid_named_candidates": (None, _INTERNAL_SEARCH),
+    "hybrid_common_word_share": (None, _INTERNAL_SEARCH),
+    "hybrid_metadata_boost": (None, _INTERNAL_SEARCH),
+    "hybrid_neighbour_boost": (None, _INTERNAL_SEARCH),
+    "hybrid_neighbour_window": (None, _INTERNAL_SEARCH),
+    "hybrid_neighbour_keys": (None, _INTERNAL_SEARCH),
+    "hybrid_rrf_k": (None, _INTERNAL_SEARCH),
+    "hybrid_dense_weight": (None, _INTERNAL_SEARCH),
+    "hybrid_keyword_weight": (None, _INTERNAL_SEARCH),
+    "hybrid_keyword_gate": (None, _INTERNAL_SEARCH),
+    "search_calibration": (None, _INTERNAL_SEARCH),
     "memorize_gate": (None, "the gate is one learned model now (keep, drop or pending): see memorize_pending"),
 }
 _warned: set[str] = set()

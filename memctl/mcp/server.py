@@ -118,7 +118,7 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         str | None, Field(description=f"The store (sub-store) to use; this server serves {scope.describe()}.")
     ]
     Threshold = Annotated[
-        float | None, Field(ge=0.0, le=1.0, description="Minimum relevance, 0-1 [config search_threshold, 0.7].")
+        float | None, Field(ge=0.0, le=1.0, description="Minimum relevance, 0-1 [config search_threshold].")
     ]
     Limit = Annotated[int | None, Field(ge=1, le=1000, description="Most results [config search_limit, 10].")]
     AreaArg = Annotated[Area | None, Field(description="Only this area.")]

@@ -39,7 +39,7 @@ def search(
     from memctl.store.validity import search as search_valid
 
     moment = parse_moment(as_of, "as_of") if as_of is not None else None
-    threshold = store.config["search_threshold"] if threshold is None else threshold
+    threshold = store.default_threshold() if threshold is None else threshold
     limit = store.config["search_limit"] if limit is None else limit
     mode = mode or store.config["search_mode"]
     hits = search_valid(

@@ -159,7 +159,7 @@ def recall_at_k(store: StoreBase, queries: list[Query], k: int, memories: list[M
     ids = {m.id for m in memories}
     texts = [(m.id, _norm(m.text)) for m in memories]
     mode = str(store.config["search_mode"])
-    threshold = float(store.config["search_threshold"])
+    threshold = store.default_threshold()
     found, unanswerable, missed = 0, 0, []
     for query in queries:
         expected_id, expected_text = query.expected_id, query.expected_text

@@ -48,6 +48,8 @@ FEATURES = (
     "answer_type",  # 1 when the query asks for a kind of answer (a time, an amount, a person) the memory holds
     "known_words",  # share of the query's keywords found anywhere in the store (same for every candidate)
     "cosine_z",  # the cosine's standing among background sentences: (cosine - their mean) / their spread
+    "rare",  # share of the query's rare identifiers (an order number, a surname) the memory holds
+    "slot_fit",  # 0 when the query asks for one exact value (a phone number, a price) the memory lacks, else 1
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(f"[{cjk.MODEL_FEATURES}]+")
@@ -213,7 +215,7 @@ class Calibration:
     def score(self, evidence: dict[str, float]) -> float:
         z = self.bias
         for name, mean, scale, weight in zip(FEATURES, self.mean, self.scale, self.weights, strict=True):
-            z += weight * (float(evidence.get(name, 0.0)) - mean) / scale
+            z += weight * (float(evidence.get(name, mean)) - mean) / scale  # missing: no evidence either way
         return 1.0 / (1.0 + math.exp(-z)) if z > -50 else 0.0
 
     def to_dict(self) -> dict[str, Any]:

@@ -143,7 +143,7 @@ def test_b5_config_ranges_and_choices(cli, home: Path, monkeypatch, tmp_path: Pa
         ("search_threshold", ".nan", "finite"),
         ("search_limit", "0", "must be in"),
         ("search_mode", "bogus", "must be one of"),
-        ("hybrid_keyword_share", "5", "must be in"),
+        ("forget_threshold", "5", "must be in"),
     ]:
         _refused(cli, ["config", "set", key, "--", value], 2, words)
     _save(cli)

@@ -9,6 +9,8 @@ import pytest
 
 import memctl
 from memctl.errors import UsageError
+from memctl.search.fusion import with_named
+from memctl.search.tuning import tune
 
 
 def _tickets(n: int = 60, seed: int = 4) -> list[str]:
@@ -58,7 +60,7 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
     with memctl.open_store(home) as store:
         store.add(texts + ["Mr. Kowalczyk signs the warehouse lease", "The warehouse lease is signed by facilities"])
         query = f"what went wrong in {number}?"
-        store.config.values["search_calibration"] = False  # the plain (1 + cosine) / 2 score in every mode
+        tune(store, calibrated=False)  # the plain (1 + cosine) / 2 score in every mode
         dense = store.search(query, limit=3, threshold=0.0, mode="dense")
         assert target not in [h.text for h in dense[:1]], "the scenario needs dense to miss"
         hybrid = store.search(query, limit=3, threshold=0.7, mode="hybrid")
@@ -69,7 +71,7 @@ def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: p
         )
         surname = store.search("who is Kowalczyk", limit=1, threshold=0.7)
         assert surname[0].text.startswith("Mr. Kowalczyk")
-        store.config.values["search_calibration"] = True  # the calibrated score: the rare token still wins
+        tune(store, calibrated=True)  # the calibrated score: the rare token still wins
         assert store.calibration() is not None
         assert store.search(query, limit=3)[0].text == target
         assert store.search("who is Kowalczyk", limit=1)[0].text.startswith("Mr. Kowalczyk")
@@ -105,7 +107,7 @@ def test_common_name_left_out_of_the_vector_query_but_not_out_of_the_score(store
     assert hits[0].text == "We went camping at Zion with the kids"
     dense = {h.text: h.score for h in store.search(query, limit=200, threshold=0.0, mode="dense")}
     assert all(h.score == pytest.approx(dense[h.text], abs=1e-6) for h in hits)  # relevance of the query as asked
-    store.config.values["hybrid_drop_common_names"] = False
+    tune(store, drop_common_names=False)
     store.embedder.calls.clear()
     store.search(query, limit=3, threshold=0.0)
     assert store.embedder.calls == [[query]]
@@ -123,7 +125,7 @@ def test_metadata_boost_prefers_the_named_speaker(home: Path):
 
     def top(boost: float) -> str:
         with memctl.open_store(home, f"meta-{boost}", embedder=FakeEmbedder()) as store:
-            store.config.values.update(hybrid_metadata_boost=boost, hybrid_keyword_share=0.0)  # BM25 sees names too
+            tune(store, metadata_boost=boost, keyword_share=0.0)  # BM25 sees names too
             store.add([f"Weather note number {i}" for i in range(20)])
             store.add(
                 ["I adopted a beagle from the shelter today", "I adopted a beagle from the shelter"],
@@ -152,7 +154,7 @@ def test_neighbours_need_the_same_session_and_area(store):
     store.add(["We called him Max!"], area="fragments", metadata=[{"date": "1 May"}])  # same session, other area
     store.add(["We called him Max!"], metadata=[{"date": "3 May"}])
     hits = store.search("beagle puppy from the shelter Max", limit=4, threshold=0.0)
-    store.config.values["hybrid_neighbour_boost"] = 0.0
+    tune(store, neighbour_boost=0.0)
     assert [h.id for h in store.search("beagle puppy from the shelter Max", limit=4, threshold=0.0)] == [
         h.id for h in hits
     ]
@@ -160,10 +162,10 @@ def test_neighbours_need_the_same_session_and_area(store):
 
 def test_fusion_setting(store):
     store.add(["alpha beta gamma", "delta epsilon"])
-    store.config.values["hybrid_fusion"] = "rrf"
+    tune(store, fusion="rrf")
     assert store.search("alpha gamma", threshold=0.0)[0].text == "alpha beta gamma"
-    store.config.values["hybrid_fusion"] = "borda"
-    with pytest.raises(UsageError, match="hybrid_fusion"):
+    tune(store, fusion="borda")
+    with pytest.raises(UsageError, match="fusion"):
         store.search("alpha")
 
 
@@ -184,10 +186,10 @@ def test_words_common_in_texts_leave_the_keyword_query(home: Path):
         assert matched("Which API should the new endpoint use?", 3) == {"The HTTP API is built on FastAPI"}
         assert len(matched("What does it use?", 3)) == 6  # only common words: kept, rather than nothing
         assert len(matched("API Ann", 3)) == 6  # a speaker in keyword metadata is not a common text word
-        store.config.values["hybrid_keyword_share"] = 1.0  # rank by BM25 alone: the common word ranked nothing
+        tune(store, keyword_share=1.0)  # rank by BM25 alone: the common word ranked nothing
         hits = store.search("Which API should the new endpoint use?", limit=2, threshold=0.0)
         assert hits[0].text == "The HTTP API is built on FastAPI"
-        store.config.values["hybrid_common_word_share"] = 0.0
+        tune(store, common_word_share=0.0)
         off = store.search("Which API should the new endpoint use?", limit=2, threshold=0.0)
         assert off[1].text.endswith("uses a queue")
 
@@ -205,6 +207,8 @@ EVIDENCE = {
     "answer_type": 0.0,
     "known_words": 0.5,
     "cosine_z": 1.0,
+    "rare": 0.0,
+    "slot_fit": 0.0,
 }
 STEPS = {
     "cosine": 0.2,
@@ -217,6 +221,8 @@ STEPS = {
     "answer_type": 1.0,
     "known_words": 0.25,
     "cosine_z": 0.5,
+    "rare": 0.5,
+    "slot_fit": 1.0,
 }
 
 
@@ -244,7 +250,7 @@ def test_shipped_calibration_is_monotone_in_every_kind_of_evidence():
         more = calibration.score({**EVIDENCE, name: EVIDENCE[name] + STEPS[name]})
         assert more >= base, f"more {name} lowered the score"
     assert calibration.score({**EVIDENCE, "cosine": 0.6}) > base  # similarity always counts
-    assert calibration.default_threshold == 0.7
+    assert calibration.default_threshold is not None and 0.0 < calibration.default_threshold < 1.0
 
 
 def test_a_calibration_with_a_negative_weight_or_other_features_is_refused():
@@ -331,13 +337,13 @@ def test_calibrated_threshold_semantics(store, monkeypatch: pytest.MonkeyPatch):
             assert [h.id for h in kept] == [h.id for h in everything if h.score >= threshold]
     pairs = store.search_evidence("red apples", threshold=0.0)
     assert pairs[0][1] is not None and pairs[0][1]["overlap"] == 1.0 and pairs[-1][1]["overlap"] < 1.0
-    store.config.values["search_calibration"] = False
+    tune(store, calibrated=False)
     assert store.calibration() is None
     vector = store.embed(["red apples"])[0]
     plain = {h.id: h.score for h in store.search_vector(vector, limit=4)}
     assert {h.id: h.score for h in store.search("red apples", threshold=0.0, mode="dense")} == pytest.approx(plain)
     # memory-vs-memory similarity never changes meaning: search_vector stays (1 + cosine) / 2
-    store.config.values["search_calibration"] = True
+    tune(store, calibrated=True)
     assert {h.id: h.score for h in store.search_vector(vector, limit=4)} == pytest.approx(plain)
 
 
@@ -360,9 +366,9 @@ def test_named_speaker_turns_join_the_candidates(store):
     (target,) = [int(k) for k in store._candidates(None, store.compile("speaker == 'Caroline'"))]
     dense = store._dense_pairs(vector, 5, None)
     assert target not in dict(dense)
-    merged = store._with_named(dense, vector, 5, query, {"caroline"}, None, None)
+    merged = with_named(store, dense, vector, 5, query, {"caroline"}, None, None)
     assert target in dict(merged) and set(dict(dense)) < set(dict(merged))
     assert [ip for _, ip in merged] == sorted((ip for _, ip in merged), reverse=True)
     melanie = store._candidates(None, store.compile("speaker == 'Melanie'"))
-    assert store._with_named(dense, vector, 5, query, {"caroline"}, None, melanie) == dense  # filters still apply
-    assert store._with_named(dense, vector, 5, "where did she go camping?", {"caroline"}, None, None) == dense
+    assert with_named(store, dense, vector, 5, query, {"caroline"}, None, melanie) == dense  # filters still apply
+    assert with_named(store, dense, vector, 5, "where did she go camping?", {"caroline"}, None, None) == dense

@@ -9,6 +9,7 @@ import pytest
 
 from memctl.llm import LLMError, UtilityModel, parse_json
 from memctl.recall import recall
+from memctl.search.tuning import tune
 
 
 @pytest.fixture
@@ -198,7 +199,7 @@ def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, m
             ],
             area="fragments",
         )
-        assert store.calibration() is not None and store.config["search_threshold"] == 0.7
+        assert store.calibration() is not None and store.config["search_threshold"] is None
         found = recall(store, "when do we ship releases?")
         assert [h.text for h in found.memories] == ["The team deploys to production every Thursday at 15:00"]
         assert found.memories[0].score >= 0.7
@@ -209,5 +210,5 @@ def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, m
         for unrelated in ("What's the capital of Peru?", "今天天气怎么样？", "Recommend a good pizza place"):
             assert recall(store, unrelated).empty, unrelated
             assert store.search(unrelated) == []
-        store.config.values["search_calibration"] = False  # the plain formula misses that paraphrase
+        tune(store, calibrated=False)  # the plain formula misses that paraphrase
         assert recall(store, "which hypervisor is on my server?").empty

@@ -118,7 +118,7 @@ def load(
             min=0.0,
             max=1.0,
             callback=unit_interval,
-            help="Minimum relevance (see README) [config search_threshold: 0.7].",
+            help="Minimum relevance (see README) [config search_threshold; default: the calibration's].",
         ),
     ] = None,
     limit: Annotated[
@@ -140,7 +140,7 @@ def load(
     st = state(ctx)
     moment = parse_moment(as_of) if as_of is not None else None
     with st.open_store() as store:
-        threshold = store.config["search_threshold"] if threshold is None else threshold
+        threshold = store.default_threshold() if threshold is None else threshold
         limit = store.config["search_limit"] if limit is None else limit
         mode = mode or store.config["search_mode"]
         hits = search_valid(
