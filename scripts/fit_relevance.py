@@ -4,33 +4,37 @@
 
 Training pairs (query, candidate memory, answers: yes/no), all from the given tune-half folders:
 - each recall probe against a store of its series' memories, and against one store of every memory
-  of the folder (other domains as distractors): the memory it should recall is a yes;
-- negative probes (should_recall null): the best `--negatives` candidates by the fusion are a no;
-- synthetic negatives: every probe of one series asked of the store of another series (nothing
-  there answers it; cross-domain, so never a hidden yes): its best candidates are a no.
+  of the folder (other domains as distractors): the memory it should recall is a yes, the others a no;
+- negative probes (should_recall null) and synthetic negatives (every probe of one series asked of the store
+  of `--synthetic-series` other series: nothing there answers it; cross-domain, so never a hidden yes): every
+  candidate a no.
+Each question contributes its best `--candidates` candidates (by the fusion, as the search gathers them), all
+labelled: the score is then the probability that a candidate the search shows answers the question, among
+questions half of which the store can answer (answerable and unanswerable questions weigh the same in total,
+each question of a class the same). No odds are shifted: the score is calibrated as fitted.
 The evidence of each candidate is what the search computes (memctl.search.relevance.FEATURES), except that
 cosine_z is measured against the background sentences of the OTHER domains only (a search on an unseen
 domain has none of its own in the background). The background (memctl/data/relevance/background.json)
 is `--background-per-domain` sentences of each tune domain's conversations, drawn with a fixed seed. A logistic
-regression with weights >= 0 is fitted (numpy), answers and non-answers weighing the same in total.
-The cut is the score at which the most answerable probes keep their answer (within the recall block's
-`--limit`) plus the most unanswerable ones (negative and synthetic, pooled) stay silent on these same
-tune-half stores (the mean number of non-answers kept beside an answer is printed, not optimised: a
-penalty on it pushed the cut to where half the answers were lost); the odds are then shifted so that
-this cut is the default threshold 0.7 (default_config.yaml search_threshold). `--write` saves
-memctl/data/relevance/<model>.json, the background sentences and <model>.background.npy (their unit
-vectors under this model, float16). Never run on the report half.
+regression with weights >= 0 is fitted (numpy).
+The default threshold shipped with it (`default_threshold`; config search_threshold null uses it) is chosen
+by leave-one-domain-out cross-validation: the cut at which the most held-out answerable probes keep their
+answer within the recall block's `--limit` plus the most held-out unanswerable ones stay silent.
+`--cross-validate` prints that, the reliability table and the expected calibration error of the held-out
+scores. `--write` fits on every tune domain and saves memctl/data/relevance/<model>.json, the background
+sentences and <model>.background.npy (their unit vectors under this model, float16). Never run on the report
+half.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import re
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,24 +44,21 @@ sys.path.insert(0, str(ROOT))
 
 from memctl.search.relevance import (  # noqa: E402
     FEATURES,
-    SLOT_MISS_FACTOR,
     Calibration,
     background_file,
     file_name,
     fit,
-    lacks,
-    slots,
     standing,
     z_score,
 )
 from scripts.corpus import Probe, Series, configured, fill, load_series  # noqa: E402
 
 SYNTHETIC = "\x00synthetic\x00"
-SLOT_MISS = "\x00slot_miss\x00"  # evidence key: the memory lacks the exact value the question asks for
 # thresholds at which --cross-validate also sums the held-out folds (the trade-off curve, not one point)
-SWEEP = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85)
+SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8)
 
-DEFAULT = 0.7  # default_config.yaml search_threshold
+DEFAULT = 0.5  # the cut used when cross-validation has not chosen one (a candidate more likely than not the answer)
+BINS = 10  # reliability table: scores in [0, 0.1), [0.1, 0.2) ...
 # A neutral calibration: every candidate gets the evidence computed, scored 0.5 (order: the fusion's).
 NEUTRAL = Calibration("neutral", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0)
 
@@ -117,9 +118,6 @@ def collect(
                     evidence["cosine_z"] = z_score(evidence["cosine"], stand)
                 got.sort(key=lambda pair: -pair[1]["fused"])
                 got = got[:candidates]
-                kinds = slots(probe.query)
-                for hit, evidence in got:  # the search's slot rule, applied after the calibrated score
-                    evidence[SLOT_MISS] = lacks(kinds, hit.text)
                 labels = [int(answerable and probe.want is not None and hit.text == probe.want) for hit, _ in got]
                 query = probe.query if answerable else SYNTHETIC + probe.query
                 out.append((query, [ev for _, ev in got], labels, domain))
@@ -139,7 +137,7 @@ def domains_of(folder: Path) -> dict[str, str]:
 
 
 def gather(
-    folders: list[Path], home: Path, candidates: int, background: Background
+    folders: list[Path], home: Path, candidates: int, background: Background, synthetic_series: int
 ) -> tuple[list[list[tuple[str, list[dict], list[int], str]]], list[str | None]]:
     """Groups of probe results, one per store (a series' store, or the whole folder's), with the probes
     asked of it; and each group's store domain (None: the whole folder)."""
@@ -158,9 +156,9 @@ def gather(
                     continue
                 own = domains[series.name]
                 asked = [(p, True, own) for p in series.probes]
-                asked += [
-                    (p, False, domains[other.name]) for other in all_series if other is not series for p in other.probes
-                ]
+                others = [other for other in all_series if other is not series]
+                others = random.Random(f"{series.name}").sample(others, min(synthetic_series, len(others)))
+                asked += [(p, False, domains[other.name]) for other in others for p in other.probes]
                 groups.append(collect(store, asked, candidates, background, own))
                 store_domains.append(own)
         with memctl.open_store(home, f"fit{f_number}-half") as store:
@@ -172,46 +170,54 @@ def gather(
     return groups, store_domains
 
 
-def training_rows(groups, negatives: int, neighbours: int) -> tuple[list[list[float]], list[int], list[bool]]:
-    """The answer of each answerable probe (yes); the `negatives` best candidates (by the fusion) of each
-    unanswerable probe (no); and the `neighbours` best non-answers of each answerable probe (no). Without
-    the neighbours, evidence that is the same for every candidate of a query (known_words) looks like
-    relevance, and an unrelated memory passes beside the answer whenever the question is in-domain.
-    Returns rows, labels and which rows are neighbours (weighed apart: a few of them are hidden yeses)."""
-    rows, labels, near = [], [], []
-    for group in groups:
-        for _, evidence, ys, _ in group:
-            if any(ys):
-                chosen = [(ev, 1, False) for ev, y in zip(evidence, ys, strict=True) if y]
-                chosen += [(ev, 0, True) for ev, y in zip(evidence, ys, strict=True) if not y][:neighbours]
-            else:
-                chosen = [(ev, 0, False) for ev in evidence[:negatives]]
-            for ev, y, is_neighbour in chosen:
-                rows.append([float(ev[name]) for name in FEATURES])
-                labels.append(y)
-                near.append(is_neighbour)
-    return rows, labels, near
+def training_rows(groups) -> tuple[list[list[float]], list[int], list[float]]:
+    """Every candidate of every question, labelled, with its weight: answerable and unanswerable questions
+    weigh the same in total (the synthetic ones outnumber the rest a hundredfold), each question of a class
+    the same, split evenly over its candidates."""
+    questions = [(evidence, labels) for group in groups for _, evidence, labels, _ in group if evidence]
+    n_answerable = sum(1 for _, labels in questions if any(labels))
+    n_unanswerable = len(questions) - n_answerable
+    rows, labels_out, weights = [], [], []
+    for evidence, labels in questions:
+        share = 0.5 / max(n_answerable if any(labels) else n_unanswerable, 1)
+        for ev, y in zip(evidence, labels, strict=True):
+            rows.append([float(ev.get(name, 0.0)) for name in FEATURES])
+            labels_out.append(y)
+            weights.append(share / len(evidence))
+    return rows, labels_out, weights
+
+
+class Scored:
+    """A calibration's scores, each candidate's computed once (the cut search asks for them many times)."""
+
+    def __init__(self, calibration: Calibration) -> None:
+        self.calibration = calibration
+        self.memo: dict[int, float] = {}
+
+    def score(self, evidence: dict) -> float:
+        key = id(evidence)
+        if key not in self.memo:
+            self.memo[key] = self.calibration.score(evidence)
+        return self.memo[key]
+
+
+def shown(scored: Scored, evidence: list[dict], labels: list[int]) -> list[tuple[float, int]]:
+    """(score, label) of a question's candidates in the search's order: by the calibrated score."""
+    return sorted(((scored.score(ev), y) for ev, y in zip(evidence, labels, strict=True)), key=lambda p: -p[0])
 
 
 def pass_rates(
-    groups,
-    calibration: Calibration | Scored,
-    threshold: float,
-    limit: int,
-    synthetic: bool = False,
-    pooled: bool = False,
+    groups, scored: Scored, threshold: float, limit: int, synthetic: bool = False, pooled: bool = False
 ) -> tuple[float, float, int, int]:
     """(share of answerable probes whose answer scores >= threshold within the top `limit`, share of
     unanswerable probes with nothing >= threshold, counts); unanswerable = the corpus' negative probes,
-    or with `synthetic` the probes asked of another series' store."""
+    or with `synthetic` the probes asked of another series' store, or with `pooled` both."""
     found = positives = silent = negatives = 0
     for group in groups:
         for query, evidence, labels, _ in group:
             if not pooled and query.startswith(SYNTHETIC) != synthetic and not any(labels):
                 continue
-            # the search's order (the fusion's), the calibrated score deciding what passes
-            ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
-            kept = [y for ev, y in ranked if searched(calibration, ev) >= threshold][:limit]
+            kept = [y for score, y in shown(scored, evidence, labels) if score >= threshold][:limit]
             if any(labels):
                 positives += 1
                 found += any(kept)
@@ -221,87 +227,66 @@ def pass_rates(
     return found / max(positives, 1), silent / max(negatives, 1), positives, negatives
 
 
-def companions(groups, calibration: Calibration | Scored, threshold: float, limit: int) -> float:
+def companions(groups, scored: Scored, threshold: float, limit: int) -> float:
     """Mean number of non-answers kept (>= threshold, within the top `limit`) beside an answerable probe's answer."""
     kept_others = answered = 0
     for group in groups:
         for _, evidence, labels, _ in group:
             if not any(labels):
                 continue
-            ranked = sorted(zip(evidence, labels, strict=True), key=lambda pair: -pair[0]["fused"])
-            kept = [y for ev, y in ranked if searched(calibration, ev) >= threshold][:limit]
+            kept = [y for score, y in shown(scored, evidence, labels) if score >= threshold][:limit]
             answered += 1
             kept_others += len(kept) - sum(kept)
     return kept_others / max(answered, 1)
 
 
-class Scored:
-    """A calibration's scores, each candidate's computed once (the cut search asks for them 97 times)."""
-
-    def __init__(self, calibration: Calibration) -> None:
-        self.calibration = calibration
-        self.memo: dict[int, float] = {}
-
-    def score(self, evidence: dict) -> float:
-        key = id(evidence)
-        if key not in self.memo:
-            self.memo[key] = searched(self.calibration, evidence)
-        return self.memo[key]
-
-
-def searched(calibration: Calibration | Scored, evidence: dict) -> float:
-    """The score a search shows: the calibrated one, lowered by the slot rule (memctl.search.relevance.lacks)."""
-    if isinstance(calibration, Scored):
-        return calibration.score(evidence)
-    return calibration.score(evidence) * (SLOT_MISS_FACTOR if evidence.get(SLOT_MISS) else 1.0)
-
-
-def fit_and_cut(groups, model: str, args, verbose: bool = False) -> tuple[Calibration, float]:
-    """The calibration fitted on `groups` with its odds shifted so that the cut chosen on them is DEFAULT."""
-    rows, labels, near = training_rows(groups, args.negatives, args.neighbours)
+def fit_on(groups, model: str, args) -> Calibration:
+    rows, labels, weights = training_rows(groups)
     dropped = [FEATURES.index(name) for name in args.drop]
     rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
-    # Answers and non-answers weigh the same in total; among the non-answers, the neighbours carry
-    # --neighbour-weight of it.
-    n_yes, n_near = sum(labels), sum(near)
-    n_far = len(labels) - n_yes - n_near
-    share = args.neighbour_weight if n_near else 0.0
-    weights = [
-        0.5 / n_yes if y else (0.5 * share / n_near if is_near else 0.5 * (1 - share) / n_far)
-        for y, is_near in zip(labels, near, strict=True)
-    ]
-    calibration = fit(rows, labels, model, l2=args.l2, sample_weight=weights)
-    # The cut: most answers kept plus most unanswerable probes (the corpus' and the synthetic ones, pooled)
-    # silent; ties go to the higher threshold.
-    best = None
-    scored = Scored(calibration)
-    for step in range(2, 99):
-        threshold = step / 100
-        found, silent, positives, negatives = pass_rates(groups, scored, threshold, args.limit, pooled=True)
-        key = (round(found + silent, 6), threshold)
-        if best is None or key > best[0]:
-            best = (key, threshold)
-        if verbose and step % 10 == 0:
-            beside = companions(groups, scored, threshold, args.limit)
-            print(
-                f"  fitted odds at {threshold:.2f}: answer kept {found:.1%}, unanswerable silent {silent:.1%}, "
-                f"{beside:.2f} non-answers beside an answer"
-            )
-    assert best is not None
-    cut = best[1]
-    # Shift the odds so that the chosen cut is the configured default threshold (search_threshold).
-    shift = math.log(DEFAULT / (1 - DEFAULT)) - math.log(cut / (1 - cut))
-    shifted = Calibration(**{**calibration.__dict__, "bias": calibration.bias + shift, "default_threshold": DEFAULT})
-    return shifted, cut
+    return fit(rows, labels, model, l2=args.l2, sample_weight=weights)
 
 
-def cross_validate(groups, store_domains: list[str | None], model: str, args) -> None:
-    """Leave one domain out: fit (and cut) on the probes and stores of the other domains, measure the held-out
-    domain's series stores at DEFAULT; print each fold and the sums. An estimate, from the tune half alone,
-    of what the fit does on domains it never saw."""
+def reliability(pairs: list[tuple[float, int, float]]) -> tuple[list[tuple[int, float, float, float]], float]:
+    """Per score band: (candidates, weight, mean score, share that answer); and the expected calibration error
+    (the weighted mean gap between a band's mean score and its share of answers)."""
+    table = []
+    total = sum(w for _, _, w in pairs) or 1.0
+    ece = 0.0
+    for band in range(BINS):
+        low, high = band / BINS, (band + 1) / BINS
+        inside = [(s, y, w) for s, y, w in pairs if low <= s < high or (band == BINS - 1 and s == 1.0)]
+        weight = sum(w for _, _, w in inside)
+        if not inside or weight <= 0:
+            table.append((0, 0.0, 0.0, 0.0))
+            continue
+        mean = sum(s * w for s, _, w in inside) / weight
+        share = sum(y * w for _, y, w in inside) / weight
+        ece += weight / total * abs(mean - share)
+        table.append((len(inside), weight, mean, share))
+    return table, ece
+
+
+def held_out_pairs(test, scored: Scored, limit: int, n_answerable: int, n_unanswerable: int):
+    """(score, label, weight) of the candidates a search shows (its top `limit` by score) for each held-out
+    question, weighed as in training (both classes of question the same in total)."""
+    pairs = []
+    for group in test:
+        for _, evidence, labels, _ in group:
+            if not evidence:
+                continue
+            share = 0.5 / max(n_answerable if any(labels) else n_unanswerable, 1)
+            top = shown(scored, evidence, labels)[:limit]
+            pairs += [(score, y, share / len(top)) for score, y in top]
+    return pairs
+
+
+def cross_validate(groups, store_domains: list[str | None], model: str, args) -> float:
+    """Leave one domain out: fit on the probes and stores of the other domains, score the held-out domain's
+    series stores. Prints the trade-off at each threshold, the reliability table and the expected calibration
+    error of the held-out scores; returns the threshold cross-validation chooses."""
     domains = sorted({d for d in store_domains if d is not None})
-    totals = [0] * 7
-    sweep = [[0, 0] for _ in SWEEP]
+    folds = []  # (held-out groups, scored by the fold's calibration)
     for held in domains:
         train = [
             [item for item in group if item[3] != held]
@@ -309,26 +294,63 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
             if store_domain != held
         ]
         test = [group for group, store_domain in zip(groups, store_domains, strict=True) if store_domain == held]
-        calibration, _ = fit_and_cut(train, model, args)
-        for point, threshold in zip(sweep, SWEEP, strict=True):
-            found, silent, positives, negatives = pass_rates(test, calibration, threshold, args.limit)
-            point[0] += round(found * positives)
-            point[1] += round(silent * negatives)
-        found, silent, positives, negatives = pass_rates(test, calibration, DEFAULT, args.limit)
-        _, other, _, others = pass_rates(test, calibration, DEFAULT, args.limit, synthetic=True)
-        beside = companions(test, calibration, DEFAULT, args.limit) * positives
-        fold = [round(found * positives), positives, round(silent * negatives), negatives]
-        fold += [round(other * others), others, beside]
-        totals = [a + b for a, b in zip(totals, fold, strict=True)]
-        print(f"  held out {held:28s} found {fold[0]}/{fold[1]}, negatives silent {fold[2]}/{fold[3]}")
-    f, p, s, n, o, on, beside = totals
-    curve = "  ".join(f"{t:.2f}: {a}/{p} found, {b}/{n} silent" for t, (a, b) in zip(SWEEP, sweep, strict=True))
-    print(f"  at other thresholds: {curve}")
-    print(
-        f"leave-one-domain-out ({len(domains)} folds, series stores, at {DEFAULT}): answer found {f}/{p} "
-        f"({f / max(p, 1):.1%}), negative probes silent {s}/{n} ({s / max(n, 1):.1%}), other series' probes "
-        f"silent {o / max(on, 1):.1%}, {beside / max(p, 1):.2f} non-answers beside an answer"
+        folds.append((test, Scored(fit_on(train, model, args))))
+    pooled_test = [group for test, _ in folds for group in test]
+    counts = [0, 0]
+    for group in pooled_test:
+        for _, evidence, labels, _ in group:
+            counts[0 if any(labels) else 1] += bool(evidence)
+
+    def summed(threshold: float, synthetic: bool = False, pooled: bool = False) -> tuple[int, int, int, int]:
+        totals = [0, 0, 0, 0]
+        for test, scored in folds:
+            found, silent, positives, negatives = pass_rates(test, scored, threshold, args.limit, synthetic, pooled)
+            totals = [
+                a + b
+                for a, b in zip(
+                    totals, [round(found * positives), positives, round(silent * negatives), negatives], strict=True
+                )
+            ]
+        return totals[0], totals[1], totals[2], totals[3]
+
+    # The cut: the most answerable probes keeping their answer plus the most negative probes (things never said,
+    # in the series' own domain) staying silent, as shares; ties go to the higher threshold. The synthetic
+    # probes (another domain's questions) are silent at any sensible cut and would only push it down.
+    def balance(threshold: float) -> float:
+        f, p, s, n = summed(threshold)
+        return round(f / max(p, 1) + s / max(n, 1), 6)
+
+    best = max((balance(t / 100), t / 100) for t in range(2, 99))
+    cut = best[1]
+    curve = []
+    for threshold in SWEEP + (cut,):
+        f, p, s, n = summed(threshold)
+        _, _, o, on = summed(threshold, synthetic=True)
+        curve.append(
+            f"  at {threshold:.2f}: answer found {f}/{p} ({f / max(p, 1):.1%}), negative probes silent "
+            f"{s}/{n} ({s / max(n, 1):.1%}), other series' probes silent {o / max(on, 1):.1%}"
+        )
+    print("\n".join(curve))
+    beside = sum(
+        companions(test, scored, cut, args.limit) * sum(1 for g in test for q in g if any(q[2]))
+        for test, scored in folds
     )
+    print(f"  non-answers beside an answer at {cut:.2f}: {beside / max(counts[0], 1):.2f} on average")
+    pairs = [pair for test, scored in folds for pair in held_out_pairs(test, scored, args.limit, *counts)]
+    table, ece = reliability(pairs)
+    print(
+        f"reliability of the held-out scores (the top {args.limit} a search shows per question; answerable and "
+        "unanswerable questions weighing the same):"
+    )
+    print("  band        candidates  mean score  share that answer")
+    for band, (n, _, mean, share) in enumerate(table):
+        if n:
+            print(f"  [{band / BINS:.1f}, {(band + 1) / BINS:.1f})  {n:10d}  {mean:10.3f}  {share:17.3f}")
+    print(
+        f"leave-one-domain-out ({len(domains)} folds, series stores): expected calibration error {ece:.3f}; "
+        f"threshold chosen {cut:.2f}"
+    )
+    return cut
 
 
 def main() -> None:
@@ -336,21 +358,15 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, action="append", required=True, help="a TUNE-half corpus folder")
     parser.add_argument("--candidates", type=int, default=15, help="candidates per probe kept (by the fusion)")
     parser.add_argument(
-        "--negatives", type=int, default=3, help="best candidates of an unanswerable probe taken as non-answers"
-    )
-    parser.add_argument(
-        "--neighbours", type=int, default=0, help="best non-answers of an answerable probe taken as non-answers"
-    )
-    parser.add_argument(
-        "--neighbour-weight",
-        type=float,
-        default=0.15,
-        help="share of the non-answers' total weight the neighbours carry",
+        "--synthetic-series",
+        type=int,
+        default=8,
+        help="other series (drawn with a fixed seed) whose probes each series' store is asked, as unanswerable",
     )
     parser.add_argument(
         "--drop", action="append", default=[], choices=FEATURES, help="evidence left out of the model (weight 0)"
     )
-    parser.add_argument("--l2", type=float, default=0.01)
+    parser.add_argument("--l2", type=float, default=0.001)
     parser.add_argument(
         "--background-per-domain", type=int, default=40, help="background sentences drawn from each tune domain"
     )
@@ -377,25 +393,22 @@ def main() -> None:
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
         background = Background(store.embedder, sentences)
-    groups, store_domains = gather(args.corpus, home, args.candidates, background)
-    if args.cross_validate:
-        cross_validate(groups, store_domains, model, args)
+    groups, store_domains = gather(args.corpus, home, args.candidates, background, args.synthetic_series)
+    cut = cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else DEFAULT
+    if not args.write:
         return
-    calibration, cut = fit_and_cut(groups, model, args, verbose=True)
-    rows, labels, _ = training_rows(groups, args.negatives, args.neighbours)
-    print(f"cut {cut:.2f} on the fitted odds; shifted to {DEFAULT}. At the default threshold (tune half):")
-    found, silent, positives, negatives = pass_rates(groups, calibration, DEFAULT, args.limit)
-    _, other, _, others = pass_rates(groups, calibration, DEFAULT, args.limit, synthetic=True)
+    calibration = replace(fit_on(groups, model, args), default_threshold=cut)
+    rows, labels, _ = training_rows(groups)
+    scored = Scored(calibration)
+    found, silent, positives, negatives = pass_rates(groups, scored, cut, args.limit)
+    _, other, _, others = pass_rates(groups, scored, cut, args.limit, synthetic=True)
+    beside = companions(groups, scored, cut, args.limit)
     print(
-        f"  answer kept {found:.1%} of {positives}, silent on {silent:.1%} of {negatives} negative probes "
-        f"and on {other:.1%} of {others} probes asked of another series' store"
+        f"fitted on every tune domain, at {cut:.2f} (tune half, in-sample): answer kept {found:.1%} of {positives}, "
+        f"silent on {silent:.1%} of {negatives} negative probes and on {other:.1%} of {others} probes asked of "
+        f"another series' store; {beside:.2f} non-answers beside an answer"
     )
-    beside = companions(groups, calibration, DEFAULT, args.limit)
-    print(f"  non-answers kept beside an answerable probe's answer: {beside:.2f} on average")
-    print(
-        f"model {model}: {len(rows)} pairs ({sum(labels)} answers) from {positives} answerable and "
-        f"{negatives} unanswerable probe-store pairs"
-    )
+    print(f"model {model}: {len(rows)} candidates ({sum(labels)} answers)")
     for name, weight in zip(FEATURES, calibration.weights, strict=True):
         print(f"  {name:12s} weight {weight:.3f}")
     if args.write:
@@ -406,14 +419,14 @@ def main() -> None:
             "fitted_on": [f"{f.parent.name}/{f.name}" for f in args.corpus],
             "pairs": len(rows),
             "answers": sum(labels),
-            "tune_half_at_default": {
+            "tune_half_in_sample_at_default": {
                 "answer_kept": round(found, 4),
                 "negative_probes_silent": round(silent, 4),
                 "other_series_probes_silent": round(other, 4),
                 "non_answers_beside_answer": round(beside, 4),
             },
         }
-        doc["fitted_with"] = {"drop": args.drop, "negatives": args.negatives, "neighbours": args.neighbours}
+        doc["fitted_with"] = {"drop": args.drop, "candidates": args.candidates, "l2": args.l2}
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         texts = path.parent / "background.json"
         texts.write_text(json.dumps(sentences, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")

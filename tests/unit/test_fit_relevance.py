@@ -11,7 +11,7 @@ import numpy as np
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # tests/ or a folder of it
 sys.path.insert(0, str(ROOT))
 
-from scripts.fit_relevance import SLOT_MISS, Background, build_background, searched  # noqa: E402
+from scripts.fit_relevance import Background, build_background, reliability, training_rows  # noqa: E402
 
 TUNE = ROOT / "eval" / "corpus" / "tune"
 
@@ -43,13 +43,21 @@ def test_background_leaves_out_the_domains_a_question_must_not_see():
     assert len(background.without({"a", "c"})) == 1
 
 
-def test_the_fit_scores_candidates_as_the_search_shows_them():
-    # The cut is chosen on the scores a search shows, so the slot rule's lowering counts there too.
-    from memctl.search.relevance import FEATURES, SLOT_MISS_FACTOR, Calibration
+def test_training_weighs_answerable_and_unanswerable_questions_the_same():
+    from memctl.search.relevance import FEATURES
 
-    weights = (1.0,) + (0.0,) * (len(FEATURES) - 1)  # the cosine alone
-    calibration = Calibration("m", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), weights, 0.0)
-    evidence = dict.fromkeys(FEATURES, 0.0) | {"cosine": 2.0}
-    plain = searched(calibration, evidence)
-    assert plain == calibration.score(evidence) > 0.8
-    assert searched(calibration, evidence | {SLOT_MISS: True}) == plain * SLOT_MISS_FACTOR
+    ev = dict.fromkeys(FEATURES, 0.0)
+    answerable = [("q1", [ev, ev, ev], [1, 0, 0], "a"), ("q2", [ev], [1], "a")]
+    unanswerable = [(f"n{i}", [ev, ev], [0, 0], "b") for i in range(5)]
+    rows, labels, weights = training_rows([answerable, unanswerable])
+    assert len(rows) == len(labels) == len(weights) == 3 + 1 + 10 and sum(labels) == 2
+    assert abs(sum(weights[:4]) - 0.5) < 1e-9 and abs(sum(weights[4:]) - 0.5) < 1e-9
+    assert abs(weights[3] - 0.25) < 1e-9  # q2's one candidate carries its question's whole share
+
+
+def test_reliability_table_and_expected_calibration_error():
+    perfect = [(0.25, 1, 1.0)] + [(0.25, 0, 1.0)] * 3 + [(0.95, 1, 1.0)] * 19 + [(0.95, 0, 1.0)]
+    table, ece = reliability(perfect)
+    assert ece < 1e-9 and table[2][0] == 4 and abs(table[2][3] - 0.25) < 1e-9
+    overconfident = [(0.9, 0, 1.0), (0.9, 1, 1.0)]
+    assert abs(reliability(overconfident)[1] - 0.4) < 1e-9
