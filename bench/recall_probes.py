@@ -14,7 +14,9 @@ block an agent gets: recall_memories_max_result + recall_solutions_max_result) a
 with search_limit, search_threshold, search_mode). A probe passes if its should_recall text (or, when
 the probe shortens it, the stored memory sharing most words with it) is among the results; a negative
 probe (should_recall null) passes if nothing comes back.
-"current" = the scoring before calibration (plain (1 + cosine) / 2, threshold 0.7); "new" = the defaults.
+"plain" = the scoring before calibration (plain (1 + cosine) / 2, threshold 0.7); "new" = the defaults (the
+shipped calibration and its threshold). "beside" = non-answers in the recall block beside a found answer, on
+average.
 The shared transcripts (--regression, default ../shared/eval/transcripts) are a regression set.
 Real packaged model (all-MiniLM-L6-v2 unless configured otherwise), no LLM.
 """
@@ -25,6 +27,7 @@ import argparse
 import re
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import table  # noqa: E402
 from scripts.corpus import Probe, configured, fill, load_series  # noqa: E402
 
-# The settings before calibration; "new" is the shipped defaults.
-CURRENT = {"search_calibration": False, "search_threshold": 0.7}
+# The settings before calibration (config overrides, search tuning changes); "new" is the shipped defaults.
+CURRENT: tuple[dict[str, object], dict[str, object]] = ({"search_threshold": 0.7}, {"calibrated": False})
 
 
 def answers(store, query: str) -> tuple[list[str], list[str]]:
@@ -42,12 +45,7 @@ def answers(store, query: str) -> tuple[list[str], list[str]]:
 
     got = recall(store, query)
     config = store.config
-    loaded = store.search(
-        query,
-        limit=int(config["search_limit"]),
-        threshold=float(config["search_threshold"]),
-        mode=config["search_mode"],
-    )
+    loaded = store.search(query, limit=int(config["search_limit"]), mode=config["search_mode"])
     return [h.text for h in got.memories + got.solutions], [h.text for h in loaded]
 
 
@@ -59,6 +57,7 @@ class Tally:
     load_found: int = 0
     recall_silent: int = 0
     load_silent: int = 0
+    beside: int = 0
     misses: list[str] = field(default_factory=list)
 
     def add(self, probe: Probe, recalled: list[str], loaded: list[str]) -> None:
@@ -71,6 +70,7 @@ class Tally:
             return
         self.positive += 1
         self.recall_found += probe.want in recalled
+        self.beside += (len(recalled) - 1) if probe.want in recalled else 0
         self.load_found += probe.want in loaded
         if probe.want not in recalled:
             self.misses.append(f"not recalled: {probe.query[:70]!r} (want {probe.want[:50]!r})")
@@ -81,6 +81,7 @@ class Tally:
             f"{self.load_found}/{self.positive} ({pct(self.load_found, self.positive)})",
             f"{self.recall_silent}/{self.negative} ({pct(self.recall_silent, self.negative)})",
             f"{self.load_silent}/{self.negative} ({pct(self.load_silent, self.negative)})",
+            f"{self.beside / self.recall_found:.2f}" if self.recall_found else "-",
         ]
 
 
@@ -88,7 +89,21 @@ def pct(a: int, b: int) -> str:
     return f"{100 * a / b:.0f} %" if b else "-"
 
 
-SETTINGS = {"current": CURRENT, "new": {}}
+SETTINGS: dict[str, tuple[dict[str, object], dict[str, object]]] = {"plain": CURRENT, "new": ({}, {})}
+
+
+@contextmanager
+def setting(store, name: str):
+    """The store under one of SETTINGS: its config overrides and its own search tuning."""
+    from memctl.search.tuning import TUNING, tune
+
+    overrides, tuning = SETTINGS[name]
+    with configured(store, overrides):
+        tune(store, **tuning)
+        try:
+            yield
+        finally:
+            store.search_tuning = TUNING
 
 
 def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too: bool) -> list[list[object]]:
@@ -102,8 +117,8 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
     for number, series in enumerate(all_series):
         with memctl.open_store(home, f"{slug}-s{number}") as store:
             fill(store, series.memories)
-            for name, overrides in SETTINGS.items():
-                with configured(store, overrides):
+            for name in SETTINGS:
+                with setting(store, name):
                     for probe in series.probes:
                         recalled, loaded = answers(store, probe.query)
                         tallies["series", name].add(probe, recalled, loaded)
@@ -118,8 +133,8 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
         for series in all_series:
             memories.update(series.memories)
         fill(store, memories)
-        for name, overrides in SETTINGS.items():
-            with configured(store, overrides):
+        for name in SETTINGS:
+            with setting(store, name):
                 for series in all_series:
                     for probe in series.probes:
                         tallies["half", name].add(probe, *answers(store, probe.query))
@@ -149,6 +164,7 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
                     "",
                     "",
                     f"{silent}/{asked} ({pct(silent, asked)})",
+                    "",
                     "",
                 ]
             )
@@ -185,11 +201,12 @@ def main() -> None:
     with memctl.open_store(home, "info") as store:
         model = store.config["embedding_model"]
         calibration = store.calibration()
-        threshold = store.config["search_threshold"]
+        threshold = store.default_threshold()
     scoring = "calibrated" if calibration else "plain (1 + cos) / 2, no calibration shipped for this model"
     print(
         table(
-            f"Recall probes at default settings ({model}; new = {scoring}, threshold {threshold}; current = {CURRENT})",
+            f"Recall probes at default settings ({model}; new = {scoring}, threshold {threshold}; "
+            "plain = (1 + cos) / 2 at 0.7)",
             [
                 "corpus",
                 "stores",
@@ -198,6 +215,7 @@ def main() -> None:
                 "load finds answer",
                 "recall silent on neg.",
                 "load silent on neg.",
+                "beside",
             ],
             rows,
         )

@@ -10,16 +10,16 @@ Training pairs (query, candidate memory, answers: yes/no), all from the given tu
   candidate a no.
 Each question contributes its best `--candidates` candidates (by the fusion, as the search gathers them), all
 labelled: the score is then the probability that a candidate the search shows answers the question, among
-questions half of which the store can answer (answerable and unanswerable questions weigh the same in total,
-each question of a class the same). No odds are shifted: the score is calibrated as fitted.
+questions mixed as in the corpus (about 3 the store can answer to 1 about something never said;
+`question_weights`). No odds are shifted: the score is calibrated as fitted.
 The evidence of each candidate is what the search computes (memctl.search.relevance.FEATURES), except that
 cosine_z is measured against the background sentences of the OTHER domains only (a search on an unseen
 domain has none of its own in the background). The background (memctl/data/relevance/background.json)
 is `--background-per-domain` sentences of each tune domain's conversations, drawn with a fixed seed. A logistic
 regression with weights >= 0 is fitted (numpy).
 The default threshold shipped with it (`default_threshold`; config search_threshold null uses it) is chosen
-by leave-one-domain-out cross-validation: the cut at which the most held-out answerable probes keep their
-answer within the recall block's `--limit` plus the most held-out unanswerable ones stay silent.
+by leave-one-domain-out cross-validation: the cut that maximises the share of held-out answerable probes
+keeping their answer within the recall block's `--limit` plus the share of negative probes getting nothing.
 `--cross-validate` prints that, the reliability table and the expected calibration error of the held-out
 scores. `--write` fits on every tune domain and saves memctl/data/relevance/<model>.json, the background
 sentences and <model>.background.npy (their unit vectors under this model, float16). Never run on the report
@@ -170,20 +170,33 @@ def gather(
     return groups, store_domains
 
 
+def question_weights(groups) -> list[tuple[list[dict], list[int], float]]:
+    """(evidence, labels, weight) of every question. The classes weigh as in the corpus: answerable questions
+    against questions about things never said (the corpus' negative probes), about 3 to 1; the synthetic
+    probes (another domain's questions, a hundred times as many) share the unanswerable weight equally
+    with the negative probes. Each question of a class weighs the same."""
+    answerable, negative, synthetic = [], [], []
+    for group in groups:
+        for query, evidence, labels, _ in group:
+            if not evidence:
+                continue
+            kind = answerable if any(labels) else synthetic if query.startswith(SYNTHETIC) else negative
+            kind.append((evidence, labels))
+    yes_share = len(answerable) / max(len(answerable) + len(negative), 1)
+    no_share = 1.0 - yes_share
+    unanswerable = [kind for kind in (negative, synthetic) if kind]
+    shares = [(answerable, yes_share)] + [(kind, no_share / len(unanswerable)) for kind in unanswerable]
+    return [(ev, ys, share / len(kind)) for kind, share in shares if kind for ev, ys in kind]
+
+
 def training_rows(groups) -> tuple[list[list[float]], list[int], list[float]]:
-    """Every candidate of every question, labelled, with its weight: answerable and unanswerable questions
-    weigh the same in total (the synthetic ones outnumber the rest a hundredfold), each question of a class
-    the same, split evenly over its candidates."""
-    questions = [(evidence, labels) for group in groups for _, evidence, labels, _ in group if evidence]
-    n_answerable = sum(1 for _, labels in questions if any(labels))
-    n_unanswerable = len(questions) - n_answerable
+    """Every candidate of every question, labelled, with its question's weight split evenly over them."""
     rows, labels_out, weights = [], [], []
-    for evidence, labels in questions:
-        share = 0.5 / max(n_answerable if any(labels) else n_unanswerable, 1)
+    for evidence, labels, weight in question_weights(groups):
         for ev, y in zip(evidence, labels, strict=True):
             rows.append([float(ev.get(name, 0.0)) for name in FEATURES])
             labels_out.append(y)
-            weights.append(share / len(evidence))
+            weights.append(weight / len(evidence))
     return rows, labels_out, weights
 
 
@@ -267,17 +280,13 @@ def reliability(pairs: list[tuple[float, int, float]]) -> tuple[list[tuple[int, 
     return table, ece
 
 
-def held_out_pairs(test, scored: Scored, limit: int, n_answerable: int, n_unanswerable: int):
+def held_out_pairs(test, scored: Scored, limit: int) -> list[tuple[float, int, float]]:
     """(score, label, weight) of the candidates a search shows (its top `limit` by score) for each held-out
-    question, weighed as in training (both classes of question the same in total)."""
+    question, weighed as in training."""
     pairs = []
-    for group in test:
-        for _, evidence, labels, _ in group:
-            if not evidence:
-                continue
-            share = 0.5 / max(n_answerable if any(labels) else n_unanswerable, 1)
-            top = shown(scored, evidence, labels)[:limit]
-            pairs += [(score, y, share / len(top)) for score, y in top]
+    for evidence, labels, weight in question_weights(test):
+        top = shown(scored, evidence, labels)[:limit]
+        pairs += [(score, y, weight / len(top)) for score, y in top]
     return pairs
 
 
@@ -295,11 +304,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         ]
         test = [group for group, store_domain in zip(groups, store_domains, strict=True) if store_domain == held]
         folds.append((test, Scored(fit_on(train, model, args))))
-    pooled_test = [group for test, _ in folds for group in test]
-    counts = [0, 0]
-    for group in pooled_test:
-        for _, evidence, labels, _ in group:
-            counts[0 if any(labels) else 1] += bool(evidence)
+    answerable = sum(1 for test, _ in folds for group in test for item in group if any(item[2]))
 
     def summed(threshold: float, synthetic: bool = False, pooled: bool = False) -> tuple[int, int, int, int]:
         totals = [0, 0, 0, 0]
@@ -313,9 +318,11 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
             ]
         return totals[0], totals[1], totals[2], totals[3]
 
-    # The cut: the most answerable probes keeping their answer plus the most negative probes (things never said,
-    # in the series' own domain) staying silent, as shares; ties go to the higher threshold. The synthetic
-    # probes (another domain's questions) are silent at any sensible cut and would only push it down.
+    # The cut: the most held-out answerable probes keeping their answer plus the most negative probes (things
+    # never said, in the series' own domain) staying silent, each as a share of its kind: missing a stored answer
+    # and answering what was never said count the same (ties go to the higher threshold). Counting questions
+    # instead chose 0.02: everything shown, two non-answers beside each answer. The synthetic probes (another
+    # domain's questions) are silent at any sensible cut and would only push it down.
     def balance(threshold: float) -> float:
         f, p, s, n = summed(threshold)
         return round(f / max(p, 1) + s / max(n, 1), 6)
@@ -335,12 +342,12 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         companions(test, scored, cut, args.limit) * sum(1 for g in test for q in g if any(q[2]))
         for test, scored in folds
     )
-    print(f"  non-answers beside an answer at {cut:.2f}: {beside / max(counts[0], 1):.2f} on average")
-    pairs = [pair for test, scored in folds for pair in held_out_pairs(test, scored, args.limit, *counts)]
+    print(f"  non-answers beside an answer at {cut:.2f}: {beside / max(answerable, 1):.2f} on average")
+    pairs = [pair for test, scored in folds for pair in held_out_pairs(test, scored, args.limit)]
     table, ece = reliability(pairs)
     print(
-        f"reliability of the held-out scores (the top {args.limit} a search shows per question; answerable and "
-        "unanswerable questions weighing the same):"
+        f"reliability of the held-out scores (the top {args.limit} a search shows per question; questions weighed "
+        "as the corpus mixes them):"
     )
     print("  band        candidates  mean score  share that answer")
     for band, (n, _, mean, share) in enumerate(table):

@@ -43,16 +43,19 @@ def test_background_leaves_out_the_domains_a_question_must_not_see():
     assert len(background.without({"a", "c"})) == 1
 
 
-def test_training_weighs_answerable_and_unanswerable_questions_the_same():
+def test_training_weighs_questions_as_the_corpus_mixes_them():
     from memctl.search.relevance import FEATURES
+    from scripts.fit_relevance import SYNTHETIC
 
     ev = dict.fromkeys(FEATURES, 0.0)
-    answerable = [("q1", [ev, ev, ev], [1, 0, 0], "a"), ("q2", [ev], [1], "a")]
-    unanswerable = [(f"n{i}", [ev, ev], [0, 0], "b") for i in range(5)]
-    rows, labels, weights = training_rows([answerable, unanswerable])
-    assert len(rows) == len(labels) == len(weights) == 3 + 1 + 10 and sum(labels) == 2
-    assert abs(sum(weights[:4]) - 0.5) < 1e-9 and abs(sum(weights[4:]) - 0.5) < 1e-9
-    assert abs(weights[3] - 0.25) < 1e-9  # q2's one candidate carries its question's whole share
+    answerable = [(f"q{i}", [ev, ev, ev], [1, 0, 0], "a") for i in range(5)] + [("q", [ev], [1], "a")]
+    negative = [(f"n{i}", [ev, ev], [0, 0], "b") for i in range(2)]
+    synthetic = [(SYNTHETIC + f"s{i}", [ev, ev], [0, 0], "c") for i in range(40)]
+    rows, labels, weights = training_rows([answerable + negative, synthetic])
+    assert len(rows) == len(labels) == len(weights) == 16 + 4 + 80 and sum(labels) == 6
+    assert abs(sum(weights[:16]) - 0.75) < 1e-9  # 6 answerable to 2 never said
+    assert abs(sum(weights[16:20]) - 0.125) < 1e-9 and abs(sum(weights[20:]) - 0.125) < 1e-9
+    assert abs(weights[15] - 0.75 / 6) < 1e-9  # the one-candidate question carries its whole share
 
 
 def test_reliability_table_and_expected_calibration_error():
