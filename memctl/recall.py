@@ -64,7 +64,7 @@ def recall(
     config = store.config
     notes: list[str] = []
     query = prepare_query(llm, message, history or [], notes) if query_prep and llm else message
-    threshold = store.default_threshold() if threshold is None else threshold
+    threshold = store.default_threshold("recall") if threshold is None else threshold
     memories = search_valid(
         store,
         query,

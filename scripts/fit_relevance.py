@@ -58,6 +58,7 @@ SYNTHETIC = "\x00synthetic\x00"
 SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 DEFAULT = 0.5  # the cut used when cross-validation has not chosen one (a candidate more likely than not the answer)
+RECALL_BESIDE = 1.0  # the recall block's cut: at most this many non-answers beside a found answer, on average
 BINS = 10  # reliability table: scores in [0, 0.1), [0.1, 0.2) ...
 # A neutral calibration: every candidate gets the evidence computed, scored 0.5 (order: the fusion's).
 NEUTRAL = Calibration("neutral", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0)
@@ -290,10 +291,10 @@ def held_out_pairs(test, scored: Scored, limit: int) -> list[tuple[float, int, f
     return pairs
 
 
-def cross_validate(groups, store_domains: list[str | None], model: str, args) -> float:
+def cross_validate(groups, store_domains: list[str | None], model: str, args) -> tuple[float, float | None]:
     """Leave one domain out: fit on the probes and stores of the other domains, score the held-out domain's
     series stores. Prints the trade-off at each threshold, the reliability table and the expected calibration
-    error of the held-out scores; returns the threshold cross-validation chooses."""
+    error of the held-out scores; returns the thresholds cross-validation chooses for load and the recall block."""
     domains = sorted({d for d in store_domains if d is not None})
     folds = []  # (held-out groups, scored by the fold's calibration)
     for held in domains:
@@ -328,6 +329,17 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         return round(f / max(p, 1) + s / max(n, 1), 6)
 
     best = max((balance(t / 100), t / 100) for t in range(2, 99))
+
+    # The recall block's cut: the lowest at which, on average, at most RECALL_BESIDE non-answers stand beside
+    # a found answer (the block is context an agent reads and may ignore; an answer cut from it is lost).
+    def beside_at(threshold: float) -> float:
+        total = sum(
+            companions(test, scored, threshold, args.limit) * sum(1 for g in test for q in g if any(q[2]))
+            for test, scored in folds
+        )
+        return total / max(answerable, 1)
+
+    recall_cut = next((t / 100 for t in range(2, 99) if beside_at(t / 100) <= RECALL_BESIDE), None)
     cut = best[1]
     curve = []
     for threshold in SWEEP + (cut,):
@@ -355,9 +367,15 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
             print(f"  [{band / BINS:.1f}, {(band + 1) / BINS:.1f})  {n:10d}  {mean:10.3f}  {share:17.3f}")
     print(
         f"leave-one-domain-out ({len(domains)} folds, series stores): expected calibration error {ece:.3f}; "
-        f"threshold chosen {cut:.2f}"
+        f"threshold chosen {cut:.2f}; the recall block's {recall_cut}"
     )
-    return cut
+    if recall_cut is not None:
+        f, p, s, n = summed(recall_cut)
+        print(
+            f"  recall block at {recall_cut:.2f}: answer found {f}/{p} ({f / max(p, 1):.1%}), negative probes silent "
+            f"{s}/{n} ({s / max(n, 1):.1%}), {beside_at(recall_cut):.2f} non-answers beside an answer"
+        )
+    return cut, recall_cut
 
 
 def main() -> None:
@@ -401,10 +419,12 @@ def main() -> None:
         model = store.embedder.info.model
         background = Background(store.embedder, sentences)
     groups, store_domains = gather(args.corpus, home, args.candidates, background, args.synthetic_series)
-    cut = cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else DEFAULT
+    cut, recall_cut = (
+        cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else (DEFAULT, None)
+    )
     if not args.write:
         return
-    calibration = replace(fit_on(groups, model, args), default_threshold=cut)
+    calibration = replace(fit_on(groups, model, args), default_threshold=cut, recall_threshold=recall_cut)
     rows, labels, _ = training_rows(groups)
     scored = Scored(calibration)
     found, silent, positives, negatives = pass_rates(groups, scored, cut, args.limit)

@@ -50,15 +50,19 @@ class Pool:
     dense_only: bool = False  # no keyword query ran: keyword evidence is unknown, not 0
 
 
-def default_threshold(store: SearchableStore) -> float:
-    """The cut when the caller names none: config search_threshold, else the calibration's own default."""
+def default_threshold(store: SearchableStore, purpose: str = "load") -> float:
+    """The cut when the caller names none: config search_threshold, else the calibration's own: for `load` (and
+    every search) the one that balances answers found against never-said questions left silent, for the
+    `recall` block the lower one shipped beside it (context an agent can ignore; a missed answer is lost)."""
     configured = store.config["search_threshold"]
     if configured is not None:
         return float(configured)
     calibration = store.calibration() if tuning_of(store).calibrated else None
-    if calibration is not None and calibration.default_threshold is not None:
-        return calibration.default_threshold
-    return PLAIN_THRESHOLD
+    if calibration is None or calibration.default_threshold is None:
+        return PLAIN_THRESHOLD
+    if purpose == "recall" and calibration.recall_threshold is not None:
+        return calibration.recall_threshold
+    return calibration.default_threshold
 
 
 def search_evidence(

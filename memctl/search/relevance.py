@@ -204,7 +204,8 @@ class Calibration:
     scale: tuple[float, ...]
     weights: tuple[float, ...]
     bias: float
-    default_threshold: float | None = None
+    default_threshold: float | None = None  # load's cut: answers found and never-said questions silent, balanced
+    recall_threshold: float | None = None  # the recall block's lower cut (context an agent may ignore)
     # The background sentences' unit vectors (rows), or None: cosine_z is then 0 for every candidate.
     background: Any = field(default=None, compare=False, repr=False)
 
@@ -227,6 +228,7 @@ class Calibration:
             "weights": list(self.weights),
             "bias": self.bias,
             "default_threshold": self.default_threshold,
+            "recall_threshold": self.recall_threshold,
         }
 
     @classmethod
@@ -245,7 +247,7 @@ class Calibration:
             named = [dict(zip(listed, v, strict=True)) for v in values]
             fill = (0.0, 1.0, 0.0)  # an unlisted feature: mean 0, scale 1, weight 0
             mean, scale, weights = (tuple(v.get(n, d) for n in FEATURES) for v, d in zip(named, fill, strict=True))
-            threshold = data.get("default_threshold")
+            threshold, recall_threshold = data.get("default_threshold"), data.get("recall_threshold")
             return cls(
                 str(data["model"]),
                 mean,
@@ -253,6 +255,7 @@ class Calibration:
                 weights,
                 float(data["bias"]),
                 None if threshold is None else float(threshold),
+                None if recall_threshold is None else float(recall_threshold),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where} is not a valid relevance calibration: {exc}") from exc

@@ -1321,11 +1321,11 @@ class StoreBase(abc.ABC):
 
         return search_evidence(self, query, limit, threshold, area, filter, mode)
 
-    def default_threshold(self) -> float:
-        """The cut a search uses when the caller names none."""
+    def default_threshold(self, purpose: str = "load") -> float:
+        """The cut a search (purpose "load") or the recall block ("recall") uses when the caller names none."""
         from memctl.search.pipeline import default_threshold
 
-        return default_threshold(self)
+        return default_threshold(self, purpose)
 
     # -- what searches keep between calls: facts only a write changes --------------------
     def _generation(self) -> Any:

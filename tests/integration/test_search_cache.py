@@ -154,6 +154,12 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield folder, url
 
 
+def _rare(store: Any, query: str) -> list[str]:
+    """The results whose evidence says they hold every rare identifier of the query (document frequencies
+    counted as the store stands now)."""
+    return [hit.id for hit, ev in store.search_evidence(query, threshold=0.0) if ev and ev["rare"] == 1.0]
+
+
 def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
     assert got.keys() == want.keys()
     for case in want:
@@ -230,12 +236,12 @@ def test_a_write_from_another_handle_is_seen_by_the_next_search(tmp_path: Path, 
         try:
             query = "Who set up Zanzibar 777 for Alice?"
             assert all("Zanzibar" not in h.text for h in warm.search(query, threshold=0.0))
-            assert warm.search(query, threshold=1.01) == []  # "Zanzibar" counted: in no memory yet
+            assert _rare(warm, query) == []  # "Zanzibar" counted: in no memory yet
             [new] = cli.add(
                 ["Zanzibar 777 was set up by Gina for Alice"], metadata=[{"speaker": "Gina", "session": "s1"}]
             )
             assert warm.search(query, threshold=0.0)[0].id == new
-            assert [h.id for h in warm.search(query, threshold=1.01)] == [new]  # counted again: now rare
+            assert _rare(warm, query) == [new]  # counted again: now rare
             cli.update(new, text="Quokka 778 was set up by Gina")
             assert all(h.id != new for h in warm.search("Zanzibar 777", threshold=0.0))
             assert warm.search("Quokka 778", threshold=0.0)[0].id == new
@@ -283,16 +289,16 @@ def test_a_search_inside_a_transaction_sees_its_own_writes(tmp_path: Path, backe
     with stack:
         query = "Who fixed Vortigern 991?"
         assert all("Vortigern" not in h.text for h in store.search(query, threshold=0.0))  # caches warm
-        assert store.search(query, threshold=1.01) == []
+        assert _rare(store, query) == []
         with pytest.raises(RuntimeError), store.transaction():
             [new] = store.add(["Vortigern 991 was fixed by Gina"], metadata=[{"speaker": "Gina", "session": "s2"}])
             assert store.search(query, threshold=0.0)[0].id == new
-            # kept above any score only as a rare identifier: counted in the transaction, not taken from
-            # the count made before it (0, not rare)
-            assert [h.id for h in store.search(query, threshold=1.01)] == [new]
+            # holds a rare identifier: counted in the transaction, not taken from the count made before it
+            # (0, not rare)
+            assert _rare(store, query) == [new]
             raise RuntimeError("roll back")
         assert all("Vortigern" not in h.text for h in store.search(query, threshold=0.0))
-        assert store.search(query, threshold=1.01) == []
+        assert _rare(store, query) == []
 
 
 def test_the_flat_scan_gives_faiss_scores_and_is_forgotten_on_a_change(tmp_path: Path) -> None:
