@@ -791,3 +791,195 @@ def generate_hard_set(
     conversations: int = 10, sessions: int = 32, seed: int = 7
 ) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
     return [generate_hard(sessions, seed * 1000 + i) for i in range(conversations)]
+
+
+# --- A fourth style (set D): shaped like LoCoMo, to predict what it measures ------------------------------
+# Set C stays easier than the held-out public benchmark (LoCoMo, 10 conversations, 1,536 questions: hybrid
+# R@5 0.72 with chat metadata, 0.60 with the speaker written into the text). What real conversations
+# have and C lacked: two speakers and ~300 turns over ~25 sessions, but the same kinds of event again and
+# again for both of them (several trips, several pets, the same hobby in many sessions), the friend's
+# reaction repeating the key word of the news, questions of four kinds in the benchmark's proportions
+# (single-hop 55 %, temporal 21 %, multi-hop 18 %, open-domain 6 %; adversarial ones have no answer in
+# the retrieval figures), multi-hop answers spread over sessions (each evidence turn counts for its share),
+# open-domain questions to be inferred from a turn that shares no word with them, and the answer often in
+# the reply to the friend's question rather than in the news itself. Questions name the speaker; turns say "I".
+TEMPORAL = {
+    "group": "When did {speaker} go to the {group} support group?",
+    "subject": "When did {speaker} paint the {subject}?",
+    "park": "When did {speaker} go camping at {park}?",
+    "race": "When did {speaker} run the charity {race}?",
+    "breed": "When did {speaker} adopt the {breed}?",
+    "role": "When did {speaker} get the job offer from {company}?",
+    "hobby": "When did {speaker} start the {hobby} class?",
+    "place": "When did {speaker} go to {place}?",
+    "band": "When did {speaker} see {band} live?",
+    "book": "When did {speaker} read {book}?",
+    "org": "When did {speaker} start volunteering at the {org}?",
+    "plant": "When did {speaker} plant the {plant}?",
+    "bodypart": "When did {speaker} hurt their {bodypart}?",
+    "field": "When did {speaker} start thinking about a career in {field}?",
+    "relative": "When did {speaker}'s {relative} get married?",
+    "instrument": "When did {speaker} start learning the {instrument}?",
+    "city": "When did {speaker} decide to move to {city}?",
+    "dish": "When did {speaker} bake {dish} for the {occasion}?",
+}
+OPEN_DOMAIN = {
+    "group": "Would {speaker} be open to sharing personal struggles with strangers?",
+    "subject": "Would {speaker} enjoy a visit to an art museum?",
+    "park": "Is {speaker}'s family likely to enjoy the outdoors?",
+    "race": "Does {speaker} care about fitness and good causes?",
+    "breed": "Would {speaker} be considered an animal lover?",
+    "role": "Is {speaker} ambitious about their career?",
+    "hobby": "Does {speaker} like learning hands-on skills?",
+    "place": "Does {speaker} enjoy traveling abroad?",
+    "band": "Would {speaker} buy tickets to a music festival?",
+    "book": "Would {speaker} enjoy a novel as a gift?",
+    "org": "Is {speaker} community-minded?",
+    "plant": "Does {speaker} have a green thumb?",
+    "bodypart": "Is {speaker} an athletic person?",
+    "field": "Would {speaker} be suited to a helping profession?",
+    "relative": "Is {speaker} close to their extended family?",
+    "instrument": "Would {speaker} enjoy playing in a band?",
+    "city": "Is {speaker} willing to uproot their life?",
+    "dish": "Does {speaker} like spending time in the kitchen?",
+}
+MULTI_HOP = {
+    "group": "Which support groups has {speaker} been to?",
+    "subject": "What has {speaker} painted?",
+    "park": "Where has {speaker} gone camping?",
+    "race": "What charity races has {speaker} run?",
+    "breed": "What pets does {speaker} have?",
+    "role": "What job offers has {speaker} had?",
+    "hobby": "What classes has {speaker} taken?",
+    "place": "Which places has {speaker} traveled to?",
+    "band": "Which bands has {speaker} seen live?",
+    "book": "What books has {speaker} read?",
+    "org": "Where has {speaker} volunteered?",
+    "plant": "What has {speaker} planted?",
+    "bodypart": "What injuries has {speaker} had?",
+    "field": "What careers has {speaker} considered?",
+    "relative": "Whose weddings has {speaker} been to?",
+    "instrument": "Which instruments has {speaker} learned?",
+    "city": "Where has {speaker} thought of moving?",
+    "dish": "What has {speaker} baked?",
+}
+ECHO = [
+    "{Key}? No way, that's amazing!",
+    "Oh I love that, {key} sounds perfect for you.",
+    "Ha, {key}, that is so you.",
+    "Wait, {key}? Tell me everything next time!",
+    "{Key}! I remember you mentioning that.",
+]
+SHARES = {"single-hop": 0.55, "temporal": 0.21, "multi-hop": 0.18, "open-domain": 0.06}
+
+
+def generate_locomo(
+    sessions: int = 25, seed: int = 7, events_per_speaker: int = 24, kinds_per_speaker: int = 9, questions: int = 150
+) -> tuple[list[Turn], list[tuple[str, tuple[int, ...], str]]]:
+    """One LoCoMo-shaped conversation (set D): (turns, [(question, evidence turns, category)])."""
+    rng = random.Random(seed)
+    speakers = NAMES[seed % len(NAMES)]
+    turns: list[Turn] = []
+    happened: list[tuple[dict, str, dict[str, str]]] = []
+    asked: list[tuple[str, tuple[int, ...], str]] = []
+    said: dict[tuple[str, str], list[int]] = {}
+    seen: set[tuple[str, str, str]] = set()
+    months: list[str] = []  # the session month of each question about one event ("" for the others)
+    # Both speakers draw their events from overlapping kinds, each kind several times.
+    common = rng.sample(KINDS, kinds_per_speaker)
+    events: list[tuple[dict, str]] = []
+    for s in speakers:
+        mine = rng.sample(common, kinds_per_speaker - 2) + rng.sample([k for k in KINDS if k not in common], 2)
+        events += [(mine[i % len(mine)], s) for i in range(events_per_speaker)]
+    rng.shuffle(events)
+    per_session = [events[i::sessions] for i in range(sessions)]
+    day = date(2023, 1, 8) + timedelta(days=rng.randint(0, 300))
+    for session, todays in enumerate(per_session):
+        day += timedelta(days=rng.randint(4, 20))
+
+        def say(
+            speaker: str,
+            template: str,
+            values: dict[str, str] | None = None,
+            tail: bool = False,
+            session: int = session,
+            day: date = day,
+        ) -> int:
+            friend = speakers[1 - speakers.index(speaker)]
+            if rng.random() > NAME_SHARE:
+                template = re.sub(r", \{(friend|speaker)\}", "", template)
+            if tail and rng.random() < 0.6:
+                template += " " + rng.choice(TAILS)
+            text = template.format(**{"speaker": speaker, **(values or {}), "friend": friend})
+            turns.append(Turn(speaker, text[0].upper() + text[1:], session, day))
+            return len(turns) - 1
+
+        def chat(count: int) -> None:
+            for _ in range(count):
+                if happened and rng.random() < 0.5:  # the topic comes back
+                    kind, who, values = rng.choice(happened)
+                    say(who, rng.choice(kind["callback"]), values, tail=True)
+                else:
+                    say(rng.choice(speakers), " ".join(rng.sample(TALK[1:], rng.randint(1, 2))))
+
+        say(speakers[session % 2], rng.choice(TALK[:1]))
+        for kind, speaker in todays:
+            chat(rng.randint(0, 3))
+            values = {k: rng.choice(v) for k, v in kind["slots"].items()}
+            slot = next(iter(kind["slots"]))
+            fresh = [v for v in kind["slots"][slot] if (slot, speaker, v) not in seen] or kind["slots"][slot]
+            values[slot] = rng.choice(fresh)  # a second trip goes somewhere else
+            seen.add((slot, speaker, values[slot]))
+            values["rel"] = rng.choice(RELATIVE)
+            values["Rel"] = values["rel"][0].upper() + values["rel"][1:]
+            values["speaker"] = speaker
+            values["key"] = values[slot].strip("'")
+            values["Key"] = values["key"][0].upper() + values["key"][1:]
+            friend = speakers[1 - speakers.index(speaker)]
+            at = {"say": say(speaker, rng.choice(kind["say"]), values, tail=True)}
+            say(friend, rng.choice(kind["ask"]), values)
+            at["detail"] = say(speaker, rng.choice(kind["detail"]), values, tail=True)
+            say(friend, rng.choice(ECHO) if rng.random() < 0.6 else rng.choice(TALK[1:]), values)
+            happened.append((kind, speaker, values))
+            said.setdefault((slot, speaker), []).append(at["say"])
+            for question, target in kind["questions"]:
+                asked.append((question.format(**values), (at[target],), "single-hop"))
+            asked.append((PARAPHRASE[slot].format(**values), (at["say"],), "single-hop"))
+            asked.append((TEMPORAL[slot].format(**values), (at["say"],), "temporal"))
+            months[len(asked) - 4 :] = [f"{day:%B %Y}"] * 4
+        chat(rng.randint(1, 4))
+    # Multi-hop: everything a speaker did of one kind (two events or more, each evidence turn its share);
+    # open-domain: a trait to infer from what they did (any of those turns supports it).
+    for (slot, speaker), at_say in said.items():
+        values = {"speaker": speaker}
+        asked.append((OPEN_DOMAIN[slot].format(**values), tuple(at_say), "open-domain"))
+        if len(at_say) > 1:
+            asked.append((MULTI_HOP[slot].format(**values), tuple(at_say), "multi-hop"))
+    months += [""] * (len(asked) - len(months))
+    return turns, _sample(asked, months, rng, questions)
+
+
+def _sample(asked: list, months: list[str], rng: random.Random, total: int) -> list:
+    """Unambiguous questions in the benchmark's proportions of categories: one asked of two events of
+    the same kind says when ("... in May 2023?", as people ask), and is left out if that is still ambiguous."""
+    counts = Counter(q for q, _, _ in asked)
+    anchored = [
+        (q if counts[q] == 1 or not month else q.rstrip("?") + f" in {month}?", *rest)
+        for (q, *rest), month in zip(asked, months, strict=True)
+    ]
+    counts = Counter(q for q, _, _ in anchored)
+    pool: dict[str, list] = {}
+    for item in anchored:
+        if counts[item[0]] == 1:
+            pool.setdefault(item[2], []).append(item)
+    out = []
+    for category, share in SHARES.items():
+        have = pool.get(category, [])
+        out += rng.sample(have, min(len(have), round(total * share)))
+    return out
+
+
+def generate_locomo_set(
+    conversations: int = 10, sessions: int = 25, seed: int = 7
+) -> list[tuple[list[Turn], list[tuple[str, tuple[int, ...], str]]]]:
+    return [generate_locomo(sessions, seed * 1000 + i) for i in range(conversations)]
