@@ -194,8 +194,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--sets",
-        default="eval,A,B,C,D",
-        help="comma-separated: eval (the shared transcripts' probes), A, B, C, D (long conversations; D LoCoMo-shaped)",
+        default="eval,A,B,C,D,Dzh",
+        help="comma-separated: eval (the shared transcripts' probes), A, B, C, D, Dzh (long conversations; D shaped"
+        " like LoCoMo, Dzh the same in Chinese)",
     )
     parser.add_argument(
         "--locomo-settings",
@@ -249,6 +250,14 @@ def main() -> None:
             home,
             generate_locomo_set(args.conversations, seed=args.seed),
             "long conv. D (LoCoMo-shaped)",
+            LOCOMO_SETTINGS,
+            modes,
+        )
+    if "Dzh" in sets:
+        rows += run_long(
+            home,
+            generate_locomo_set(args.conversations, seed=args.seed, lang="zh"),
+            "long conv. D in Chinese",
             LOCOMO_SETTINGS,
             modes,
         )
