@@ -880,6 +880,7 @@ def generate_locomo(
     kinds_per_speaker: int = 9,
     questions: int = 150,
     lang: str = "en",
+    own_kinds: int = 2,
 ) -> tuple[list[Turn], list[tuple[str, tuple[int, ...], str]]]:
     """One LoCoMo-shaped conversation (set D): (turns, [(question, evidence turns, category)]).
 
@@ -904,7 +905,8 @@ def generate_locomo(
     common = rng.sample(kinds, kinds_per_speaker)
     events: list[tuple[dict, str]] = []
     for s in speakers:
-        mine = rng.sample(common, kinds_per_speaker - 2) + rng.sample([k for k in kinds if k not in common], 2)
+        mine = rng.sample(common, kinds_per_speaker - own_kinds)
+        mine += rng.sample([k for k in kinds if k not in common], own_kinds)
         events += [(mine[i % len(mine)], s) for i in range(events_per_speaker)]
     rng.shuffle(events)
     per_session = [events[i::sessions] for i in range(sessions)]

@@ -117,10 +117,12 @@ def run_eval(folder: Path, home: Path, modes: list[tuple[str, str, dict]]) -> li
 
 
 # LoCoMo's two settings as measured from outside: every turn one memory with speaker, session and date as
-# metadata (as the README advises for chats), or the speaker written into the text ("Caroline: ...").
+# metadata (as the README advises for chats), or the speaker written into the text ("Caroline: ...") instead
+# of any metadata; then the speaker in the text with session and date still metadata (no such LoCoMo figure).
 LOCOMO_SETTINGS: dict[str, dict] = {
     "chat metadata": {"speaker": False, "date": False, "meta": ("speaker", "session", "date")},
-    "speaker in text": {"speaker": True, "date": False, "meta": ("session", "date")},
+    "speaker in text": {"speaker": True, "date": False, "meta": ()},
+    "speaker in text, session/date metadata": {"speaker": True, "date": False, "meta": ("session", "date")},
 }
 
 
