@@ -791,3 +791,399 @@ def generate_hard_set(
     conversations: int = 10, sessions: int = 32, seed: int = 7
 ) -> list[tuple[list[Turn], list[tuple[str, int]]]]:
     return [generate_hard(sessions, seed * 1000 + i) for i in range(conversations)]
+
+
+# --- A fourth style (set D): shaped like LoCoMo, to predict what it measures ------------------------------
+# Set C stays easier than the held-out public benchmark (LoCoMo, 10 conversations, 1,536 questions: hybrid
+# R@5 0.72 with chat metadata, 0.60 with the speaker written into the text). What real conversations
+# have and C lacked: two speakers and ~300 turns over ~25 sessions, but the same kinds of event again and
+# again for both of them (several trips, several pets, the same hobby in many sessions), the friend's
+# reaction repeating the key word of the news, questions of four kinds in the benchmark's proportions
+# (single-hop 55 %, temporal 21 %, multi-hop 18 %, open-domain 6 %; adversarial ones have no answer in
+# the retrieval figures), multi-hop answers spread over sessions (each evidence turn counts for its share),
+# open-domain questions to be inferred from a turn that shares no word with them, and the answer often in
+# the reply to the friend's question rather than in the news itself. Questions name the speaker; turns say "I".
+TEMPORAL = {
+    "group": "When did {speaker} go to the {group} support group?",
+    "subject": "When did {speaker} paint the {subject}?",
+    "park": "When did {speaker} go camping at {park}?",
+    "race": "When did {speaker} run the charity {race}?",
+    "breed": "When did {speaker} adopt the {breed}?",
+    "role": "When did {speaker} get the job offer from {company}?",
+    "hobby": "When did {speaker} start the {hobby} class?",
+    "place": "When did {speaker} go to {place}?",
+    "band": "When did {speaker} see {band} live?",
+    "book": "When did {speaker} read {book}?",
+    "org": "When did {speaker} start volunteering at the {org}?",
+    "plant": "When did {speaker} plant the {plant}?",
+    "bodypart": "When did {speaker} hurt their {bodypart}?",
+    "field": "When did {speaker} start thinking about a career in {field}?",
+    "relative": "When did {speaker}'s {relative} get married?",
+    "instrument": "When did {speaker} start learning the {instrument}?",
+    "city": "When did {speaker} decide to move to {city}?",
+    "dish": "When did {speaker} bake {dish} for the {occasion}?",
+}
+OPEN_DOMAIN = {
+    "group": "Would {speaker} be open to sharing personal struggles with strangers?",
+    "subject": "Would {speaker} enjoy a visit to an art museum?",
+    "park": "Is {speaker}'s family likely to enjoy the outdoors?",
+    "race": "Does {speaker} care about fitness and good causes?",
+    "breed": "Would {speaker} be considered an animal lover?",
+    "role": "Is {speaker} ambitious about their career?",
+    "hobby": "Does {speaker} like learning hands-on skills?",
+    "place": "Does {speaker} enjoy traveling abroad?",
+    "band": "Would {speaker} buy tickets to a music festival?",
+    "book": "Would {speaker} enjoy a novel as a gift?",
+    "org": "Is {speaker} community-minded?",
+    "plant": "Does {speaker} have a green thumb?",
+    "bodypart": "Is {speaker} an athletic person?",
+    "field": "Would {speaker} be suited to a helping profession?",
+    "relative": "Is {speaker} close to their extended family?",
+    "instrument": "Would {speaker} enjoy playing in a band?",
+    "city": "Is {speaker} willing to uproot their life?",
+    "dish": "Does {speaker} like spending time in the kitchen?",
+}
+MULTI_HOP = {
+    "group": "Which support groups has {speaker} been to?",
+    "subject": "What has {speaker} painted?",
+    "park": "Where has {speaker} gone camping?",
+    "race": "What charity races has {speaker} run?",
+    "breed": "What pets does {speaker} have?",
+    "role": "What job offers has {speaker} had?",
+    "hobby": "What classes has {speaker} taken?",
+    "place": "Which places has {speaker} traveled to?",
+    "band": "Which bands has {speaker} seen live?",
+    "book": "What books has {speaker} read?",
+    "org": "Where has {speaker} volunteered?",
+    "plant": "What has {speaker} planted?",
+    "bodypart": "What injuries has {speaker} had?",
+    "field": "What careers has {speaker} considered?",
+    "relative": "Whose weddings has {speaker} been to?",
+    "instrument": "Which instruments has {speaker} learned?",
+    "city": "Where has {speaker} thought of moving?",
+    "dish": "What has {speaker} baked?",
+}
+ECHO = [
+    "{Key}? No way, that's amazing!",
+    "Oh I love that, {key} sounds perfect for you.",
+    "Ha, {key}, that is so you.",
+    "Wait, {key}? Tell me everything next time!",
+    "{Key}! I remember you mentioning that.",
+]
+SHARES = {"single-hop": 0.55, "temporal": 0.21, "multi-hop": 0.18, "open-domain": 0.06}
+
+
+def generate_locomo(
+    sessions: int = 25,
+    seed: int = 7,
+    events_per_speaker: int = 24,
+    kinds_per_speaker: int = 9,
+    questions: int = 150,
+    lang: str = "en",
+    own_kinds: int = 2,
+) -> tuple[list[Turn], list[tuple[str, tuple[int, ...], str]]]:
+    """One LoCoMo-shaped conversation (set D): (turns, [(question, evidence turns, category)]).
+
+    `lang` "zh": the same in Chinese (KINDS_ZH, fewer kinds, so fewer kinds per speaker)."""
+    rng = random.Random(seed)
+    zh = lang == "zh"
+    kinds, talk, tails, echo, relative = (
+        (KINDS_ZH, TALK_ZH, TAILS_ZH, ECHO_ZH, RELATIVE_ZH) if zh else (KINDS, TALK, TAILS, ECHO, RELATIVE)
+    )
+    if zh:
+        kinds_per_speaker = min(kinds_per_speaker, len(kinds) - 3)
+    speakers = (NAMES_ZH if zh else NAMES)[seed % len(NAMES_ZH if zh else NAMES)]
+    join = "" if zh else " "
+    turns: list[Turn] = []
+    happened: list[tuple[dict, str, dict[str, str]]] = []
+    asked: list[tuple[str, tuple[int, ...], str]] = []
+    said: dict[tuple[str, str], list[int]] = {}
+    by_slot: dict[str, dict] = {}
+    seen: set[tuple[str, str, str]] = set()
+    months: list[str] = []  # the session month of each question about one event ("" for the others)
+    # Both speakers draw their events from overlapping kinds, each kind several times.
+    common = rng.sample(kinds, kinds_per_speaker)
+    events: list[tuple[dict, str]] = []
+    for s in speakers:
+        mine = rng.sample(common, kinds_per_speaker - own_kinds)
+        mine += rng.sample([k for k in kinds if k not in common], own_kinds)
+        events += [(mine[i % len(mine)], s) for i in range(events_per_speaker)]
+    rng.shuffle(events)
+    per_session = [events[i::sessions] for i in range(sessions)]
+    day = date(2023, 1, 8) + timedelta(days=rng.randint(0, 300))
+    for session, todays in enumerate(per_session):
+        day += timedelta(days=rng.randint(4, 20))
+
+        def say(
+            speaker: str,
+            template: str,
+            values: dict[str, str] | None = None,
+            tail: bool = False,
+            session: int = session,
+            day: date = day,
+        ) -> int:
+            friend = speakers[1 - speakers.index(speaker)]
+            if rng.random() > NAME_SHARE:
+                template = re.sub(r"[,，] ?\{(friend|speaker)\}", "", template)
+            if tail and rng.random() < 0.6:
+                template += join + rng.choice(tails)
+            text = template.format(**{"speaker": speaker, **(values or {}), "friend": friend})
+            turns.append(Turn(speaker, text[0].upper() + text[1:], session, day))
+            return len(turns) - 1
+
+        def chat(count: int) -> None:
+            for _ in range(count):
+                if happened and rng.random() < 0.5:  # the topic comes back
+                    kind, who, values = rng.choice(happened)
+                    say(who, rng.choice(kind["callback"]), values, tail=True)
+                else:
+                    say(rng.choice(speakers), join.join(rng.sample(talk[1:], rng.randint(1, 2))))
+
+        say(speakers[session % 2], rng.choice(talk[:1]))
+        for kind, speaker in todays:
+            chat(rng.randint(0, 3))
+            values = {k: rng.choice(v) for k, v in kind["slots"].items()}
+            slot = next(iter(kind["slots"]))
+            fresh = [v for v in kind["slots"][slot] if (slot, speaker, v) not in seen] or kind["slots"][slot]
+            values[slot] = rng.choice(fresh)  # a second trip goes somewhere else
+            seen.add((slot, speaker, values[slot]))
+            values["rel"] = rng.choice(relative)
+            values["Rel"] = values["rel"][0].upper() + values["rel"][1:]
+            values["speaker"] = speaker
+            values["key"] = values[slot].strip("'")
+            values["Key"] = values["key"][0].upper() + values["key"][1:]
+            friend = speakers[1 - speakers.index(speaker)]
+            at = {"say": say(speaker, rng.choice(kind["say"]), values, tail=True)}
+            say(friend, rng.choice(kind["ask"]), values)
+            at["detail"] = say(speaker, rng.choice(kind["detail"]), values, tail=True)
+            say(friend, rng.choice(echo) if rng.random() < 0.6 else rng.choice(talk[1:]), values)
+            happened.append((kind, speaker, values))
+            said.setdefault((slot, speaker), []).append(at["say"])
+            by_slot[slot] = kind
+            for question, target in kind["questions"]:
+                asked.append((question.format(**values), (at[target],), "single-hop"))
+            asked.append((kind.get("paraphrase", PARAPHRASE.get(slot)).format(**values), (at["say"],), "single-hop"))
+            asked.append((kind.get("temporal", TEMPORAL.get(slot)).format(**values), (at["say"],), "temporal"))
+            count = len(kind["questions"]) + 2
+            months[len(asked) - count :] = [f"{day.year}年{day.month}月" if zh else f"{day:%B %Y}"] * count
+        chat(rng.randint(1, 4))
+    # Multi-hop: everything a speaker did of one kind (two events or more, each evidence turn its share);
+    # open-domain: a trait to infer from what they did (any of those turns supports it).
+    for (slot, speaker), at_say in said.items():
+        values = {"speaker": speaker}
+        kind = by_slot[slot]
+        asked.append((kind.get("open", OPEN_DOMAIN.get(slot)).format(**values), tuple(at_say), "open-domain"))
+        if len(at_say) > 1:
+            asked.append((kind.get("multi", MULTI_HOP.get(slot)).format(**values), tuple(at_say), "multi-hop"))
+    months += [""] * (len(asked) - len(months))
+    return turns, _sample(asked, months, rng, questions)
+
+
+def _anchor(question: str, month: str) -> str:
+    if question.endswith("？"):
+        return f"{month}，{question}"
+    return question.rstrip("?") + f" in {month}?"
+
+
+def _sample(asked: list, months: list[str], rng: random.Random, total: int) -> list:
+    """Unambiguous questions in the benchmark's proportions of categories: one asked of two events of
+    the same kind says when ("... in May 2023?", as people ask), and is left out if that is still ambiguous."""
+    counts = Counter(q for q, _, _ in asked)
+    anchored = [
+        (q if counts[q] == 1 or not month else _anchor(q, month), *rest)
+        for (q, *rest), month in zip(asked, months, strict=True)
+    ]
+    counts = Counter(q for q, _, _ in anchored)
+    pool: dict[str, list] = {}
+    for item in anchored:
+        if counts[item[0]] == 1:
+            pool.setdefault(item[2], []).append(item)
+    out = []
+    for category, share in SHARES.items():
+        have = pool.get(category, [])
+        out += rng.sample(have, min(len(have), round(total * share)))
+    return out
+
+
+def generate_locomo_set(
+    conversations: int = 10, sessions: int = 25, seed: int = 7, lang: str = "en"
+) -> list[tuple[list[Turn], list[tuple[str, tuple[int, ...], str]]]]:
+    return [generate_locomo(sessions, seed * 1000 + i, lang=lang) for i in range(conversations)]
+
+
+# The same shape in Chinese (set D's Chinese share): two speakers chatting in Chinese, asked in Chinese.
+KINDS_ZH: list[dict] = [
+    {
+        "slots": {
+            "place": ["京都", "成都", "大理", "厦门", "清迈", "西安"],
+            "food": ["火锅", "拉面", "米线", "海鲜粥"],
+        },
+        "say": ["我{rel}刚从{place}回来，玩得太开心了！", "{rel}我和姐姐在{place}待了一个星期。"],
+        "ask": ["好羡慕，{speaker}！最难忘的是什么？", "快跟我说说，那边怎么样？"],
+        "detail": ["每天都吃{food}，吃不腻。", "印象最深的就是{food}，现在还想着。"],
+        "callback": ["我还在想念{place}呢，{friend}。", "好想再出去旅行一次。"],
+        "questions": [("{speaker}去{place}每天吃什么？", "detail")],
+        "paraphrase": "{speaker}最近去哪里度假了？",
+        "temporal": "{speaker}什么时候去的{place}？",
+        "open": "{speaker}喜欢出门旅行吗？",
+        "multi": "{speaker}都去过哪些地方旅行？",
+    },
+    {
+        "slots": {"breed": ["柯基", "柴犬", "金毛", "布偶猫", "橘猫"], "petname": ["豆豆", "团子", "可乐", "馒头"]},
+        "say": ["我们{rel}从救助站领养了一只{breed}！", "{rel}家里多了一只{breed}。"],
+        "ask": ["好可爱，{speaker}！起了什么名字？", "太萌了！叫什么？"],
+        "detail": ["叫{petname}，是孩子们起的。", "我们叫它{petname}，特别适合它。"],
+        "callback": ["{petname}又把我的鞋咬坏了，{friend}。", "每天早上遛{petname}让我心情很好。"],
+        "questions": [("{speaker}的宠物叫什么名字？", "detail")],
+        "paraphrase": "{speaker}家里新来了什么动物？",
+        "temporal": "{speaker}什么时候领养的{breed}？",
+        "open": "{speaker}是个喜欢动物的人吗？",
+        "multi": "{speaker}养了哪些宠物？",
+    },
+    {
+        "slots": {
+            "hobby": ["陶艺", "书法", "烘焙", "摄影", "国画"],
+            "teacher": ["陈老师", "林老师", "周老师", "赵老师"],
+        },
+        "say": ["我报了社区中心的{hobby}课。", "{rel}我上了第一节{hobby}课，终于开始了！"],
+        "ask": ["真好，{speaker}！上得怎么样？", "不错嘛！课好不好？"],
+        "detail": ["比想象的难，不过{teacher}特别有耐心。", "我很喜欢，{teacher}让每个人都很放松。"],
+        "callback": ["这周的课也很有意思，{friend}，我慢慢进步了。", "昨天上课又弄得一团糟，哈哈。"],
+        "questions": [("{speaker}的{hobby}课是谁教的？", "detail")],
+        "paraphrase": "{speaker}在社区学什么手艺？",
+        "temporal": "{speaker}什么时候开始上{hobby}课的？",
+        "open": "{speaker}喜欢动手学新技能吗？",
+        "multi": "{speaker}上过哪些兴趣课？",
+    },
+    {
+        "slots": {
+            "band": ["五月天", "周杰伦", "陈奕迅", "苏打绿"],
+            "song": ["他们最火的歌", "一首安静的老歌", "我们的婚礼歌曲"],
+        },
+        "say": ["我{rel}去看了{band}的演唱会，前排！", "{rel}我们去听了{band}的现场！"],
+        "ask": ["真的假的，{speaker}！最精彩的是什么？", "好羡慕！演出怎么样？"],
+        "detail": ["最后唱了{song}，我都哭了。", "现场听到{song}，起鸡皮疙瘩。"],
+        "callback": ["这周一直在循环{band}的歌，{friend}。", "音乐真的能帮我度过难熬的日子。"],
+        "questions": [("{speaker}在演唱会上听到哪首歌哭了？", "detail")],
+        "paraphrase": "{speaker}去看了哪位歌手的现场表演？",
+        "temporal": "{speaker}什么时候看的{band}演唱会？",
+        "open": "{speaker}会买音乐节的门票吗？",
+        "multi": "{speaker}看过哪些演唱会？",
+    },
+    {
+        "slots": {"book": ["《活着》", "《围城》", "《平凡的世界》", "《白夜行》"], "club": ["读书会", "同事", "表妹"]},
+        "say": ["我最近在读{book}，根本停不下来。", "我{rel}读完了{book}，太震撼了。"],
+        "ask": ["讲的是什么，{speaker}？", "我正好缺书看！好看吗？"],
+        "detail": ["是{club}推荐给我的，特别感人。", "{club}推荐的，看得我很难过。"],
+        "callback": ["睡前看书成了我的小习惯，{friend}。", "最近书是我的避风港。"],
+        "questions": [("谁给{speaker}推荐了{book}？", "detail")],
+        "paraphrase": "{speaker}最近在看哪部小说？",
+        "temporal": "{speaker}什么时候读的{book}？",
+        "open": "送{speaker}一本小说当礼物合适吗？",
+        "multi": "{speaker}读过哪些书？",
+    },
+    {
+        "slots": {
+            "org": ["流浪动物救助站", "食物银行", "儿童医院", "社区图书馆"],
+            "task": ["整理捐赠物资", "给孩子们读书", "遛狗", "在前台接待"],
+        },
+        "say": ["我周末在{org}做志愿者。", "{rel}我开始去{org}当志愿者了。"],
+        "ask": ["你真好，{speaker}。在那边做什么？", "太棒了！怎么开始的？"],
+        "detail": ["主要是{task}，是我一周最开心的时候。", "我负责{task}，让我很踏实。"],
+        "callback": ["做公益让我觉得和大家很亲近，{friend}。", "{org}又缺志愿者了。"],
+        "questions": [("{speaker}在{org}做什么？", "detail")],
+        "paraphrase": "{speaker}在哪里免费帮忙？",
+        "temporal": "{speaker}什么时候开始在{org}做志愿者的？",
+        "open": "{speaker}热心社区的事吗？",
+        "multi": "{speaker}在哪些地方做过志愿者？",
+    },
+    {
+        "slots": {
+            "bodypart": ["脚踝", "膝盖", "手腕", "肩膀"],
+            "sport": ["篮球", "足球", "网球", "羽毛球"],
+            "rest": ["两周", "一个月", "六周"],
+        },
+        "say": ["我{rel}打{sport}的时候伤了{bodypart}。", "{rel}练{sport}把{bodypart}扭了。"],
+        "ask": ["天哪，{speaker}！你还好吗？", "哎呀！医生怎么说？"],
+        "detail": ["医生说要休息{rest}，每周做两次理疗。", "{rest}不能运动，医生的命令。"],
+        "callback": ["我的{bodypart}好多了，{friend}，慢慢来。", "好想念运动的日子。"],
+        "questions": [("医生让{speaker}休息多久？", "detail")],
+        "paraphrase": "{speaker}身体哪个部位受伤了？",
+        "temporal": "{speaker}什么时候伤的{bodypart}？",
+        "open": "{speaker}是个爱运动的人吗？",
+        "multi": "{speaker}受过哪些伤？",
+    },
+    {
+        "slots": {
+            "dish": ["柠檬蛋糕", "香蕉面包", "苹果派", "曲奇饼干"],
+            "occasion": ["学校义卖", "公司聚会", "邻居野餐", "教会聚餐"],
+        },
+        "say": ["我{rel}为{occasion}烤了{dish}。", "{rel}我做了{dish}带去{occasion}。"],
+        "ask": ["好香，{speaker}！大家喜欢吗？", "给我留一块！怎么样？"],
+        "detail": ["十分钟就卖光了，我好骄傲。", "一下子就没了，还有人问我要配方。"],
+        "callback": ["烘焙是我解压的方式，{friend}。", "我又把饼干烤焦了，哈哈。"],
+        "questions": [("{speaker}为{occasion}做了什么？", "say")],
+        "paraphrase": "{speaker}为活动做了什么点心？",
+        "temporal": "{speaker}什么时候为{occasion}烤的{dish}？",
+        "open": "{speaker}喜欢待在厨房吗？",
+        "multi": "{speaker}烤过哪些东西？",
+    },
+    {
+        "slots": {"relative": ["哥哥", "姐姐", "表妹", "好朋友"], "venue": ["葡萄园", "海边", "老谷仓", "植物园"]},
+        "say": ["我{relative}{rel}结婚了！", "{rel}是我{relative}的婚礼，好感动。"],
+        "ask": ["恭喜他们，{speaker}！在哪里办的？", "哇！婚礼怎么样？"],
+        "detail": ["在{venue}，交换誓言的时候下了五分钟雨。", "在{venue}办的，很美，我跳了一整晚。"],
+        "callback": ["婚礼总让我很感性，{friend}。", "跳了一晚上舞，现在还没缓过来。"],
+        "questions": [("{speaker}的{relative}在哪里办的婚礼？", "detail")],
+        "paraphrase": "{speaker}家里谁成家了？",
+        "temporal": "{speaker}的{relative}什么时候结的婚？",
+        "open": "{speaker}和亲戚关系亲近吗？",
+        "multi": "{speaker}参加过谁的婚礼？",
+    },
+    {
+        "slots": {
+            "instrument": ["吉他", "小提琴", "钢琴", "尤克里里"],
+            "tune": ["《月亮代表我的心》", "《童年》", "《茉莉花》", "给儿子的摇篮曲"],
+        },
+        "say": ["我最近在学{instrument}。", "{rel}我开始上{instrument}课了！"],
+        "ask": ["好酷，{speaker}！能弹完整首歌了吗？", "不错！在练什么？"],
+        "detail": ["我已经能从头到尾弹{tune}了！", "在练{tune}，手指好疼，哈哈。"],
+        "callback": ["每天晚上都在练，{friend}，很放松。", "音乐真是很好的疗愈。"],
+        "questions": [("{speaker}会弹哪首曲子？", "detail")],
+        "paraphrase": "{speaker}在学什么乐器？",
+        "temporal": "{speaker}什么时候开始学{instrument}的？",
+        "open": "{speaker}会喜欢在乐队里演奏吗？",
+        "multi": "{speaker}学过哪些乐器？",
+    },
+]
+TALK_ZH = [
+    "嗨{friend}！好久不见！最近怎么样？",
+    "谢谢你，{friend}！这对我意义很大。",
+    "最近工作和孩子的事忙得不行，不过还撑得住。",
+    "太励志了，{friend}！我真为你骄傲。",
+    "你总是能让我开心。",
+    "我懂，有些星期就是很累。",
+    "太好了！多说说！",
+    "哈哈，我也是。",
+    "这周很忙，不过挺充实的。",
+    "我最近在努力给自己多留点时间。",
+    "家人一直是我最大的支柱。",
+    "很高兴我们一直保持联系，{friend}。",
+    "照顾好自己哦。",
+    "听起来压力不小，但你可以的。",
+    "最近的生活像坐过山车一样。",
+    "天气特别好，我们在外面待了一整天。",
+    "这周睡得不好，心里事太多。",
+    "谢谢你一直都在。",
+]
+TAILS_ZH = [
+    "真的很感动。",
+    "我觉得自己很幸运。",
+    "开心了一整个星期。",
+    "没想到会这么激动。",
+    "孩子们也很兴奋。",
+    "现在想起来还会笑。",
+]
+ECHO_ZH = ["{key}？真的假的，太棒了！", "哇，{key}，很适合你。", "哈哈，{key}，太像你了。", "{key}！我记得你提过。"]
+RELATIVE_ZH = ["昨天", "上周末", "上周五", "前两天", "上周"]
+NAMES_ZH = [("王芳", "李静"), ("张伟", "刘洋"), ("陈晨", "赵敏"), ("杨帆", "周婷"), ("黄磊", "吴霞")]

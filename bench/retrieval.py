@@ -23,6 +23,7 @@ import json
 import re
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -115,18 +116,40 @@ def run_eval(folder: Path, home: Path, modes: list[tuple[str, str, dict]]) -> li
     return rows
 
 
+# LoCoMo's two settings as measured from outside: every turn one memory with speaker, session and date as
+# metadata (as the README advises for chats), or the speaker written into the text ("Caroline: ...") instead
+# of any metadata; then the speaker in the text with session and date still metadata (no such LoCoMo figure).
+LOCOMO_SETTINGS: dict[str, dict] = {
+    "chat metadata": {"speaker": False, "date": False, "meta": ("speaker", "session", "date")},
+    "speaker in text": {"speaker": True, "date": False, "meta": ()},
+    "speaker in text, session/date metadata": {"speaker": True, "date": False, "meta": ("session", "date")},
+}
+
+
+def _metadata(turn, keys) -> dict[str, str]:
+    values = {"speaker": turn.speaker, "session": f"session {turn.session + 1}", "date": f"{turn.when:%d %B %Y}"}
+    return {key: values[key] for key in keys}
+
+
 def run_long(
     home: Path, dataset, label: str, variants: dict[str, dict], modes: list[tuple[str, str, dict]]
 ) -> list[list[object]]:
-    """One store per conversation (as an agent per user would have); Recall@k summed over all."""
+    """One store per conversation (as an agent per user would have); Recall@k summed over all.
+
+    A question is (question, answer turn) or (question, evidence turns, category): with several
+    evidence turns each one found counts for its share (as LoCoMo's recall does); the categories get
+    rows of their own."""
     import memctl
     from bench.longconv import turn_text
 
     n_turns = sum(len(t) for t, _ in dataset)
     n_questions = sum(len(q) for _, q in dataset)
+    categories = Counter(q[2] for _, qs in dataset for q in qs if len(q) > 2)
     rows = []
     for name, options in variants.items():
-        found = {m[0]: {1: 0, 5: 0, 10: 0} for m in modes}
+        options = dict(options)
+        keys = options.pop("meta", ("speaker", "date") if options.pop("metadata", False) else ())
+        found = {(m[0], c): {1: 0.0, 5: 0.0, 10: 0.0} for m in modes for c in ("", *categories)}
         for number, (turns, questions) in enumerate(dataset):
             with memctl.open_store(home, re.sub("[^a-z0-9]+", "-", f"{label}-{number}-{name}".lower())[:60]) as store:
                 texts = [
@@ -135,19 +158,26 @@ def run_long(
                     )
                     for i, turn in enumerate(turns)
                 ]
-                meta = [
-                    {"speaker": t.speaker, "date": f"{t.when:%d %B %Y}"} if options.get("metadata") else {}
-                    for t in turns
-                ]
-                ids = store.add(texts, area="main", metadata=meta)
+                ids = store.add(texts, area="main", metadata=[_metadata(t, keys) for t in turns])
                 for mode_label, mode, overrides in modes:
                     with configured(store, overrides):
-                        for question, answer_turn in questions:
+                        for question, answer, *category in questions:
+                            evidence = [ids[i] for i in (answer if isinstance(answer, tuple) else (answer,))]
                             got = [h.id for h in store.search(question, limit=10, threshold=0.0, mode=mode)]
-                            for k in found[mode_label]:
-                                found[mode_label][k] += ids[answer_turn] in got[:k]
+                            for tag in ("", *category):
+                                for k in found[mode_label, tag]:
+                                    found[mode_label, tag][k] += sum(e in got[:k] for e in evidence) / len(evidence)
         for mode_label, _, _ in modes:
-            rows.append([f"{label}, {name}", mode_label, *(found[mode_label][k] / n_questions for k in (1, 5, 10)), ""])
+            for tag in ("", *categories):
+                count = categories[tag] if tag else n_questions
+                rows.append(
+                    [
+                        f"{label}, {name}" if not tag else f"  {tag} ({count})",
+                        mode_label,
+                        *(found[mode_label, tag][k] / count for k in (1, 5, 10)),
+                        "",
+                    ]
+                )
     print(
         f"{label}: {len(dataset)} conversations x ~{n_turns // len(dataset)} turns, {n_questions} questions",
         file=sys.stderr,
@@ -166,8 +196,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--sets",
-        default="eval,A,B,C",
-        help="comma-separated: eval (the shared transcripts' probes), A, B, C (long conversations)",
+        default="eval,A,B,C,D,Dzh",
+        help="comma-separated: eval (the shared transcripts' probes), A, B, C, D, Dzh (long conversations; D shaped"
+        " like LoCoMo, Dzh the same in Chinese)",
+    )
+    parser.add_argument(
+        "--locomo-settings",
+        action="store_true",
+        help="store every long-conversation set as D is (chat metadata; speaker in text) instead of the variants",
     )
     parser.add_argument(
         "--text-variants",
@@ -175,7 +211,7 @@ def main() -> None:
         help="also store the turns with speaker/date written into the text, and previous + turn",
     )
     args = parser.parse_args()
-    from bench.longconv import generate_grounded_set, generate_hard_set, generate_set
+    from bench.longconv import generate_grounded_set, generate_hard_set, generate_locomo_set, generate_set
 
     modes = MODES + ([] if args.no_ablations else ABLATIONS)
     if args.only:
@@ -193,6 +229,8 @@ def main() -> None:
                 "previous + turn, metadata": {"speaker": False, "date": False, "context": True, "metadata": True},
             }
         )
+    if args.locomo_settings:
+        variants = LOCOMO_SETTINGS
     if "A" in sets:
         rows += run_long(
             home,
@@ -208,6 +246,22 @@ def main() -> None:
     if "C" in sets:
         rows += run_long(
             home, generate_hard_set(args.conversations, seed=args.seed), "long conv. C (harder)", variants, modes
+        )
+    if "D" in sets:
+        rows += run_long(
+            home,
+            generate_locomo_set(args.conversations, seed=args.seed),
+            "long conv. D (LoCoMo-shaped)",
+            LOCOMO_SETTINGS,
+            modes,
+        )
+    if "Dzh" in sets:
+        rows += run_long(
+            home,
+            generate_locomo_set(args.conversations, seed=args.seed, lang="zh"),
+            "long conv. D in Chinese",
+            LOCOMO_SETTINGS,
+            modes,
         )
     print(
         table(
