@@ -24,6 +24,7 @@ import re
 import sys
 import tempfile
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -96,6 +97,21 @@ def negatives(store, probes, mode: str, threshold: float) -> list[tuple[str, flo
     ]
 
 
+@contextmanager
+def tuned(store, overrides: dict):
+    """The store with `overrides`: `hybrid_<name>` entries set the search tuning's <name> (memctl/search/tuning.py),
+    the rest the config."""
+    from memctl.search.tuning import TUNING, tune
+
+    search = {k.removeprefix("hybrid_"): v for k, v in overrides.items() if k.startswith("hybrid_")}
+    with configured(store, {k: v for k, v in overrides.items() if not k.startswith("hybrid_")}):
+        tune(store, **search)
+        try:
+            yield
+        finally:
+            store.search_tuning = TUNING
+
+
 def run_eval(folder: Path, home: Path, modes: list[tuple[str, str, dict]]) -> list[list[object]]:
     import memctl
 
@@ -105,7 +121,7 @@ def run_eval(folder: Path, home: Path, modes: list[tuple[str, str, dict]]) -> li
         for area in ("fragments", "solutions"):
             store.add([t for a, t in items if a == area], area=area)
         for label, mode, overrides in modes:
-            with configured(store, overrides):
+            with tuned(store, overrides):
                 scores = recall_at(store, probes, mode)
                 found = negatives(store, probes, mode, store.config["search_threshold"])
             top = max((score for _, score in found), default=0.0)
@@ -160,7 +176,7 @@ def run_long(
                 ]
                 ids = store.add(texts, area="main", metadata=[_metadata(t, keys) for t in turns])
                 for mode_label, mode, overrides in modes:
-                    with configured(store, overrides):
+                    with tuned(store, overrides):
                         for question, answer, *category in questions:
                             evidence = [ids[i] for i in (answer if isinstance(answer, tuple) else (answer,))]
                             got = [h.id for h in store.search(question, limit=10, threshold=0.0, mode=mode)]
