@@ -4,8 +4,11 @@ Every mode gathers candidates the same way for every backend (memctl/search/prot
 vector index only (no keyword query), "keyword" from the keyword index (BM25 embedded, ts_rank_cd on
 PostgreSQL), "hybrid" (default) from both, fused as memctl/search/fusion.py says. Each candidate's evidence
 (memctl.search.relevance.FEATURES) goes through the store model's calibration, and that one score, the
-estimated probability that the memory answers the query, both orders the results and cuts them at the
-threshold: nothing overrides it afterwards. A model with no shipped calibration (or a tuning with
+estimated probability that the memory answers the query, cuts the results at the threshold: nothing
+overrides it afterwards (no rare-token bypass, no slot rule: both are evidence). The results come in the mode's
+order, which the score also weighs (`fused`): ordering them by the score itself gained 1 point of R@5 on the
+tune half but lost 13 on the LoCoMo-shaped long chats (bench/retrieval.py set D), whose chat-turn signals the
+fit has not seen; `TUNING.order_by_score` switches to it. A model with no shipped calibration (or a tuning with
 `calibrated` off) scores (1 + cosine) / 2 instead; its results keep the mode's own order, a keyword match
 on a rare identifier ranks first and passes, and the slot rule lowers a memory without the value asked for.
 """
@@ -217,7 +220,8 @@ def _rare_hits(store: SearchableStore, query: str, hits: Mapping[int, Hit], from
 def _select_calibrated(
     store: SearchableStore, calibration: Calibration, query: str, pool: Pool, limit: int, threshold: float
 ) -> Results:
-    """Every candidate scored by the calibration; that score orders them (ties: the mode's order) and cuts them."""
+    """Every candidate scored by the calibration; that score cuts them. They come in the mode's order (the
+    fusion's in hybrid; TUNING.order_by_score: by the score): ordering by the score lost long-chat recall."""
     cosines = {key: 2.0 * rel - 1.0 for key, rel in pool.shown.items()}
     facts = facts_of(store, store._memo(), pool.hits)
     compute = evidence_of(
@@ -233,13 +237,17 @@ def _select_calibrated(
     )
     evidence = {key: compute(key) for key in pool.hits}
     scores = {key: calibration.score(evidence[key]) for key in pool.hits}
-    order = sorted(pool.hits, key=lambda key: (-scores[key], -pool.fused.get(key, 0.0)))
+    if tuning_of(store).order_by_score:
+        order = sorted(pool.hits, key=lambda key: (-scores[key], -pool.fused.get(key, 0.0)))
+    else:  # the mode's order (the fusion's in hybrid), the score breaking its ties
+        order = sorted(pool.hits, key=lambda key: (-pool.fused.get(key, 0.0), -scores[key]))
     results: Results = []
     for key in order:
-        if scores[key] < threshold or (limit > 0 and len(results) >= limit):
+        if limit > 0 and len(results) >= limit:
             break
-        pool.hits[key].score = round(scores[key], 6)
-        results.append((pool.hits[key], evidence[key]))
+        if scores[key] >= threshold:
+            pool.hits[key].score = round(scores[key], 6)
+            results.append((pool.hits[key], evidence[key]))
     return results
 
 

@@ -30,6 +30,7 @@ class Tuning:
     keyword_weight: float = 0.5  # ... and of the keyword side
     keyword_gate: float = 0.5  # rrf: keyword matches weaker than this x the best one are left out
     calibrated: bool = True  # the shipped calibration scores results (False: the plain (1 + cosine) / 2)
+    order_by_score: bool = False  # results ordered by the calibrated score instead of the mode's (fusion's) order
 
 
 TUNING = Tuning()
