@@ -11,7 +11,8 @@ import pytest
 
 from memctl.errors import StoreError
 from memctl.llm import LLMError, UtilityModel
-from memctl.memorize.consolidate import Consolidator, consolidate_store, merge_metadata, parse_decision
+from memctl.memorize.consolidate import Consolidator, merge_metadata, parse_decision
+from memctl.memorize.store_consolidation import consolidate_store
 from tests.scripted_llm import Router, existing_memories
 
 STORED = "User prefers dark mode in every editor"

@@ -147,7 +147,7 @@ def consolidate(
 ) -> None:
     """Consolidate similar memories already stored (near-duplicate groups first). Needs utility_model."""
     from memctl.llm import UtilityModel
-    from memctl.memorize.consolidate import consolidate_store
+    from memctl.memorize.store_consolidation import consolidate_store
 
     st = state(ctx)
     with st.open_store(actor="consolidate") as store:
