@@ -99,7 +99,7 @@ def main() -> None:
             "MEMCTL_UTILITY_API_KEY_ENV": "NEVER_KEY",
             "NEVER_KEY": "sk-none",
             "MEMCTL_UTILITY_TIMEOUT": "2",
-            "MEMCTL_UTILITY_RETRIES": "1",
+            "MEMCTL_INTERNAL_UTILITY_RETRIES": "1",
         }
         try:
             llm = [timed(["memorize", str(chat), "--no-solutions", "--json"], llm_env, 4) for _ in range(args.runs)]

@@ -170,7 +170,9 @@ def main() -> int:
             batch.append((wall - busy) / len(paths))
         with tempfile.TemporaryDirectory() as home:
             wall, busy = timed(
-                model, [*cli, "--root", home, "memorize", *paths, "--json"], env | {"MEMCTL_UTILITY_CLIENT": "litellm"}
+                model,
+                [*cli, "--root", home, "memorize", *paths, "--json"],
+                env | {"MEMCTL_INTERNAL_UTILITY_CLIENT": "litellm"},
             )
             through_litellm.append((wall - busy) / len(paths))
         with tempfile.TemporaryDirectory() as home:

@@ -181,7 +181,7 @@ complete -c memctl -n '__memctl_at memctl delete' -l verify -d 'Then prove the r
 # memctl list
 complete -c memctl -n '__memctl_at memctl list' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl list' -s f -l filter -x -d 'Metadata filter, e.g. "\'db\' in tags".'
-complete -c memctl -n '__memctl_at memctl list' -s n -l limit -x -d 'Page size [config list_page_size].'
+complete -c memctl -n '__memctl_at memctl list' -s n -l limit -x -d 'Page size [default: 20].'
 complete -c memctl -n '__memctl_at memctl list' -s p -l page -x -d 'Page number, 1 = newest.'
 
 # memctl update
@@ -207,7 +207,7 @@ complete -c memctl -n '__memctl_at memctl export' -l all-subdirs -d 'Every store
 
 # memctl import
 complete -c memctl -n '__memctl_at memctl import' -l on-conflict -x -d 'When an id exists already: skip, new-id or error.'
-complete -c memctl -n '__memctl_at memctl import' -l batch-size -x -d 'Records per transaction [config import_batch_size].'
+complete -c memctl -n '__memctl_at memctl import' -l batch-size -x -d 'Records per transaction [default: 500].'
 complete -c memctl -n '__memctl_at memctl import' -l allow-duplicates -d 'Also import records identical (text, area, metadata) to a stored memory or an earlier record.'
 
 # memctl reindex
@@ -231,7 +231,7 @@ complete -c memctl -n '__memctl_at memctl import-knowledge' -a '(__fish_complete
 complete -c memctl -n '__memctl_at memctl prune' -l older-than -x -d 'Created more than this long ago (12h, 30d, 8w).'
 complete -c memctl -n '__memctl_at memctl prune' -l not-accessed-for -x -d 'Not returned by `load` for this long (never returned: counted from creation).'
 complete -c memctl -n '__memctl_at memctl prune' -s a -l area -x -a 'main fragments solutions' -d 'Only this area.'
-complete -c memctl -n '__memctl_at memctl prune' -l min-importance -x -d 'Metadata `importance` below this (missing: config prune_default_importance).'
+complete -c memctl -n '__memctl_at memctl prune' -l min-importance -x -d 'Metadata `importance` below this (a memory without one counts as 0.5).'
 complete -c memctl -n '__memctl_at memctl prune' -l decayed-below -x -d 'Effective importance below this: `importance` halved every importance_half_life days since last returned (else created).'
 complete -c memctl -n '__memctl_at memctl prune' -l source -x -d 'knowledge (knowledge_source: true) or conversation (everything else).'
 complete -c memctl -n '__memctl_at memctl prune' -s f -l filter -x -d 'Metadata filter expression.'
@@ -292,7 +292,7 @@ complete -c memctl -n '__memctl_at memctl mcp' -l allow-subdirs -x -d 'Comma-sep
 
 # memctl doctor
 complete -c memctl -n '__memctl_at memctl doctor' -l queries -r -F -d 'Your saved questions (JSONL or YAML: question and the expected memory\'s id or text): recall@k.'
-complete -c memctl -n '__memctl_at memctl doctor' -l k -x -d 'k of recall@k [config doctor_recall_k: 5].'
+complete -c memctl -n '__memctl_at memctl doctor' -l k -x -d 'k of recall@k [default: 5].'
 complete -c memctl -n '__memctl_at memctl doctor' -l trend -d 'Show the kept runs over time (a chart on a terminal); measure nothing.'
 complete -c memctl -n '__memctl_at memctl doctor' -l last -x -d 'With --trend or --plot: only the last N runs.'
 complete -c memctl -n '__memctl_at memctl doctor' -l plot -r -F -d 'Write the trend as a PNG (needs the `plot` extra: matplotlib).'
@@ -329,7 +329,7 @@ complete -c memctl -n '__memctl_at memctl review' -l source -x -d 'Only items fr
 
 # memctl review list
 complete -c memctl -n '__memctl_at memctl review list' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
-complete -c memctl -n '__memctl_at memctl review list' -s n -l limit -x -d 'Page size [config list_page_size].'
+complete -c memctl -n '__memctl_at memctl review list' -s n -l limit -x -d 'Page size [default: 20].'
 complete -c memctl -n '__memctl_at memctl review list' -s p -l page -x -d 'Page number, 1 = oldest.'
 complete -c memctl -n '__memctl_at memctl review list' -l kind -x -d 'pending (the default), or what the latest `memctl doctor` run found: junk, duplicate, conflict, stale.'
 

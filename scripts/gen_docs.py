@@ -1051,6 +1051,9 @@ def _accepted(rule: Any) -> str:
     options = getattr(rule, "options", None)
     if options is not None:
         return ", ".join(f"`{o}`" for o in options)
+    entries = getattr(rule, "entries", None)
+    if entries is not None:
+        return "a mapping of " + ", ".join(f"`{name}`: {_accepted(r)}" for name, r in entries.items())
     low, high = rule.low, rule.high
 
     def num(x: float) -> str:
@@ -1122,7 +1125,24 @@ def _retired_keys() -> list[str]:
     for key, (replacement, why) in sorted(RETIRED.items()):
         now = f"read as `{replacement}`" if replacement else "ignored"
         out.append(f"| `{key}` | {now} | {_cell(why)} |")
-    return [*out, ""]
+    return [*out, "", *_internal_settings()]
+
+
+def _internal_settings() -> list[str]:
+    """The settings that were keys and are internal now (memctl/config/internal.py)."""
+    from memctl.config.internal import INTERNAL
+
+    return [
+        "### Internal settings",
+        "",
+        "These were config keys; they are internal now (batch sizes, index parameters, thresholds fitted on the",
+        "evaluation corpus: `memctl/config/internal.py`). A config file or `MEMCTL_<KEY>` variable that sets one",
+        "is warned about once and ignored; programs (benchmarks, tests) may pass them to `memctl.open_store(...,",
+        "overrides={...})` or set `MEMCTL_INTERNAL_<KEY>` for the CLI. Not a stable interface.",
+        "",
+        ", ".join(f"`{key}`" for key in INTERNAL),
+        "",
+    ]
 
 
 def include(rel: str, language: str = "") -> str:

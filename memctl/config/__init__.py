@@ -1,8 +1,9 @@
 """Layered configuration: defaults < user file < store file < MEMCTL_<KEY> env < explicit overrides.
 
-Every key and its default live in `default_config.yaml`; the type of a key is the type of its
+Every user key and its default live in `default_config.yaml`; the type of a key is the type of its
 default (or NULLABLE_TYPES for keys whose default is null). Unknown keys and wrong types are
-errors that name the file and the key.
+errors that name the file and the key. Internal settings (memctl/config/internal.py) are read like
+keys but only programs set them, through `overrides`; a file or variable naming one is warned about.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from memctl.config.internal import INTERNAL
 from memctl.errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # memctl/
@@ -30,6 +32,9 @@ NULLABLE_TYPES: dict[str, type] = {
     "search_threshold": float,
 }
 ENV_PREFIX = "MEMCTL_"
+# Internal settings by variable, for benchmarks and tests that run the CLI (MEMCTL_INTERNAL_UTILITY_RETRIES=0).
+INTERNAL_ENV_PREFIX = "MEMCTL_INTERNAL_"
+OVERRIDE = "override"  # the source name of the programmatic layer (`overrides`)
 # Environment variables with the prefix that are not configuration keys.
 ENV_NOT_KEYS = {"MEMCTL_HOME", "MEMCTL_STORE", "MEMCTL_CONFIG", "MEMCTL_SUBDIR", "MEMCTL_CACHE_DIR"}
 ENV_NOT_KEY_PREFIXES = ("MEMCTL_TEST_",)  # test switches, never configuration
@@ -121,6 +126,14 @@ RETIRED: dict[str, tuple[str | None, str]] = {
     "hybrid_keyword_weight": (None, _INTERNAL_SEARCH),
     "hybrid_keyword_gate": (None, _INTERNAL_SEARCH),
     "search_calibration": (None, _INTERNAL_SEARCH),
+    "memorize_replace_threshold": (None, "merged with replace_similarity_threshold, an internal setting now"),
+    "doctor_max_junk_share": ("doctor_limits.junk_share", "doctor's limits are one mapping"),
+    "doctor_max_duplicate_share": ("doctor_limits.duplicate_share", "doctor's limits are one mapping"),
+    "doctor_max_conflict_share": ("doctor_limits.conflict_share", "doctor's limits are one mapping"),
+    "doctor_max_stale_share": ("doctor_limits.stale_share", "doctor's limits are one mapping"),
+    "doctor_max_never_recalled_share": ("doctor_limits.never_recalled_share", "doctor's limits are one mapping"),
+    "doctor_max_pending": ("doctor_limits.pending", "doctor's limits are one mapping"),
+    "doctor_min_recall": ("doctor_limits.recall_at_k", "doctor's limits are one mapping"),
     "memorize_gate": (None, "the gate is one learned model now (keep, drop or pending): see memorize_pending"),
 }
 _warned: set[str] = set()
@@ -136,20 +149,33 @@ def retired(key: str, source: str) -> str | None:
     return replacement
 
 
+_INTERNAL_WHY = "an internal setting now, no longer configuration: memctl/config/internal.py"
+
+
+def internal(key: str, source: str) -> None:
+    """Warn once that `source` sets the internal setting `key` (then ignored)."""
+    if key not in _warned:
+        _warned.add(key)
+        print(f"memctl: {source}: config key {key!r} is {_INTERNAL_WHY}; ignored", file=sys.stderr)
+
+
 def _expected_type(key: str) -> type | None:
-    default = defaults()[key]
+    default = defaults()[key] if key in defaults() else INTERNAL[key]
     return NULLABLE_TYPES.get(key) if default is None else type(default)
 
 
-def check_value(key: str, value: Any, source: str) -> Any:
-    """Return `value` coerced to the key's type, or raise naming `source` and `key`."""
+def check_value(key: str, value: Any, source: str, *, internal_ok: bool = False) -> Any:
+    """Return `value` coerced to the key's type, or raise naming `source` and `key`. Internal settings are
+    accepted only where `internal_ok` (from `overrides` and MEMCTL_INTERNAL_<KEY>)."""
     if key in RETIRED:
         replacement, why = RETIRED[key]
         raise ConfigError(
             f"{source}: config key {key!r} is retired ({why})",
-            hint=f"set {replacement!r} instead" if replacement else "remove it from your config",
+            hint=f"set {replacement.split('.')[0]!r} instead" if replacement else "remove it from your config",
         )
-    if key not in defaults():
+    if key in INTERNAL and not internal_ok:
+        raise ConfigError(f"{source}: config key {key!r} is {_INTERNAL_WHY}", hint="remove it from your config")
+    if key not in defaults() and key not in INTERNAL:
         raise ConfigError(f"{source}: unknown config key {key!r}", hint="see `default_config.yaml` for the keys")
     expected = _expected_type(key)
     if value is None or expected is None:
@@ -179,24 +205,29 @@ def user_config_path() -> Path:
     return Path(platformdirs.user_config_dir("memctl", appauthor=False)) / "config.yaml"
 
 
-def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
-    layer: dict[str, Any] = {}
+Layer = tuple[str, dict[str, Any], bool]  # (source, key: value, whether it may set internal settings)
+
+
+def _env_layers(environ: Mapping[str, str]) -> list[Layer]:
+    """One layer per MEMCTL_<KEY> variable, named after it (so an error names the variable)."""
+    layers: list[Layer] = []
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX) or name in ENV_NOT_KEYS or name.startswith(ENV_NOT_KEY_PREFIXES):
             continue
         import yaml  # only when a variable sets a key
 
-        key = name[len(ENV_PREFIX) :].lower()
-        if key in RETIRED and (key := retired(key, f"environment variable {name}") or "") == "":
-            continue
+        internal_ok = name.startswith(INTERNAL_ENV_PREFIX)
+        key = name[len(INTERNAL_ENV_PREFIX if internal_ok else ENV_PREFIX) :].lower()
+        if internal_ok and key not in INTERNAL:
+            raise ConfigError(f"environment variable {name}: {key!r} is not an internal setting")
         try:
             value = yaml_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
         if key in defaults() and _expected_type(key) is str and value is not None:
             value = raw  # a string key keeps the raw text ("123" stays a string)
-        layer[key] = check_value(key, value, f"environment variable {name}")
-    return layer
+        layers.append((f"environment variable {name}", {key: value}, internal_ok))
+    return layers
 
 
 @dataclass
@@ -220,27 +251,41 @@ def load_config(
 ) -> Config:
     values = dict(defaults())
     sources = {key: "default" for key in values}
-    layers: list[tuple[str, dict[str, Any]]] = []
+    layers: list[Layer] = []
     user_path = user_config_path()
     if user_path.is_file():
-        layers.append((str(user_path), _read_yaml(user_path)))
+        layers.append((str(user_path), _read_yaml(user_path), False))
     elif os.environ.get("MEMCTL_CONFIG") and (environ is None or "MEMCTL_CONFIG" in environ):
         raise ConfigError(
             f"MEMCTL_CONFIG names {str(user_path)!r}, which is not a file",
             hint="create it (`memctl config set KEY VALUE` writes there), or unset MEMCTL_CONFIG",
         )
     if store_dir is not None and (store_dir / "config.yaml").is_file():
-        layers.append((str(store_dir / "config.yaml"), _read_yaml(store_dir / "config.yaml")))
-    layers.append(("env", _env_layer(os.environ if environ is None else environ)))
-    layers.append(("override", dict(overrides or {})))
-    for source, layer in layers:
+        layers.append((str(store_dir / "config.yaml"), _read_yaml(store_dir / "config.yaml"), False))
+    layers += _env_layers(os.environ if environ is None else environ)
+    layers.append((OVERRIDE, dict(overrides or {}), True))
+    values.update(INTERNAL)
+    sources.update({key: "internal" for key in INTERNAL})
+    for source, layer, internal_ok in layers:
         for key, value in layer.items():
-            if key in RETIRED and (key := retired(key, source) or "") == "":
-                continue
-            values[key] = check_value(key, value, source)
-            sources[key] = source
+            _set(values, sources, key, value, source, internal_ok)
     _check_together(values, sources)
     return Config(values, sources)
+
+
+def _set(values: dict[str, Any], sources: dict[str, str], key: str, value: Any, source: str, internal_ok: bool) -> None:
+    """Set one key from one layer: a retired key as the key that replaced it (a dotted name: one entry of a
+    mapping key); an internal setting only from a layer allowed to (else warned about and ignored)."""
+    if key in RETIRED and (key := retired(key, source) or "") == "":
+        return
+    if key in INTERNAL and not internal_ok:
+        internal(key, source)
+        return
+    if "." in key:
+        parent, entry = key.split(".", 1)
+        key, value = parent, {**values[parent], entry: value}
+    values[key] = check_value(key, value, source, internal_ok=internal_ok)
+    sources[key] = "env" if source.startswith("environment variable") else source
 
 
 def _check_together(values: dict[str, Any], sources: dict[str, str]) -> None:

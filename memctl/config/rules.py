@@ -39,6 +39,24 @@ class Choice:
         return None if value in self.options else f"must be one of {', '.join(self.options)}"
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A mapping of names to numbers, each within its own range (doctor's limits)."""
+
+    entries: dict[str, Range]
+
+    def problem(self, value: Any) -> str | None:
+        for name, limit in value.items():
+            if name not in self.entries:
+                return f"has no figure {name!r} (figures: {', '.join(self.entries)})"
+            if isinstance(limit, bool) or not isinstance(limit, int | float):
+                return f"needs a number for {name!r}"
+            problem = self.entries[name].problem(limit)
+            if problem is not None:
+                return f"{name} {problem}"
+        return None
+
+
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
@@ -47,7 +65,20 @@ UNIT = Range(0.0, 1.0)
 COUNT = Range(1, MAX_INT)
 SECONDS = Range(0.0, 86_400.0, low_open=True)
 
-RULES: dict[str, Range | Choice] = {
+# The figures `memctl doctor` can hold to a limit (memctl.review.doctor.LIMITS says which side).
+DOCTOR_LIMITS = Limits(
+    {
+        "junk_share": UNIT,
+        "duplicate_share": UNIT,
+        "conflict_share": UNIT,
+        "stale_share": UNIT,
+        "never_recalled_share": UNIT,
+        "pending": Range(0, MAX_INT),
+        "recall_at_k": UNIT,
+    }
+)
+
+RULES: dict[str, Range | Choice | Limits] = {
     "embedding_provider": Choice(("local", "litellm", "fake")),
     "embedding_backend": Choice(("auto", "onnx", "torch")),
     "embedding_batch_size": Range(1, 65_536),
@@ -87,7 +118,6 @@ RULES: dict[str, Range | Choice] = {
     "rank_importance_weight": UNIT,
     "rank_recency_half_life": Range(0.0, 1_000_000.0),
     "memorize_max_history_chars": COUNT,
-    "memorize_replace_threshold": UNIT,
     "replace_similarity_threshold": UNIT,
     "consolidation_threshold": UNIT,
     "consolidation_keyword_overlap": Range(0.0, 2.0),
@@ -100,13 +130,7 @@ RULES: dict[str, Range | Choice] = {
     "doctor_stale_below": UNIT,
     "doctor_never_recalled_days": Range(0.0, 1_000_000.0),
     "doctor_recall_k": Range(1, 10_000),
-    "doctor_max_junk_share": UNIT,
-    "doctor_max_duplicate_share": UNIT,
-    "doctor_max_conflict_share": UNIT,
-    "doctor_max_stale_share": UNIT,
-    "doctor_max_never_recalled_share": UNIT,
-    "doctor_max_pending": Range(0, MAX_INT),
-    "doctor_min_recall": UNIT,
+    "doctor_limits": DOCTOR_LIMITS,
 }
 
 

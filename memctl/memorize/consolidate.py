@@ -216,7 +216,6 @@ class Consolidator:
         config = store.config
         self.enabled = bool(config["memorize_consolidation"])
         self.replace_min = float(config["replace_similarity_threshold"])
-        self.plain_replace_min = float(config["memorize_replace_threshold"])
         self.consider_min = float(config["consolidation_threshold"])
         self.keyword_overlap = float(config["consolidation_keyword_overlap"])
         self.limit = int(config["consolidation_search_limit"])
@@ -628,12 +627,12 @@ class Consolidator:
 
     # -- without the model ---------------------------------------------------------------------------
     def replace_above(self, text: str, area: str, metadata: Mapping[str, Any] | None) -> Outcome:
-        """memorize_consolidation false: same-area memories above memorize_replace_threshold go, then insert."""
+        """memorize_consolidation false: same-area memories at or above replace_similarity_threshold go, then insert."""
         vector = self.store.embed([text])[0]
         hits = (
             [
                 h
-                for h in self.store.search_all_above(text, self.plain_replace_min, area=area)
+                for h in self.store.search_all_above(text, self.replace_min, area=area)
                 if not h.metadata.get("knowledge_source")
             ]
             if len(self.store)
@@ -643,7 +642,7 @@ class Consolidator:
             text,
             area,
             "replaced" if hits else "inserted",
-            f"memorize_consolidation off: replaced memories at or above {self.plain_replace_min}"
+            f"memorize_consolidation off: replaced memories at or above {self.replace_min}"
             if hits
             else "memorize_consolidation off: inserted",
             removed=[h.id for h in hits],

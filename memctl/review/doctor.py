@@ -52,15 +52,15 @@ WORST = 10  # ids of the likeliest junk shown
 NEIGHBOURS = 20  # similar pairs kept per memory (a store of one text saved 10,000 times stays linear)
 BLOCK = 512  # rows of the similarity matrix computed at once
 GATE_BATCH = 256
-# The figures a limit can be set on: (figure, config key, "max" or "min", path into the figures document).
-LIMITS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("junk_share", "doctor_max_junk_share", "max", ("junk", "share")),
-    ("duplicate_share", "doctor_max_duplicate_share", "max", ("duplicates", "share")),
-    ("conflict_share", "doctor_max_conflict_share", "max", ("conflicts", "share")),
-    ("stale_share", "doctor_max_stale_share", "max", ("stale", "share")),
-    ("never_recalled_share", "doctor_max_never_recalled_share", "max", ("never_recalled", "share")),
-    ("pending", "doctor_max_pending", "max", ("pending", "count")),
-    ("recall_at_k", "doctor_min_recall", "min", ("recall", "at_k")),
+# The figures a limit can be set on (config doctor_limits): (figure, "max" or "min", path into the figures).
+LIMITS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("junk_share", "max", ("junk", "share")),
+    ("duplicate_share", "max", ("duplicates", "share")),
+    ("conflict_share", "max", ("conflicts", "share")),
+    ("stale_share", "max", ("stale", "share")),
+    ("never_recalled_share", "max", ("never_recalled", "share")),
+    ("pending", "max", ("pending", "count")),
+    ("recall_at_k", "min", ("recall", "at_k")),
 )
 # The figures `doctor --trend` follows, by name (a path into each run's figures).
 TREND: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -457,21 +457,16 @@ def _recall(
 
 # -- limits ------------------------------------------------------------------------------------------
 def crossed(figures: dict[str, Any], config: Any) -> list[dict[str, Any]]:
-    """The figures past their configured limit (a share limit of 1 and a count or minimum of 0 are off;
-    a figure that could not be measured crosses nothing)."""
+    """The figures past their limit in config doctor_limits (a figure it does not name has none; a figure
+    that could not be measured crosses nothing)."""
     out = []
-    for name, key, side, path in LIMITS:
-        limit = config[key]
-        found = value(figures, path)
-        if found is None:
-            continue
-        off = (side == "max" and (limit >= 1.0 if isinstance(limit, float) else limit <= 0)) or (
-            side == "min" and limit <= 0
-        )
-        if off:
+    limits = config["doctor_limits"] or {}
+    for name, side, path in LIMITS:
+        limit, found = limits.get(name), value(figures, path)
+        if limit is None or found is None:
             continue
         if (side == "max" and found > limit) or (side == "min" and found < limit):
-            out.append({"figure": name, "value": found, "limit": limit, "key": key})
+            out.append({"figure": name, "value": found, "limit": limit, "key": f"doctor_limits.{name}"})
     return out
 
 

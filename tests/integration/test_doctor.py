@@ -240,32 +240,35 @@ def test_bad_queries_file_is_a_usage_error(cli, tmp_path: Path, content: str, me
 
 def test_a_figure_over_its_limit_exits_1(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _save(cli, PORT_A, PORT_B, OWNER)
-    monkeypatch.setenv("MEMCTL_DOCTOR_MAX_CONFLICT_SHARE", "0.9")
+    monkeypatch.setenv("MEMCTL_DOCTOR_LIMITS", "{conflict_share: 0.9}")
     assert _doctor(cli)["crossed"] == []
-    monkeypatch.setenv("MEMCTL_DOCTOR_MAX_CONFLICT_SHARE", "0.5")
+    monkeypatch.setenv("MEMCTL_DOCTOR_LIMITS", "{conflict_share: 0.5}")
     doc = _doctor(cli, code=1)
     assert doc["crossed"] == [
-        {"figure": "conflict_share", "value": round(2 / 3, 4), "limit": 0.5, "key": "doctor_max_conflict_share"}
+        {"figure": "conflict_share", "value": round(2 / 3, 4), "limit": 0.5, "key": "doctor_limits.conflict_share"}
     ]
     human = cli("doctor")
-    assert human.code == 1 and "conflict_share 0.6667 is above its limit 0.5 (doctor_max_conflict_share)" in human.err
-    monkeypatch.delenv("MEMCTL_DOCTOR_MAX_CONFLICT_SHARE")
-    monkeypatch.setenv("MEMCTL_DOCTOR_MAX_PENDING", "1")
-    assert _doctor(cli)["crossed"] == []  # 0 pending
+    line = "conflict_share 0.6667 is above its limit 0.5 (doctor_limits.conflict_share)"
+    assert human.code == 1 and line in human.err
+    monkeypatch.setenv("MEMCTL_DOCTOR_LIMITS", "{pending: 0}")
+    assert _doctor(cli)["crossed"] == []  # 0 pending, none allowed
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"question": "capital of Peru", "text": "Lima"}) + "\n")
-    monkeypatch.setenv("MEMCTL_DOCTOR_MIN_RECALL", "0.5")
+    monkeypatch.setenv("MEMCTL_DOCTOR_LIMITS", "{recall_at_k: 0.5}")
     assert [c["figure"] for c in _doctor(cli, "--queries", str(questions), code=1)["crossed"]] == ["recall_at_k"]
     assert _doctor(cli)["crossed"] == []  # no questions: recall not measured, no limit crossed
-    monkeypatch.setenv("MEMCTL_DOCTOR_MAX_JUNK_SHARE", "1.5")
+    monkeypatch.setenv("MEMCTL_DOCTOR_LIMITS", "{junk_share: 1.5}")
     bad = cli("doctor")
-    assert bad.code == 2 and "doctor_max_junk_share" in bad.err
+    assert bad.code == 2 and "doctor_limits" in bad.err and "junk_share must be in [0, 1]" in bad.err
+    monkeypatch.delenv("MEMCTL_DOCTOR_LIMITS")
+    monkeypatch.setenv("MEMCTL_DOCTOR_MAX_CONFLICT_SHARE", "0.5")  # retired: read as doctor_limits.conflict_share
+    assert [c["key"] for c in _doctor(cli, code=1)["crossed"]] == ["doctor_limits.conflict_share"]
 
 
 def test_stale_and_never_recalled(cli, monkeypatch: pytest.MonkeyPatch):
     faint, *_ = _save(cli, "The staging database is rebuilt from the nightly dump", extra=("--importance", "0.05"))
     _save(cli, OWNER, DARK)
-    monkeypatch.setenv("MEMCTL_DOCTOR_NEVER_RECALLED_DAYS", "0")
+    monkeypatch.setenv("MEMCTL_INTERNAL_DOCTOR_NEVER_RECALLED_DAYS", "0")
     doc = _doctor(cli)
     assert (doc["stale"]["count"], doc["stale"]["share"]) == (1, round(1 / 3, 4))
     assert doc["never_recalled"]["count"] == 3 and doc["never_recalled"]["tracked"] is True

@@ -73,7 +73,7 @@ def test_a4_a5_a9_numbers_too_large(cli, home: Path):
     _refused(cli, ["prune", "--older-than", "10000000w"], 2, "")
     _refused(cli, ["purge", "--older-than", f"{huge}d"], 2, "")
     _refused(cli, ["prune", "--not-accessed-for", f"{huge}d"], 2, "")
-    _refused(cli, ["config", "set", "list_page_size", "10000000000000000000000"], 2, "must be in")
+    _refused(cli, ["config", "set", "search_limit", "10000000000000000000000"], 2, "must be in")
     assert _fingerprint(home) == before
 
 

@@ -470,7 +470,7 @@ def slow_model(
             "MEMCTL_UTILITY_API_BASE": f"http://127.0.0.1:{httpd.server_address[1]}/v1",
             "MEMCTL_UTILITY_API_KEY_ENV": "SLOW_MODEL_KEY",
             "SLOW_MODEL_KEY": "not-a-secret",
-            "MEMCTL_UTILITY_RETRIES": "0",
+            "MEMCTL_INTERNAL_UTILITY_RETRIES": "0",
             "MEMCTL_UTILITY_TIMEOUT": "30",
         }
     finally:

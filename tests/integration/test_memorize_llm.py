@@ -67,7 +67,7 @@ class _ChatServer(BaseHTTPRequestHandler):
 @pytest.fixture(params=["openai", "litellm"])
 def chat_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     """A scripted OpenAI-compatible server, reached through each utility_client (auto picks openai here)."""
-    monkeypatch.setenv("MEMCTL_UTILITY_CLIENT", request.param)
+    monkeypatch.setenv("MEMCTL_INTERNAL_UTILITY_CLIENT", request.param)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
     _ChatServer.requests = []
     _ChatServer.delay_on = None
@@ -77,7 +77,7 @@ def chat_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", f"http://127.0.0.1:{server.server_address[1]}/v1")
     monkeypatch.setenv("MEMCTL_UTILITY_API_KEY_ENV", "TEST_UTILITY_KEY")
     monkeypatch.setenv("TEST_UTILITY_KEY", "sk-scripted-1")
-    monkeypatch.setenv("MEMCTL_UTILITY_RETRIES", "0")
+    monkeypatch.setenv("MEMCTL_INTERNAL_UTILITY_RETRIES", "0")
     yield _ChatServer
     server.shutdown()
     server.server_close()
@@ -143,7 +143,7 @@ def test_gemma_names_get_the_system_prompt_folded_into_the_user_turn(cli, chat_s
         ("openai/scripted-chat", "always", True),
     ):
         monkeypatch.setenv("MEMCTL_UTILITY_MODEL", model)
-        monkeypatch.setenv("MEMCTL_UTILITY_FOLD_SYSTEM", setting)
+        monkeypatch.setenv("MEMCTL_INTERNAL_UTILITY_FOLD_SYSTEM", setting)
         chat_server.requests.clear()
         chat_server.router = Router(fragments='["User wants answers in German from now on"]')
         result = cli("memorize", path, "--no-solutions", "--dry-run", "--json")
@@ -152,7 +152,7 @@ def test_gemma_names_get_the_system_prompt_folded_into_the_user_turn(cli, chat_s
         assert [m["role"] for m in messages] == (["user"] if folded else ["system", "user"]), (model, setting)
         assert "durable facts" in messages[-1]["content"] and ("long-term memory" in messages[0]["content"])
         assert set(chat_server.router.folded) == {folded}  # every call of the run
-    monkeypatch.setenv("MEMCTL_UTILITY_FOLD_SYSTEM", "sometimes")
+    monkeypatch.setenv("MEMCTL_INTERNAL_UTILITY_FOLD_SYSTEM", "sometimes")
     bad = cli("memorize", path, "--json")
     assert bad.code == 2 and "must be one of auto, always, never" in bad.json["error"]["message"]
     assert "utility_fold_system" in bad.json["error"]["message"]
@@ -189,7 +189,7 @@ def test_a_model_that_never_answers_costs_timeout_times_attempts(cli, chat_serve
     try:
         monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", f"http://127.0.0.1:{hanging.sock.getsockname()[1]}/v1")
         monkeypatch.setenv("MEMCTL_UTILITY_TIMEOUT", "2")
-        monkeypatch.setenv("MEMCTL_UTILITY_RETRIES", "1")
+        monkeypatch.setenv("MEMCTL_INTERNAL_UTILITY_RETRIES", "1")
         path = tmp_path / "chat.json"
         path.write_text(json.dumps(TRANSCRIPT))
         result = cli("memorize", path, "--no-solutions", "--json")
@@ -208,8 +208,8 @@ def test_utility_client_choice(cli):
     assert client_for("auto", "openai/gpt-4o-mini", None) == "litellm"  # the hosted API: litellm as before
     assert client_for("auto", "ollama/llama3.1", "http://127.0.0.1:11434") == "litellm"
     assert client_for("LiteLLM", "openai/qwen", "http://127.0.0.1:8080/v1") == "litellm"
-    bad = cli("config", "set", "utility_client", "curl", "--json")
-    assert bad.code == 2 and "utility_client" in bad.json["error"]["message"]
+    bad = cli("config", "set", "utility_client", "litellm", "--json")  # an internal setting, not configuration
+    assert bad.code == 2 and "'utility_client' is an internal setting" in bad.json["error"]["message"]
 
 
 def test_waiting_line_on_a_terminal_only(monkeypatch):
@@ -346,8 +346,8 @@ def test_memorize_with_a_real_small_model(cli, gemma_server, monkeypatch):
     monkeypatch.setenv("MEMCTL_UTILITY_API_BASE", gemma_server)
     monkeypatch.setenv("MEMCTL_UTILITY_API_KEY_ENV", "GEMMA_TEST_KEY")
     monkeypatch.setenv("GEMMA_TEST_KEY", "sk-local")
-    monkeypatch.setenv("MEMCTL_UTILITY_MAX_TOKENS", "160")
-    monkeypatch.setenv("MEMCTL_UTILITY_RETRIES", "0")
+    monkeypatch.setenv("MEMCTL_INTERNAL_UTILITY_MAX_TOKENS", "160")
+    monkeypatch.setenv("MEMCTL_INTERNAL_UTILITY_RETRIES", "0")
     from memctl.config import load_config
     from memctl.llm import UtilityModel
 

@@ -206,7 +206,7 @@ def test_forget_deletes_in_batches_until_exhausted(backend, cli, store, monkeypa
     store.add([f"the build cache lives in gradle folder {i}" for i in range(250)])
     keep = store.add(["completely unrelated zebra"])[0]
     store.close()
-    monkeypatch.setenv("MEMCTL_FORGET_BATCH_SIZE", "40")
+    monkeypatch.setenv("MEMCTL_INTERNAL_FORGET_BATCH_SIZE", "40")
     dry = cli("forget", "the build cache lives in gradle folder", "-t", "0.75", "--dry-run", "--json").json
     assert dry["count"] == 250 and dry["dry_run"] is True
     assert cli("list", "--json").json["total"] == 251

@@ -73,25 +73,57 @@ def test_documented_non_key_variables_are_not_config_keys():
 
 
 def test_each_layer_overrides_the_one_below_for_one_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    keys = ("search_limit", "recall_memories_max_result", "recall_solutions_max_result", "recall_history_messages")
     user = tmp_path / "user.yaml"
-    user.write_text("search_limit: 11\nforget_batch_size: 12\nlist_page_size: 13\nimport_batch_size: 14\n")
+    user.write_text("".join(f"{key}: {11 + i}\n" for i, key in enumerate(keys)))
     monkeypatch.setenv("MEMCTL_CONFIG", str(user))
     store = tmp_path / "store"
     store.mkdir()
-    (store / "config.yaml").write_text("forget_batch_size: 22\nlist_page_size: 23\nimport_batch_size: 24\n")
-    environ = {"MEMCTL_LIST_PAGE_SIZE": "33", "MEMCTL_IMPORT_BATCH_SIZE": "34"}
-    config = load_config(store, overrides={"import_batch_size": 44}, environ=environ)
-    got = {
-        key: (config[key], config.sources[key])
-        for key in ("lock_timeout", "search_limit", "forget_batch_size", "list_page_size", "import_batch_size")
-    }
+    (store / "config.yaml").write_text("".join(f"{key}: {22 + i}\n" for i, key in enumerate(keys[1:])))
+    environ = {"MEMCTL_RECALL_SOLUTIONS_MAX_RESULT": "33", "MEMCTL_RECALL_HISTORY_MESSAGES": "34"}
+    config = load_config(store, overrides={"recall_history_messages": 44}, environ=environ)
+    got = {key: (config[key], config.sources[key]) for key in ("lock_timeout", *keys)}
     assert got == {
         "lock_timeout": (30, "default"),
         "search_limit": (11, str(user)),
-        "forget_batch_size": (22, str(store / "config.yaml")),
-        "list_page_size": (33, "env"),
-        "import_batch_size": (44, "override"),
+        "recall_memories_max_result": (22, str(store / "config.yaml")),
+        "recall_solutions_max_result": (33, "env"),
+        "recall_history_messages": (44, "override"),
     }
+
+
+def test_internal_settings_come_from_programs_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):
+    """Batch sizes and fitted thresholds are not configuration (memctl/config/internal.py): a file or
+    MEMCTL_<KEY> naming one is warned about and ignored; overrides and MEMCTL_INTERNAL_<KEY> set them."""
+    from memctl.config import INTERNAL, _warned
+
+    _warned.clear()
+    user = tmp_path / "user.yaml"
+    user.write_text("forget_batch_size: 12\nsearch_limit: 7\n")
+    monkeypatch.setenv("MEMCTL_CONFIG", str(user))
+    config = load_config(None, environ={"MEMCTL_LIST_PAGE_SIZE": "33"})
+    assert config["forget_batch_size"] == INTERNAL["forget_batch_size"] and config["search_limit"] == 7
+    assert config["list_page_size"] == INTERNAL["list_page_size"]
+    err = capsys.readouterr().err
+    assert "'forget_batch_size' is an internal setting now" in err and "'list_page_size'" in err
+    config = load_config(None, overrides={"forget_batch_size": 5}, environ={"MEMCTL_INTERNAL_LIST_PAGE_SIZE": "9"})
+    assert (config["forget_batch_size"], config["list_page_size"]) == (5, 9)
+    with pytest.raises(ConfigError, match="must be in"):
+        load_config(None, overrides={"forget_batch_size": 0}, environ={})
+    with pytest.raises(ConfigError, match="not an internal setting"):
+        load_config(None, environ={"MEMCTL_INTERNAL_SEARCH_LIMIT": "3"})
+
+
+def test_doctor_limits_take_the_retired_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    user = tmp_path / "user.yaml"
+    user.write_text("doctor_limits: {pending: 5}\ndoctor_max_junk_share: 0.2\n")
+    monkeypatch.setenv("MEMCTL_CONFIG", str(user))
+    config = load_config(None, environ={"MEMCTL_DOCTOR_MIN_RECALL": "0.5"})
+    assert config["doctor_limits"] == {"pending": 5, "junk_share": 0.2, "recall_at_k": 0.5}
+    with pytest.raises(ConfigError, match="has no figure 'junk'"):
+        load_config(None, overrides={"doctor_limits": {"junk": 0.2}}, environ={})
+    with pytest.raises(ConfigError, match=r"junk_share must be in \[0, 1\]"):
+        load_config(None, overrides={"doctor_limits": {"junk_share": 2}}, environ={})
 
 
 def test_config_show_json_says_where_each_value_comes_from(

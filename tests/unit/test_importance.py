@@ -180,7 +180,7 @@ def test_knowledge_chunks_get_the_configured_importance(cli, tmp_path: Path, mon
     assert cli("import-knowledge", kb).code == 0
     [chunk] = cli("list", "--json").json["items"]
     assert chunk["metadata"]["importance"] == 0.6 and chunk["metadata"]["knowledge_source"] is True
-    monkeypatch.setenv("MEMCTL_KNOWLEDGE_IMPORTANCE", "0.35")
+    monkeypatch.setenv("MEMCTL_INTERNAL_KNOWLEDGE_IMPORTANCE", "0.35")
     (kb / "more.md").write_text("# More\n\nPrinters are on the third floor.\n")
     assert cli("import-knowledge", kb).code == 0
     found = {m["metadata"]["source_file"]: m["metadata"]["importance"] for m in cli("list", "--json").json["items"]}

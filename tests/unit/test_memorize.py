@@ -240,7 +240,7 @@ def test_batch_in_name_order_one_store_partial_exit(cli, tmp_path, scripted):
 
 
 def test_history_is_cut_from_the_oldest_end(cli, tmp_path, scripted, monkeypatch):
-    monkeypatch.setenv("MEMCTL_MEMORIZE_MAX_HISTORY_CHARS", "60")
+    monkeypatch.setenv("MEMCTL_INTERNAL_MEMORIZE_MAX_HISTORY_CHARS", "60")
     path = tmp_path / "long.json"
     path.write_text(
         json.dumps(

@@ -25,7 +25,7 @@ def doctor(
             help="Your saved questions (JSONL or YAML: question and the expected memory's id or text): recall@k.",
         ),
     ] = None,
-    k: Annotated[int | None, typer.Option("--k", min=1, help="k of recall@k [config doctor_recall_k: 5].")] = None,
+    k: Annotated[int | None, typer.Option("--k", min=1, help="k of recall@k [default: 5].")] = None,
     trend: Annotated[
         bool, typer.Option("--trend", help="Show the kept runs over time (a chart on a terminal); measure nothing.")
     ] = False,
@@ -42,7 +42,7 @@ def doctor(
 ) -> None:
     """How healthy is this store: likely junk, near-duplicates, conflicts, stale and never-recalled shares,
     pending reviews, recall@k on your questions. Each run is kept (--trend). Exit 1 when a figure crosses
-    its configured limit (doctor_max_*, doctor_min_recall)."""
+    its limit in config doctor_limits."""
     from memctl.review.doctor import run_doctor
     from memctl.review.doctor import trend as runs_of
     from memctl.review.doctor_plot import write_png
@@ -72,7 +72,7 @@ def doctor(
     if report.crossed:
         if not st.json:
             for c in report.crossed:
-                side = "below" if c["key"] == "doctor_min_recall" else "above"
+                side = "below" if c["figure"] == "recall_at_k" else "above"
                 sys.stderr.write(f"memctl: {c['figure']} {c['value']} is {side} its limit {c['limit']} ({c['key']})\n")
         raise typer.Exit(EXIT_LIMIT)
 

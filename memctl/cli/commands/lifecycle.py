@@ -37,7 +37,7 @@ def prune(
         typer.Option(
             "--min-importance",
             callback=unit_interval,
-            help="Metadata `importance` below this (missing: config prune_default_importance).",
+            help="Metadata `importance` below this (a memory without one counts as 0.5).",
         ),
     ] = None,
     decayed_below: Annotated[

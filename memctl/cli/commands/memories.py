@@ -366,9 +366,7 @@ def list_(
     ctx: typer.Context,
     area: AreaOpt = None,
     filter: FilterOpt = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", "-n", min=1, help="Page size [config list_page_size].")
-    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Page size [default: 20].")] = None,
     page: Annotated[int, typer.Option("--page", "-p", min=1, help="Page number, 1 = newest.")] = 1,
 ) -> None:
     """List memories, newest first, a page at a time."""

@@ -62,9 +62,7 @@ IdsArg = Annotated[list[str], typer.Argument(metavar="ID...", help="Pending ids 
 def list_(
     ctx: typer.Context,
     area: AreaOpt = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", "-n", min=1, help="Page size [config list_page_size].")
-    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Page size [default: 20].")] = None,
     page: Annotated[int, typer.Option("--page", "-p", min=1, help="Page number, 1 = oldest.")] = 1,
     kind: Annotated[
         str | None,

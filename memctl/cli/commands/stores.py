@@ -116,7 +116,7 @@ def import_(
         str, typer.Option("--on-conflict", help="When an id exists already: skip, new-id or error.")
     ] = "skip",
     batch_size: Annotated[
-        int | None, typer.Option("--batch-size", min=1, help="Records per transaction [config import_batch_size].")
+        int | None, typer.Option("--batch-size", min=1, help="Records per transaction [default: 500].")
     ] = None,
     allow_duplicates: Annotated[
         bool,
