@@ -36,7 +36,8 @@ from memctl.files import (
     swap_in,
     swap_lock,
 )
-from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.base import StoreBase
+from memctl.store.interface import iter_chunks
 from memctl.store.layout import BEHAVIOUR_FILE, DB_FILE, EMBEDDING_FILE, KNOWLEDGE_FILE, LOCK_FILE, read_only_database
 from memctl.store.records import now_iso
 from memctl.store.vector_index import INDEX_FILE, SIDECAR_FILE

@@ -20,7 +20,8 @@ from typing import IO, Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import InputFormatError, MemctlError, UsageError
-from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.base import StoreBase
+from memctl.store.interface import iter_chunks
 from memctl.store.records import now_iso
 from memctl.store.validate import check_area, check_record
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from memctl.embeddings import ModelInfo
 from memctl.errors import StoreError, UsageError
-from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.base import StoreBase
+from memctl.store.interface import iter_chunks
 from memctl.store.records import HistoryEntry
 
 BATCH = 2000

@@ -8,7 +8,8 @@ from typing import Any
 
 from memctl.errors import UsageError
 from memctl.lifecycle.durations import is_knowledge, parse_duration
-from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.base import StoreBase
+from memctl.store.interface import iter_chunks
 from memctl.store.records import Memory, parse_time
 from memctl.store.validate import check_area
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from memctl.errors import StoreError, UsageError
 from memctl.lifecycle.durations import parse_duration
-from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.base import StoreBase
+from memctl.store.interface import iter_chunks
 
 
 @dataclass

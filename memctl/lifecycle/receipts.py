@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from memctl.embeddings import content_hash
-from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.base import StoreBase
+from memctl.store.interface import iter_chunks
 
 # The places a text can be recalled from, in the order a receipt lists them.
 LOCATIONS = ("live_rows", "vector_index", "keyword_index", "history", "archive", "embedding_cache")

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memctl.errors import NotFoundError, UsageError
-from memctl.store.base import StoreBase, iter_chunks
+from memctl.store.base import StoreBase
+from memctl.store.interface import iter_chunks
 from memctl.store.records import Memory, now_iso
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.errors import UsageError
 from memctl.lifecycle.durations import parse_duration
-from memctl.store.base import iter_chunks
+from memctl.store.interface import iter_chunks
 from memctl.store.records import Memory, PendingItem, parse_time
 from memctl.store.validate import check_area
 

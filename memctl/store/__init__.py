@@ -9,8 +9,9 @@ from typing import Any
 from memctl.config import Config, load_config
 from memctl.config.paths import DEFAULT_SUBDIR, resolve_root
 from memctl.embeddings import Embedder
-from memctl.store.base import StoreBase, StoreSpec
+from memctl.store.base import StoreBase
 from memctl.store.embedded import EmbeddedStore
+from memctl.store.interface import StoreSpec
 from memctl.store.postgres import PostgresStore
 from memctl.store.records import StoreList
 

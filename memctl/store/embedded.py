@@ -17,15 +17,11 @@ from typing import TYPE_CHECKING, Any
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import ConfigError, LockTimeoutError, ModelMismatchError, NotFoundError, StoreError, sqlite_hint
 from memctl.files import atomic_write_bytes, recover_swap, remove_lock_only_folder
-from memctl.store.base import (
-    PreparedRow,
-    StoreBase,
-    StoreSpec,
-    iter_chunks,
-)
-from memctl.store.base import json_or_none as _json_or_none
+from memctl.store.base import StoreBase
 from memctl.store.doctor_rows import DoctorRun, Finding, figures_of, related_of
 from memctl.store.filters import Filter
+from memctl.store.interface import PreparedRow, StoreSpec, iter_chunks
+from memctl.store.interface import json_or_none as _json_or_none
 from memctl.store.keyword import register_functions
 from memctl.store.layout import (
     BEHAVIOUR_FILE,

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from memctl.embeddings import Embedder, ModelInfo, content_hash, embed_queries
 from memctl.errors import LockTimeoutError, ModelMismatchError, StoreError, UsageError
-from memctl.store.base import PreparedRow, StoreBase, StoreSpec
+from memctl.store.base import StoreBase
 from memctl.store.doctor_rows import DoctorRun, Finding, figures_of, related_of
 from memctl.store.filters import Filter
+from memctl.store.interface import PreparedRow, StoreSpec
 from memctl.store.records import (
     ARCHIVE_COLUMNS,
     MEMORY_COLUMNS,

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 import memctl.store
-from memctl.store.base import StoreBase, StoreSpec
+from memctl.store.base import StoreBase
 from memctl.store.embedded import EmbeddedStore
+from memctl.store.interface import StoreSpec
 from memctl.store.postgres import PostgresStore
 from memctl.store.records import StoreList, StoreSummary
 

@@ -271,7 +271,7 @@ def test_ids_are_unique_and_a_forked_child_does_not_repeat_its_parents_ids():
     import os
     import string
 
-    from memctl.store.base import new_id
+    from memctl.store.interface import new_id
 
     ids = {new_id() for _ in range(50_000)}
     assert len(ids) == 50_000 and all(

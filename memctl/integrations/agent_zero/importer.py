@@ -62,7 +62,7 @@ def import_agent_zero(
     Stored vectors are reused (normalised) when embedding.json names the configured model and the
     index can be trusted; otherwise the texts are embedded with the configured model.
     """
-    from memctl.store.base import iter_chunks
+    from memctl.store.interface import iter_chunks
 
     info = store.embedder.info
     store.check_model(info)
