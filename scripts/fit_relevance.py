@@ -46,8 +46,10 @@ from memctl.search.relevance import (  # noqa: E402
     FEATURES,
     Calibration,
     background_file,
+    content_units,
     file_name,
     fit,
+    overlap,
     standing,
     z_score,
 )
@@ -137,11 +139,70 @@ def domains_of(folder: Path) -> dict[str, str]:
     return found
 
 
+TURN_SOURCE_OVERLAP = 0.5  # share of an expected fact's content words a turn must hold to count as its source
+
+
+def conversation_turns(folder: Path) -> dict[str, list[tuple[str, dict[str, str]]]]:
+    """series -> every message of its conversations as a memory of a chat store: (text, metadata with the
+    speaker and the session), the way a chat log is stored turn by turn (docs/search.md, long conversations)."""
+    turns: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "messages" not in data:
+            continue
+        found = turns.setdefault(str(data.get("series") or path.stem), [])
+        for message in data["messages"]:
+            text = str(message.get("content") or "").strip()
+            if text:
+                found.append((text, {"speaker": str(message.get("role")), "session": path.stem}))
+    return turns
+
+
+def source_turn(want: str, texts: list[str]) -> str | None:
+    """The turn an expected fact was said in: the one holding the largest share of its content words (at least
+    TURN_SOURCE_OVERLAP), else None (the fact was put together from several turns: no single answer)."""
+    units = content_units(want)
+    best = max(texts, key=lambda t: overlap(units, t), default=None)
+    return best if best is not None and overlap(units, best) >= TURN_SOURCE_OVERLAP else None
+
+
+def turn_groups(
+    folder: Path, series_list: list[Series], domains: dict[str, str], home: Path, f_number: int, collect_args
+):
+    """One group per series: its probes asked of a store of its conversations' turns (answer: the source turn)."""
+    import memctl
+
+    turns = conversation_turns(folder)
+    groups, store_domains = [], []
+    for number, series in enumerate(series_list):
+        chat = turns.get(series.name, [])
+        if not chat:
+            continue
+        texts = [t for t, _ in chat]
+        asked = []
+        for probe in series.probes:
+            if probe.want is None:
+                asked.append((probe, True, domains[series.name]))
+            elif (source := source_turn(probe.want, texts)) is not None:
+                asked.append((replace(probe, want=source), True, domains[series.name]))
+        with memctl.open_store(home, f"fit{f_number}-t{number}") as store:
+            store.add(texts, area="main", metadata=[m for _, m in chat])
+            groups.append(collect(store, asked, *collect_args, domains[series.name]))
+            store_domains.append(domains[series.name])
+    return groups, store_domains
+
+
 def gather(
-    folders: list[Path], home: Path, candidates: int, background: Background, synthetic_series: int
+    folders: list[Path],
+    home: Path,
+    candidates: int,
+    background: Background,
+    synthetic_series: int,
+    turns: bool = False,
 ) -> tuple[list[list[tuple[str, list[dict], list[int], str]]], list[str | None]]:
-    """Groups of probe results, one per store (a series' store, or the whole folder's), with the probes
-    asked of it; and each group's store domain (None: the whole folder)."""
+    """Groups of probe results, one per store (a series' store, or the whole folder's, and with `turns` a
+    store of the series' conversation turns), with the probes asked of it; and each group's store domain
+    (None: the whole folder)."""
     import memctl
 
     groups = []
@@ -168,6 +229,10 @@ def gather(
             asked = [(p, True, domains[s.name]) for s in all_series for p in s.probes]
             groups.append(collect(store, asked, candidates, background, None))
             store_domains.append(None)
+        if turns:
+            more, more_domains = turn_groups(folder, all_series, domains, home, f_number, (candidates, background))
+            groups += more
+            store_domains += more_domains
     return groups, store_domains
 
 
@@ -401,6 +466,11 @@ def main() -> None:
         default=5,
         help="results counted when choosing the threshold (the recall block shows recall_memories_max_result)",
     )
+    parser.add_argument(
+        "--turns",
+        action="store_true",
+        help="also ask each series' probes of a store of its conversation turns (chat-shaped memories)",
+    )
     parser.add_argument("--write", action="store_true", help="save memctl/data/relevance/<model>.json")
     parser.add_argument(
         "--cross-validate",
@@ -418,7 +488,9 @@ def main() -> None:
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
         background = Background(store.embedder, sentences)
-    groups, store_domains = gather(args.corpus, home, args.candidates, background, args.synthetic_series)
+    groups, store_domains = gather(
+        args.corpus, home, args.candidates, background, args.synthetic_series, turns=args.turns
+    )
     cut, recall_cut = (
         cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else (DEFAULT, None)
     )
