@@ -15,6 +15,8 @@ from typing import Any
 
 from memctl.config import (
     ENV_PREFIX,
+    INTERNAL,
+    RETIRED,
     Config,
     _read_yaml,
     check_value,
@@ -100,7 +102,8 @@ def set_value(path: Path, key: str, value: Any) -> Any:
     if parsed != wanted:
         new_text = yaml.safe_dump(wanted, allow_unicode=True, sort_keys=False)
     for name, item in wanted.items():
-        check_value(name, item, str(path))  # never write a file memctl would then refuse to read
+        if name not in RETIRED and name not in INTERNAL:  # those are warned about and skipped when read
+            check_value(name, item, str(path))  # never write a file memctl would then refuse to read
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, new_text.encode("utf-8"))
     return old.get(key)

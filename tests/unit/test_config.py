@@ -183,6 +183,21 @@ def test_config_set_round_trip_keeps_other_keys_and_comments(cli, home: Path, tm
         "search_threshold": 0.8,
     }
     assert cli("config", "get", "search_limit", "--json").json["value"] == 25
+
+
+def test_config_set_works_beside_keys_of_earlier_releases(cli, tmp_path: Path):
+    """An old file holding an internal or a retired key: warned about, kept, and `config set` still edits it."""
+    from memctl.config import _warned
+
+    _warned.clear()  # warned once per process
+    user = tmp_path / "no-user-config.yaml"
+    user.write_text("forget_batch_size: 3\ndoctor_max_pending: 4\n")
+    assert cli("config", "set", "search_limit", "6").code == 0
+    assert yaml.safe_load(user.read_text()) == {"forget_batch_size": 3, "doctor_max_pending": 4, "search_limit": 6}
+    got = cli("config", "get", "doctor_limits", "--json")
+    assert got.json["value"] == {"pending": 4} and "'forget_batch_size' is an internal setting" in got.err
+    refused = cli("config", "set", "forget_batch_size", "5", "--json")
+    assert refused.code == 2 and "internal setting" in refused.json["error"]["message"]
     assert cli("config", "get", "search_threshold", "--json").json["source"] == str(user)
 
     store_doc = cli("config", "set", "search_limit", "4", "--scope", "store", "-s", "agent1", "--json").json
