@@ -183,6 +183,19 @@ def test_config_set_round_trip_keeps_other_keys_and_comments(cli, home: Path, tm
         "search_threshold": 0.8,
     }
     assert cli("config", "get", "search_limit", "--json").json["value"] == 25
+    assert cli("config", "get", "search_threshold", "--json").json["source"] == str(user)
+
+    store_doc = cli("config", "set", "search_limit", "4", "--scope", "store", "-s", "agent1", "--json").json
+    assert store_doc["path"] == str(home / "agent1" / "config.yaml")
+    assert cli("config", "get", "search_limit", "-s", "agent1", "--json").json == {
+        "subdir": "agent1",
+        "key": "search_limit",
+        "value": 4,
+        "source": str(home / "agent1" / "config.yaml"),
+    }
+    assert cli("config", "get", "search_limit", "--json").json["value"] == 25  # other stores keep the user value
+    cli("config", "set", "utility_model", "null", "--scope", "store", "-s", "agent1")
+    assert yaml.safe_load((home / "agent1" / "config.yaml").read_text()) == {"search_limit": 4, "utility_model": None}
 
 
 def test_config_set_works_beside_keys_of_earlier_releases(cli, tmp_path: Path):
@@ -198,19 +211,6 @@ def test_config_set_works_beside_keys_of_earlier_releases(cli, tmp_path: Path):
     assert got.json["value"] == {"pending": 4} and "'forget_batch_size' is an internal setting" in got.err
     refused = cli("config", "set", "forget_batch_size", "5", "--json")
     assert refused.code == 2 and "internal setting" in refused.json["error"]["message"]
-    assert cli("config", "get", "search_threshold", "--json").json["source"] == str(user)
-
-    store_doc = cli("config", "set", "search_limit", "4", "--scope", "store", "-s", "agent1", "--json").json
-    assert store_doc["path"] == str(home / "agent1" / "config.yaml")
-    assert cli("config", "get", "search_limit", "-s", "agent1", "--json").json == {
-        "subdir": "agent1",
-        "key": "search_limit",
-        "value": 4,
-        "source": str(home / "agent1" / "config.yaml"),
-    }
-    assert cli("config", "get", "search_limit", "--json").json["value"] == 25  # other stores keep the user value
-    cli("config", "set", "utility_model", "null", "--scope", "store", "-s", "agent1")
-    assert yaml.safe_load((home / "agent1" / "config.yaml").read_text()) == {"search_limit": 4, "utility_model": None}
 
 
 @pytest.mark.parametrize(
