@@ -322,7 +322,7 @@ class VectorIndex:
         """Inner products of `query` with every vector of a flat index, by position, kept for the query (the
         last two queries; any change to the index forgets them). FAISS's own kernel (the one IndexFlatIP
         search uses, same scores) on one thread, without holding the GIL: a warm store runs it on the
-        search's model thread beside the keyword side (memctl/store/embedded.py, `_embed_and_scan`)."""
+        search's model thread beside the keyword side (memctl/store/embedded/search.py, `_embed_and_scan`)."""
         import faiss
         import numpy as np
 

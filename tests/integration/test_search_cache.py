@@ -411,14 +411,15 @@ def test_a_large_store_scans_on_the_model_thread_and_answers_as_before(
     the query, and the search uses that scan: the same answers as a cold handle and as FAISS's own top-k."""
     import threading
 
-    from memctl.store import embedded, vector_index
+    from memctl.store import vector_index
+    from memctl.store.embedded import search as embedded_search
 
     _build(tmp_path, _records(400), "t")
     queries = _queries()
     with _open(tmp_path, True, "t") as store:
         want = [[(h.id, h.score) for h in store.search(q, limit=8, threshold=0.3)] for q in queries]
     monkeypatch.setattr(vector_index, "SCAN_MIN", 1)
-    monkeypatch.setattr(embedded, "SCAN_MIN", 1)
+    monkeypatch.setattr(embedded_search, "SCAN_MIN", 1)
     threads: list[str] = []
     scan = vector_index.VectorIndex.scan
 

@@ -251,11 +251,12 @@ def test_load_records_access_for_not_accessed_for(backend, cli, store):
 def test_touch_skips_quietly_when_a_writer_holds_the_store(store, monkeypatch):
     import sqlite3
 
-    from memctl.store import embedded
+    from memctl.store.embedded import rows as embedded_rows
+    from memctl.store.layout import DB_FILE
 
     mid = store.add(["touch me"])[0]
-    monkeypatch.setattr(embedded, "TOUCH_WAIT", 0.05)
-    other = sqlite3.connect(store.folder / embedded.DB_FILE, isolation_level=None)
+    monkeypatch.setattr(embedded_rows, "TOUCH_WAIT", 0.05)
+    other = sqlite3.connect(store.folder / DB_FILE, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer's open transaction
     statements: list[str] = []
     store.db.set_trace_callback(statements.append)
