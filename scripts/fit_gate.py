@@ -7,9 +7,13 @@ Data: the labelled candidates of the tune transcripts (facts, noise, solutions; 
 left to consolidation) and of tune-extra's domains (`gate` statements; their `memories` are facts or,
 with "->", solutions). A folder holding a report-half transcript is refused.
 
-Everything is chosen by leave-one-domain-out cross-validation (each domain's statements are scored by a
-model fitted without that domain): the L2 strength (best held-out log loss), then the two thresholds on
-the held-out P(noise) — `drop_from` so that at most MAX_FACTS_DROPPED of facts would be dropped, and
+Everything is chosen by cross-validation that leaves out one writer at a time (`--hold-out writer`, the
+default: each writer's domains are scored by a model fitted without any of them, eval/corpus/writers.json;
+`--hold-out domain` leaves out one domain): the L2 strength (best held-out log loss), then the two thresholds
+on the held-out P(noise) of the tune transcripts' candidates (`--thresholds-on transcripts`, the default: the
+shape of what the gate meets; tune-extra's statements are easier — 3 % of their noise kept against 10 % of
+the transcripts' at the thresholds chosen on everything) — `drop_from` so that at most MAX_FACTS_DROPPED of
+facts would be dropped, and
 `keep_below` so that at most MAX_NOISE_KEPT of noise would be kept, unless that leaves more than
 MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not). The
 shipped weights are then fitted on all of it. Four models: fragments and solutions, each with the gate's
@@ -79,6 +83,21 @@ def extra(folder: Path) -> list[Statement]:
     return out
 
 
+def writer_of(domain: str, writers: dict[str, str]) -> str:
+    """The writer of a statement's domain (eval/corpus/writers.json; tune-extra: its folder), else the domain."""
+    if domain.startswith("extra/"):
+        return domain.split("/")[1]
+    return writers.get(domain.removeprefix("tune/"), domain)
+
+
+def read_writers(path: Path) -> dict[str, str]:
+    """domain -> writer, from eval/corpus/writers.json."""
+    if not path.is_file():
+        return {}
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return {domain: writer for writer, domains in doc.items() if writer != "about" for domain in domains}
+
+
 def embed_all(texts: list[str]) -> np.ndarray:
     """The gate embedder's vectors of `texts` (memctl.memorize.quality.gate_embedder), cached across runs by digest."""
     digest = hashlib.sha256("\x00".join([GATE_MODEL, *texts]).encode()).hexdigest()
@@ -124,7 +143,7 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, start: np.ndarray | None = None
 
 
 def held_out(x: np.ndarray, y: np.ndarray, groups: np.ndarray, l2: float) -> np.ndarray:
-    """P(noise) of every row from a model fitted without the row's domain."""
+    """P(noise) of every row from a model fitted without the row's group (its domain, or its writer)."""
     p = np.zeros(len(y))
     weights, bias = fit(x, y, l2)
     everything = np.append(weights, bias)
@@ -166,11 +185,15 @@ def figures(p: np.ndarray, y: np.ndarray, keep_below: float, drop_from: float) -
     }
 
 
-def fit_one(x: np.ndarray, y: np.ndarray, groups: np.ndarray, embedding: str | None) -> dict:
+def fit_one(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, embedding: str | None, domains: int, measured: np.ndarray
+) -> dict:
+    """Fit one model; the thresholds come from the held-out scores of the `measured` rows (the statements
+    shaped like what the gate meets: candidates of whole conversations)."""
     scores = {l2: held_out(x, y, groups, l2) for l2 in L2_GRID}
     losses = {l2: log_loss(p, y) for l2, p in scores.items()}
     l2 = min(losses, key=lambda k: losses[k])
-    keep_below, drop_from = thresholds(scores[l2], y)
+    keep_below, drop_from = thresholds(scores[l2][measured], y[measured])
     weights, bias = fit(x, y, l2)
     names = ([f"embedding[{i}]" for i in range(x.shape[1] - len(gate_model.FEATURES))] if embedding else []) + list(
         gate_model.FEATURES
@@ -182,7 +205,13 @@ def fit_one(x: np.ndarray, y: np.ndarray, groups: np.ndarray, embedding: str | N
         "keep_below": round(keep_below, 4),
         "drop_from": round(drop_from, 4),
         "cv": figures(scores[l2], y, keep_below, drop_from),
-        "statements": {"facts": int((y == 0).sum()), "noise": int((y == 1).sum()), "domains": len(set(groups))},
+        "cv_measured": figures(scores[l2][measured], y[measured], keep_below, drop_from),
+        "statements": {
+            "facts": int((y == 0).sum()),
+            "noise": int((y == 1).sum()),
+            "domains": domains,
+            "folds": len(set(groups)),
+        },
         "features": names,
         "bias": round(float(bias), 6),
         "weights": [round(float(w), 6) for w in weights],
@@ -195,7 +224,20 @@ def main() -> int:
     parser.add_argument("--extra", type=Path, default=REPO / "eval" / "corpus" / "tune-extra")
     parser.add_argument("--out", type=Path, default=gate_model.MODEL_FILE)
     parser.add_argument("--dry-run", action="store_true", help="print the cross-validated figures, write nothing")
+    parser.add_argument(
+        "--hold-out",
+        choices=("domain", "writer"),
+        default="writer",
+        help="what one cross-validation fold leaves out: one domain, or every domain of one writer",
+    )
+    parser.add_argument(
+        "--thresholds-on",
+        choices=("transcripts", "all"),
+        default="transcripts",
+        help="whose held-out scores set the thresholds: the tune transcripts' candidates, or every statement",
+    )
     args = parser.parse_args()
+    writers = read_writers(REPO / "eval" / "corpus" / "writers.json")
     statements = transcripts(args.tune) + (extra(args.extra) if args.extra.is_dir() else [])
     texts = list(dict.fromkeys(s.text for s in statements))
     vectors = embed_all(texts)
@@ -204,18 +246,20 @@ def main() -> int:
     for area in ("fragments", "solutions"):
         pool = [s for s in statements if s.area == area or (area == "solutions" and s.noise)]
         y = np.asarray([1.0 if s.noise else 0.0 for s in pool])
-        groups = np.asarray([s.domain for s in pool])
+        groups = np.asarray([writer_of(s.domain, writers) if args.hold_out == "writer" else s.domain for s in pool])
         forms = gate_model.features([s.text for s in pool], None)
         dense = np.hstack([vectors[[row[s.text] for s in pool]], forms])
+        domains = len({s.domain for s in pool})
+        measured = np.asarray([args.thresholds_on == "all" or s.domain.startswith("tune/") for s in pool])
         doc["models"][area] = {
-            "embedding": fit_one(dense, y, groups, GATE_MODEL),
-            "forms": fit_one(forms, y, groups, None),
+            "embedding": fit_one(dense, y, groups, GATE_MODEL, domains, measured),
+            "forms": fit_one(forms, y, groups, None, domains, measured),
         }
         for kind, fitted in doc["models"][area].items():
             print(
                 f"{area:9} {kind:9} l2 {fitted['l2']:<6} keep<{fitted['keep_below']:.3f} "
                 f"drop>={fitted['drop_from']:.3f} "
-                f"{fitted['statements']} cv {fitted['cv']}"
+                f"{fitted['statements']} cv {fitted['cv']} cv on {args.thresholds_on} {fitted['cv_measured']}"
             )
     if not args.dry_run:
         args.out.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
