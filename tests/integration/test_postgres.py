@@ -82,9 +82,9 @@ def _hnsw_indexes(store) -> list[str]:
 def test_bulk_builds_the_hnsw_index_after_the_inserts(pg: str, monkeypatch: pytest.MonkeyPatch):
     """Inside bulk() the COPYs do not maintain an HNSW graph: the index is built once at the end (with
     maintenance_work_mem raised for the build only); outside bulk() the first insert creates it as before."""
-    from memctl.store import postgres
+    from memctl.store.postgres import search as pg_search  # where _dense_pairs reads EXACT_MAX
 
-    monkeypatch.setattr(postgres, "EXACT_MAX", 50)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 50)
     emb = FakeEmbedder()
     texts = [f"note {i} about service {i % 11} in zone {i % 5}" for i in range(240)]
     vectors = emb.embed(texts)
@@ -121,9 +121,9 @@ def test_bulk_builds_the_hnsw_index_after_the_inserts(pg: str, monkeypatch: pyte
 
 
 def test_failed_bulk_leaves_the_index_to_the_next_search(pg: str, monkeypatch: pytest.MonkeyPatch):
-    from memctl.store import postgres
+    from memctl.store.postgres import search as pg_search  # where _dense_pairs reads EXACT_MAX
 
-    monkeypatch.setattr(postgres, "EXACT_MAX", 50)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 50)
     emb = FakeEmbedder()
     texts = [f"entry {i} on topic {i % 9}" for i in range(120)]
     with open_pg(pg) as store:
@@ -157,9 +157,9 @@ def test_a_search_sees_the_count_another_writer_just_changed(pg: str, monkeypatc
     write by another store object, by plain SQL on another connection, and for the exact-or-HNSW choice."""
     import psycopg
 
-    from memctl.store import postgres
+    from memctl.store.postgres import search as pg_search  # where _dense_pairs reads EXACT_MAX
 
-    monkeypatch.setattr(postgres, "EXACT_MAX", 60)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 60)
     emb = FakeEmbedder()
     texts = [f"row {i} about topic {i % 7}" for i in range(58)]
     with open_pg(pg) as server, open_pg(pg) as writer, open_pg(pg, "other") as other:
@@ -231,10 +231,10 @@ def test_counter_rows_of_many_writers_are_folded(pg: str):
     into one (keeping sums and generation), so a store's rows stay few."""
     import psycopg
 
-    from memctl.store import postgres
+    from memctl.store.postgres import connection  # where _counts reads COUNT_SLOTS_MAX
 
     emb = FakeEmbedder()
-    many = postgres.COUNT_SLOTS_MAX + 4
+    many = connection.COUNT_SLOTS_MAX + 4
     for i in range(many):  # each store object is a connection (a server process) of its own
         with open_pg(pg) as writer:
             writer.insert_records([{"text": f"memory {i}"}], emb.embed([f"memory {i}"]), emb.info)
@@ -243,7 +243,7 @@ def test_counter_rows_of_many_writers_are_folded(pg: str):
         def slots() -> int:
             return raw.execute("SELECT count(*) FROM memctl_counts WHERE subdir = 'default'").fetchone()[0]
 
-        assert slots() <= postgres.COUNT_SLOTS_MAX + 1
+        assert slots() <= connection.COUNT_SLOTS_MAX + 1
         with open_pg(pg) as reader, open_pg(pg) as holder:
             holder.add(["committed: the holder's counter row exists"])
             holder.conn.execute("BEGIN")  # a transaction that holds its counter row below
@@ -257,9 +257,9 @@ def test_counter_rows_of_many_writers_are_folded(pg: str):
             raw.execute(  # rows as idle writers leave them (no memories, no changes: the sums stay)
                 "INSERT INTO memctl_counts (subdir, slot, memories, changes)"
                 " SELECT 'default', -g, 0, 0 FROM generate_series(1, %s) AS g",
-                (postgres.COUNT_SLOTS_MAX,),
+                (connection.COUNT_SLOTS_MAX,),
             )
-            assert slots() > postgres.COUNT_SLOTS_MAX
+            assert slots() > connection.COUNT_SLOTS_MAX
             assert reader._generation() == generation  # counted (and folded, the held row skipped, not waited for)
             assert slots() == 2 and len(reader) == many + 1
             holder.conn.execute("COMMIT")
@@ -278,10 +278,10 @@ def test_hnsw_path_with_filters_and_other_subdirs(pg: str, monkeypatch: pytest.M
     """Past EXACT_MAX the HNSW index answers; iterative scans keep k rows despite other subdirs' rows."""
     import numpy as np
 
-    from memctl.store import postgres
+    from memctl.store.postgres import search as pg_search  # where _dense_pairs reads EXACT_MAX
 
-    monkeypatch.setattr(postgres, "EXACT_MAX", 100)
-    monkeypatch.setattr(postgres, "EXACT_FILTERED_MAX", 10)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
+    monkeypatch.setattr(pg_search, "EXACT_FILTERED_MAX", 10)
     emb = FakeEmbedder()
     texts = [f"ticket {i} about service {i % 13} in zone {i % 7}" for i in range(600)]
     vectors = emb.embed(texts)
