@@ -66,6 +66,7 @@ BINS = 10  # reliability table: scores in [0, 0.1), [0.1, 0.2) ...
 NEUTRAL = Calibration("neutral", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0)
 
 
+CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
 SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 
 
@@ -440,6 +441,23 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
             f"  recall block at {recall_cut:.2f}: answer found {f}/{p} ({f / max(p, 1):.1%}), negative probes silent "
             f"{s}/{n} ({s / max(n, 1):.1%}), {beside_at(recall_cut):.2f} non-answers beside an answer"
         )
+    for language, chinese in (("questions with Chinese", True), ("questions without", False)):
+        kept = [
+            ([[item for item in group if bool(CJK.search(item[0])) == chinese] for group in test], scored)
+            for test, scored in folds
+        ]
+        for name, threshold in (("load", cut), ("recall block", recall_cut)):
+            if threshold is None:
+                continue
+            found = positives = silent = negatives = 0
+            for test, scored in kept:
+                f, s_, p_, n_ = pass_rates(test, scored, threshold, args.limit)
+                found, positives = found + round(f * p_), positives + p_
+                silent, negatives = silent + round(s_ * n_), negatives + n_
+            print(
+                f"  {language}, {name} at {threshold:.2f}: answer found {found}/{positives} "
+                f"({found / max(positives, 1):.1%}), negative probes silent {silent}/{negatives}"
+            )
     return cut, recall_cut
 
 
