@@ -10,13 +10,12 @@ with "->", solutions). A folder holding a report-half transcript is refused.
 Everything is chosen by cross-validation that leaves out one writer at a time (`--hold-out writer`, the
 default: each writer's domains are scored by a model fitted without any of them, eval/corpus/writers.json;
 `--hold-out domain` leaves out one domain): the L2 strength (best held-out log loss), then the two thresholds
-on the held-out P(noise) of the tune transcripts' candidates (`--thresholds-on transcripts`, the default: the
-shape of what the gate meets; tune-extra's statements are easier — 3 % of their noise kept against 10 % of
-the transcripts' at the thresholds chosen on everything) — `drop_from` so that at most MAX_FACTS_DROPPED of
-facts would be dropped, and
+on the held-out P(noise) — `drop_from` so that at most MAX_FACTS_DROPPED of all facts would be dropped, and
 `keep_below` so that at most MAX_NOISE_KEPT of noise would be kept, unless that leaves more than
-MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not). The
-shipped weights are then fitted on all of it. Four models: fragments and solutions, each with the gate's
+MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not), both of
+these on the tune transcripts' candidates (`--thresholds-on transcripts`, the default: the shape of what the gate
+meets; tune-extra's statements are easier — 3 % of their noise kept against 10 % of the transcripts' at
+thresholds chosen on everything). The shipped weights are then fitted on all of it. Four models: fragments and solutions, each with the gate's
 embedding (multilingual-e5-small: it cross-validated better than the packaged MiniLM, see docs/evaluation.md)
 and with the form features alone (for an install without it).
 """
@@ -159,11 +158,12 @@ def log_loss(p: np.ndarray, y: np.ndarray) -> float:
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
 
 
-def thresholds(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(keep_below, drop_from) from held-out scores (see the module docstring)."""
+def thresholds(p: np.ndarray, y: np.ndarray, drop_from: float | None = None) -> tuple[float, float]:
+    """(keep_below, drop_from) from held-out scores (see the module docstring); `drop_from` when given."""
     facts = np.sort(p[y == 0])
     noise = np.sort(p[y == 1])
-    drop_from = float(facts[min(len(facts) - 1, int(np.ceil(len(facts) * (1 - MAX_FACTS_DROPPED))))]) + 1e-6
+    if drop_from is None:
+        drop_from = float(facts[min(len(facts) - 1, int(np.ceil(len(facts) * (1 - MAX_FACTS_DROPPED))))]) + 1e-6
     keep_below = min(drop_from, float(noise[int(np.floor(len(noise) * MAX_NOISE_KEPT))]))
     while keep_below > 0 and np.mean((p >= keep_below) & (p < drop_from)) > MAX_PENDING:
         keep_below = min(drop_from, keep_below + 0.005)
@@ -193,7 +193,10 @@ def fit_one(
     scores = {l2: held_out(x, y, groups, l2) for l2 in L2_GRID}
     losses = {l2: log_loss(p, y) for l2, p in scores.items()}
     l2 = min(losses, key=lambda k: losses[k])
-    keep_below, drop_from = thresholds(scores[l2][measured], y[measured])
+    # Drop no more than MAX_FACTS_DROPPED of any statement's facts (every source); keep out MAX_NOISE_KEPT of
+    # the noise of whole conversations, within MAX_PENDING of their candidates.
+    _, drop_from = thresholds(scores[l2], y)
+    keep_below, drop_from = thresholds(scores[l2][measured], y[measured], drop_from)
     weights, bias = fit(x, y, l2)
     names = ([f"embedding[{i}]" for i in range(x.shape[1] - len(gate_model.FEATURES))] if embedding else []) + list(
         gate_model.FEATURES
