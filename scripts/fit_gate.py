@@ -15,9 +15,9 @@ on the held-out P(noise) — `drop_from` so that at most MAX_FACTS_DROPPED of al
 MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not), both of
 these on the tune transcripts' candidates (`--thresholds-on transcripts`, the default: the shape of what the gate
 meets; tune-extra's statements are easier — 3 % of their noise kept against 10 % of the transcripts' at
-thresholds chosen on everything). The shipped weights are then fitted on all of it. Four models: fragments and solutions, each with the gate's
-embedding (multilingual-e5-small: it cross-validated better than the packaged MiniLM, see docs/evaluation.md)
-and with the form features alone (for an install without it).
+thresholds chosen on everything). The shipped weights are then fitted on all of it. Four models: fragments
+and solutions, each with the gate's embedding (multilingual-e5-small: it cross-validated better than the
+packaged MiniLM, see docs/evaluation.md) and with the form features alone (for an install without it).
 """
 
 from __future__ import annotations
