@@ -53,6 +53,7 @@ from memctl.search.relevance import (  # noqa: E402
     standing,
     z_score,
 )
+from memctl.text.segment import has_cjk  # noqa: E402
 from scripts.corpus import Probe, Series, configured, fill, load_series  # noqa: E402
 
 SYNTHETIC = "\x00synthetic\x00"
@@ -66,7 +67,6 @@ BINS = 10  # reliability table: scores in [0, 0.1), [0.1, 0.2) ...
 NEUTRAL = Calibration("neutral", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0)
 
 
-CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
 SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 
 
@@ -373,9 +373,10 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         folds.append((test, Scored(fit_on(train, model, args))))
     answerable = sum(1 for test, _ in folds for group in test for item in group if any(item[2]))
 
-    def summed(threshold: float, synthetic: bool = False, pooled: bool = False) -> tuple[int, int, int, int]:
+    def summed(threshold: float, synthetic: bool = False, pooled: bool = False, over=None) -> tuple[int, int, int, int]:
+        """(found, answerable, silent, negative) summed over the folds (`over`: the folds with fewer questions)."""
         totals = [0, 0, 0, 0]
-        for test, scored in folds:
+        for test, scored in folds if over is None else over:
             found, silent, positives, negatives = pass_rates(test, scored, threshold, args.limit, synthetic, pooled)
             totals = [
                 a + b
@@ -442,22 +443,14 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
             f"{s}/{n} ({s / max(n, 1):.1%}), {beside_at(recall_cut):.2f} non-answers beside an answer"
         )
     for language, chinese in (("questions with Chinese", True), ("questions without", False)):
-        kept = [
-            ([[item for item in group if bool(CJK.search(item[0])) == chinese] for group in test], scored)
-            for test, scored in folds
-        ]
+        kept = [([[q for q in group if has_cjk(q[0]) == chinese] for group in test], scored) for test, scored in folds]
         for name, threshold in (("load", cut), ("recall block", recall_cut)):
-            if threshold is None:
-                continue
-            found = positives = silent = negatives = 0
-            for test, scored in kept:
-                f, s_, p_, n_ = pass_rates(test, scored, threshold, args.limit)
-                found, positives = found + round(f * p_), positives + p_
-                silent, negatives = silent + round(s_ * n_), negatives + n_
-            print(
-                f"  {language}, {name} at {threshold:.2f}: answer found {found}/{positives} "
-                f"({found / max(positives, 1):.1%}), negative probes silent {silent}/{negatives}"
-            )
+            if threshold is not None:
+                f, p, s, n = summed(threshold, over=kept)
+                print(
+                    f"  {language}, {name} at {threshold:.2f}: answer found {f}/{p} ({f / max(p, 1):.1%}), "
+                    f"negative probes silent {s}/{n}"
+                )
     return cut, recall_cut
 
 
