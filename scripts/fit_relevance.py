@@ -482,6 +482,14 @@ def main() -> None:
         action="store_true",
         help="also ask each series' probes of a store of its conversation turns (chat-shaped memories)",
     )
+    parser.add_argument(
+        "--save-evidence", type=Path, help="also save the gathered evidence (JSON) for --evidence to reuse"
+    )
+    parser.add_argument(
+        "--evidence",
+        type=Path,
+        help="reuse evidence saved by --save-evidence (same corpus and model) instead of searching",
+    )
     parser.add_argument("--write", action="store_true", help="save memctl/data/relevance/<model>.json")
     parser.add_argument(
         "--cross-validate",
@@ -499,9 +507,19 @@ def main() -> None:
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
         background = Background(store.embedder, sentences)
-    groups, store_domains = gather(
-        args.corpus, home, args.candidates, background, args.synthetic_series, turns=args.turns
-    )
+    if args.evidence is not None:
+        saved = json.loads(args.evidence.read_text(encoding="utf-8"))
+        if saved["model"] != model:
+            raise SystemExit(f"{args.evidence}: evidence of {saved['model']}, not {model}")
+        groups = [[tuple(item) for item in group] for group in saved["groups"]]
+        store_domains = saved["store_domains"]
+    else:
+        groups, store_domains = gather(
+            args.corpus, home, args.candidates, background, args.synthetic_series, turns=args.turns
+        )
+    if args.save_evidence is not None:
+        doc = {"model": model, "groups": groups, "store_domains": store_domains}
+        args.save_evidence.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     cut, recall_cut = (
         cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else (DEFAULT, None)
     )

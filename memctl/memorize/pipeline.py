@@ -212,10 +212,15 @@ def memorize_messages(
             )
             if verdict.pending and pending_policy == "keep":
                 verdict = Verdict(text, target_area)
-            if not verdict.ok:
-                report.candidates.append(_held_back(store, verdict, target_area, pending_policy, metadata, dry_run))
-                continue
             rating = rater.rate(text, target_area)  # metadata `importance` (memctl.memorize.importance)
+            if not verdict.ok:
+                settled = None
+                if verdict.pending and pending_policy == "review":
+                    settled = consolidator.settle_pending(text, target_area, {**metadata, "importance": rating.value})
+                report.candidates.append(
+                    settled or _held_back(store, verdict, target_area, pending_policy, metadata, dry_run)
+                )
+                continue
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
             outcome.notes.append(f"importance {rating.value:.2f}: {'; '.join(rating.reasons)}")
             report.candidates.append(outcome)

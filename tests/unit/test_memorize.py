@@ -206,6 +206,41 @@ def test_consolidation_timeout_inserts_candidate(cli, chat, scripted):
     assert cli("list", "--json").json["total"] == 2
 
 
+class _UnsureGate:
+    """A gate model unsure of every text holding one of `marks`, sure to keep the others."""
+
+    def __init__(self, *marks: str) -> None:
+        self.marks = marks
+
+    def decide(self, texts, embed):
+        from memctl.memorize.gate_model import Decision
+
+        return [Decision("pending" if any(m in t for m in self.marks) else "keep", 0.5) for t in texts]
+
+
+def test_an_unsure_candidate_that_updates_a_stored_fact_is_applied_not_queued(cli, chat, scripted, monkeypatch):
+    """The gate is unsure of a new value; the store holds the slot, so it is updated at once (the stale value
+    must not stay searchable while the new one waits). An unsure candidate with nothing to act on waits."""
+    from memctl.memorize import gate_model
+
+    monkeypatch.setattr(gate_model, "model_for", lambda area, name: _UnsureGate("PostgreSQL 17", "Spanish"))
+    cli("save", "User (Ana) runs her shop on Django 5 with PostgreSQL 16", "--area", "fragments")
+    new = "User (Ana) runs her shop on Django 5 with PostgreSQL 17"
+    old = "User (Ana) runs her shop on Django 5 with PostgreSQL 16"
+    scripted(
+        Router(
+            fragments=json.dumps([new, FACTS[1]]),
+            consolidate=decide_from_updates([{"old": old, "new": new}]),
+        )
+    )
+    doc = cli("memorize", chat, "--no-solutions", "--json").json
+    fates = {c["text"]: c for c in doc["transcripts"][0]["candidates"]}
+    assert fates[new]["fate"] == "updated" and "the gate was unsure" in fates[new]["notes"][0]
+    assert fates[FACTS[1]]["fate"] == "pending"
+    assert [m["text"] for m in cli("list", "--json").json["items"]] == [new]
+    assert cli("review", "list", "--json").json["items"][0]["text"] == FACTS[1]
+
+
 def test_needs_a_utility_model(cli, chat):
     result = cli("memorize", chat, "--json")
     assert result.code == 2 and "utility_model" in result.json["error"]["hint"]
