@@ -17,9 +17,12 @@ cosine_z is measured against the background sentences of the OTHER domains only 
 domain has none of its own in the background). The background (memctl/data/relevance/background.json)
 is `--background-per-domain` sentences of each tune domain's conversations, drawn with a fixed seed. A logistic
 regression with weights >= 0 is fitted (numpy).
-The default threshold shipped with it (`default_threshold`; config search_threshold null uses it) is chosen
-by leave-one-domain-out cross-validation: the cut that maximises the share of held-out answerable probes
-keeping their answer within the recall block's `--limit` plus the share of negative probes getting nothing.
+The default threshold shipped with it (`default_threshold`, `load`'s; config search_threshold null uses it) is
+chosen by leave-one-domain-out cross-validation: the lowest cut at which `--load-silence` (0.8) of the held-out
+negative probes (things never said) get nothing; with `--load-silence 0`, the cut that maximises the share of
+held-out answerable probes keeping their answer within `--limit` plus the share of negative probes getting
+nothing. The recall block's (`recall_threshold`): the lowest with at most one non-answer beside a found answer.
+`--by-language` fits the questions with CJK text apart (the calibration's `cjk` parameters).
 `--cross-validate` prints that, the reliability table and the expected calibration error of the held-out
 scores. `--write` fits on every tune domain and saves memctl/data/relevance/<model>.json, the background
 sentences and <model>.background.npy (their unit vectors under this model, float16). Never run on the report
@@ -237,7 +240,7 @@ def gather(
     return groups, store_domains
 
 
-def question_weights(groups) -> list[tuple[list[dict], list[int], float]]:
+def question_weights(groups) -> list[tuple[str, list[dict], list[int], float]]:
     """(evidence, labels, weight) of every question. The classes weigh as in the corpus: answerable questions
     against questions about things never said (the corpus' negative probes), about 3 to 1; the synthetic
     probes (another domain's questions, a hundred times as many) share the unanswerable weight equally
@@ -248,18 +251,21 @@ def question_weights(groups) -> list[tuple[list[dict], list[int], float]]:
             if not evidence:
                 continue
             kind = answerable if any(labels) else synthetic if query.startswith(SYNTHETIC) else negative
-            kind.append((evidence, labels))
+            kind.append((query, evidence, labels))
     yes_share = len(answerable) / max(len(answerable) + len(negative), 1)
     no_share = 1.0 - yes_share
     unanswerable = [kind for kind in (negative, synthetic) if kind]
     shares = [(answerable, yes_share)] + [(kind, no_share / len(unanswerable)) for kind in unanswerable]
-    return [(ev, ys, share / len(kind)) for kind, share in shares if kind for ev, ys in kind]
+    return [(q, ev, ys, share / len(kind)) for kind, share in shares if kind for q, ev, ys in kind]
 
 
-def training_rows(groups) -> tuple[list[list[float]], list[int], list[float]]:
-    """Every candidate of every question, labelled, with its question's weight split evenly over them."""
+def training_rows(groups, cjk: bool | None = None) -> tuple[list[list[float]], list[int], list[float]]:
+    """Every candidate of every question, labelled, with its question's weight split evenly over them; `cjk`:
+    only the questions with (True) or without (False) CJK text, weighed as among all questions."""
     rows, labels_out, weights = [], [], []
-    for evidence, labels, weight in question_weights(groups):
+    for query, evidence, labels, weight in question_weights(groups):
+        if cjk is not None and has_cjk(query) != cjk:
+            continue
         for ev, y in zip(evidence, labels, strict=True):
             rows.append([float(ev.get(name, 0.0)) for name in FEATURES])
             labels_out.append(y)
@@ -268,22 +274,25 @@ def training_rows(groups) -> tuple[list[list[float]], list[int], list[float]]:
 
 
 class Scored:
-    """A calibration's scores, each candidate's computed once (the cut search asks for them many times)."""
+    """A calibration's scores of each question's candidates, in the order shown, computed once (the cut search
+    asks for them many times); a question in CJK text is scored by the calibration's CJK parameters."""
 
     def __init__(self, calibration: Calibration) -> None:
         self.calibration = calibration
-        self.memo: dict[int, float] = {}
+        self.memo: dict[int, list[tuple[float, int]]] = {}
 
-    def score(self, evidence: dict) -> float:
+    def shown(self, query: str, evidence: list[dict], labels: list[int]) -> list[tuple[float, int]]:
         key = id(evidence)
         if key not in self.memo:
-            self.memo[key] = self.calibration.score(evidence)
+            own = self.calibration.for_query(query)
+            pairs = ((own.score(ev), y) for ev, y in zip(evidence, labels, strict=True))
+            self.memo[key] = sorted(pairs, key=lambda p: -p[0])
         return self.memo[key]
 
 
-def shown(scored: Scored, evidence: list[dict], labels: list[int]) -> list[tuple[float, int]]:
+def shown(scored: Scored, query: str, evidence: list[dict], labels: list[int]) -> list[tuple[float, int]]:
     """(score, label) of a question's candidates in the search's order: by the calibrated score."""
-    return sorted(((scored.score(ev), y) for ev, y in zip(evidence, labels, strict=True)), key=lambda p: -p[0])
+    return scored.shown(query, evidence, labels)
 
 
 def pass_rates(
@@ -297,7 +306,7 @@ def pass_rates(
         for query, evidence, labels, _ in group:
             if not pooled and query.startswith(SYNTHETIC) != synthetic and not any(labels):
                 continue
-            kept = [y for score, y in shown(scored, evidence, labels) if score >= threshold][:limit]
+            kept = [y for score, y in shown(scored, query, evidence, labels) if score >= threshold][:limit]
             if any(labels):
                 positives += 1
                 found += any(kept)
@@ -311,20 +320,29 @@ def companions(groups, scored: Scored, threshold: float, limit: int) -> float:
     """Mean number of non-answers kept (>= threshold, within the top `limit`) beside an answerable probe's answer."""
     kept_others = answered = 0
     for group in groups:
-        for _, evidence, labels, _ in group:
+        for query, evidence, labels, _ in group:
             if not any(labels):
                 continue
-            kept = [y for score, y in shown(scored, evidence, labels) if score >= threshold][:limit]
+            kept = [y for score, y in shown(scored, query, evidence, labels) if score >= threshold][:limit]
             answered += 1
             kept_others += len(kept) - sum(kept)
     return kept_others / max(answered, 1)
 
 
 def fit_on(groups, model: str, args) -> Calibration:
-    rows, labels, weights = training_rows(groups)
+    """One model over every question, or (`--by-language`) one over the questions without CJK text and the
+    CJK parameters over those with it."""
     dropped = [FEATURES.index(name) for name in args.drop]
-    rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
-    return fit(rows, labels, model, l2=args.l2, sample_weight=weights)
+
+    def fitted(cjk: bool | None) -> Calibration:
+        rows, labels, weights = training_rows(groups, cjk)
+        rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
+        return fit(rows, labels, model, l2=args.l2, sample_weight=weights)
+
+    if not args.by_language:
+        return fitted(None)
+    own = fitted(True)
+    return replace(fitted(False), cjk=(own.mean, own.scale, own.weights, own.bias))
 
 
 def reliability(pairs: list[tuple[float, int, float]]) -> tuple[list[tuple[int, float, float, float]], float]:
@@ -351,8 +369,8 @@ def held_out_pairs(test, scored: Scored, limit: int) -> list[tuple[float, int, f
     """(score, label, weight) of the candidates a search shows (its top `limit` by score) for each held-out
     question, weighed as in training."""
     pairs = []
-    for evidence, labels, weight in question_weights(test):
-        top = shown(scored, evidence, labels)[:limit]
+    for query, evidence, labels, weight in question_weights(test):
+        top = shown(scored, query, evidence, labels)[:limit]
         pairs += [(score, y, weight / len(top)) for score, y in top]
     return pairs
 
@@ -396,6 +414,16 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         return round(f / max(p, 1) + s / max(n, 1), 6)
 
     best = max((balance(t / 100), t / 100) for t in range(2, 99))
+
+    # With --load-silence (the default, 0.8: issue #34's goal), load's cut is instead the lowest at which that
+    # share of the never-said questions gets nothing: load answers what it can vouch for, and the recall
+    # block (below) is where answers must not be lost.
+    def silent_share(threshold: float) -> float:
+        _, _, s, n = summed(threshold)
+        return s / max(n, 1)
+
+    if args.load_silence > 0:
+        best = (0.0, next((t / 100 for t in range(2, 99) if silent_share(t / 100) >= args.load_silence), 0.98))
 
     # The recall block's cut: the lowest at which, on average, at most RECALL_BESIDE non-answers stand beside
     # a found answer (the block is context an agent reads and may ignore; an answer cut from it is lost).
@@ -468,6 +496,18 @@ def main() -> None:
         "--drop", action="append", default=[], choices=FEATURES, help="evidence left out of the model (weight 0)"
     )
     parser.add_argument("--l2", type=float, default=0.001)
+    parser.add_argument(
+        "--load-silence",
+        type=float,
+        default=0.8,
+        help="load's cut: the lowest at which this share of held-out never-said questions gets nothing "
+        "(0: the cut balancing answers found against never-said questions silent)",
+    )
+    parser.add_argument(
+        "--by-language",
+        action="store_true",
+        help="fit the questions with CJK text apart (the calibration's `cjk` parameters)",
+    )
     parser.add_argument(
         "--background-per-domain", type=int, default=40, help="background sentences drawn from each tune domain"
     )

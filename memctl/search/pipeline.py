@@ -236,7 +236,8 @@ def _select_calibrated(
         dense_only=pool.dense_only,
     )
     evidence = {key: compute(key) for key in pool.hits}
-    scores = {key: calibration.score(evidence[key]) for key in pool.hits}
+    own = calibration.for_query(query)  # the CJK parameters for a question in CJK text, when fitted
+    scores = {key: own.score(evidence[key]) for key in pool.hits}
     if tuning_of(store).order_by_score:
         order = sorted(pool.hits, key=lambda key: (-scores[key], -pool.fused.get(key, 0.0)))
     else:  # the mode's order (the fusion's in hybrid), the score breaking its ties

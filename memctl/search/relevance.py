@@ -35,6 +35,7 @@ from typing import Any
 
 from memctl.errors import ConfigError
 from memctl.text import cjk, stem, stopwords
+from memctl.text.segment import has_cjk
 
 # The evidence, in the order the parameters list their weights. All are "higher = more relevant".
 FEATURES = (
@@ -208,6 +209,17 @@ class Calibration:
     recall_threshold: float | None = None  # the recall block's lower cut (context an agent may ignore)
     # The background sentences' unit vectors (rows), or None: cosine_z is then 0 for every candidate.
     background: Any = field(default=None, compare=False, repr=False)
+    # The parameters (mean, scale, weights, bias) for a question holding CJK text, fitted on those questions
+    # alone, or None: one set for every question. The evidence means other things there: with an English
+    # model the cosine of two Chinese sentences says little, and the character-pair overlap says more.
+    cjk: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], float] | None = None
+
+    def for_query(self, query: str) -> Calibration:
+        """The parameters that score the candidates of `query`: the CJK set for a question with CJK text."""
+        if self.cjk is None or not has_cjk(query):
+            return self
+        mean, scale, weights, bias = self.cjk
+        return replace(self, mean=mean, scale=scale, weights=weights, bias=bias, cjk=None)
 
     def standing(self, vector: Any) -> tuple[float, float] | None:
         """(mean, spread) of the query vector's cosines with the background sentences, or None."""
@@ -220,7 +232,7 @@ class Calibration:
         return 1.0 / (1.0 + math.exp(-z)) if z > -50 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "model": self.model,
             "features": list(FEATURES),
             "mean": list(self.mean),
@@ -230,6 +242,10 @@ class Calibration:
             "default_threshold": self.default_threshold,
             "recall_threshold": self.recall_threshold,
         }
+        if self.cjk is not None:
+            mean, scale, weights, bias = self.cjk
+            doc["cjk"] = {"mean": list(mean), "scale": list(scale), "weights": list(weights), "bias": bias}
+        return doc
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "calibration") -> Calibration:
@@ -248,6 +264,10 @@ class Calibration:
             fill = (0.0, 1.0, 0.0)  # an unlisted feature: mean 0, scale 1, weight 0
             mean, scale, weights = (tuple(v.get(n, d) for n in FEATURES) for v, d in zip(named, fill, strict=True))
             threshold, recall_threshold = data.get("default_threshold"), data.get("recall_threshold")
+            cjk = None
+            if data.get("cjk") is not None:  # the same checks, on the CJK questions' parameters
+                own = cls.from_dict({**data["cjk"], "model": data["model"], "features": listed}, where)
+                cjk = (own.mean, own.scale, own.weights, own.bias)
             return cls(
                 str(data["model"]),
                 mean,
@@ -256,6 +276,7 @@ class Calibration:
                 float(data["bias"]),
                 None if threshold is None else float(threshold),
                 None if recall_threshold is None else float(recall_threshold),
+                cjk=cjk,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where} is not a valid relevance calibration: {exc}") from exc

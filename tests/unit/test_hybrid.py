@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -250,7 +251,10 @@ def test_shipped_calibration_is_monotone_in_every_kind_of_evidence():
     for name in FEATURES:
         more = calibration.score({**EVIDENCE, name: EVIDENCE[name] + STEPS[name]})
         assert more >= base, f"more {name} lowered the score"
-    assert calibration.score({**EVIDENCE, "cosine": 0.6}) > base  # similarity always counts
+    # similarity always counts: a closer memory has a higher cosine, a smaller gap to the best, more lift, a higher z
+    closer = {**EVIDENCE, "cosine": 0.6, "cosine_gap": 0.0, "cosine_lift": 0.4, "cosine_z": 3.0}
+    assert calibration.score(closer) > base
+    assert calibration.for_query("店几点开门？").score(closer) > calibration.for_query("店几点开门？").score(EVIDENCE)
     assert calibration.default_threshold is not None and 0.0 < calibration.default_threshold < 1.0
 
 
@@ -266,6 +270,25 @@ def test_a_calibration_with_a_negative_weight_or_other_features_is_refused():
         Calibration.from_dict({**good, "features": good["features"][::-1]})
     with pytest.raises(ConfigError, match="one value per feature"):
         Calibration.from_dict({**good, "features": good["features"][:-1]})
+
+
+def test_a_question_in_cjk_text_is_scored_by_the_cjk_parameters():
+    from memctl.errors import ConfigError
+    from memctl.search.relevance import FEATURES, Calibration, shipped
+
+    english = _calibration(cosine=2.0)
+    chinese = _calibration(overlap=2.0)
+    both = replace(english, cjk=(chinese.mean, chinese.scale, chinese.weights, chinese.bias))
+    assert both.for_query("When does the shop open?") is both
+    assert both.for_query("店几点开门？").weights == chinese.weights
+    assert both.for_query("店几点开门？").default_threshold == both.default_threshold  # one cut for both
+    evidence = {**dict.fromkeys(FEATURES, 0.0), "cosine": 0.9}
+    assert both.for_query("店几点开门？").score(evidence) < both.for_query("When?").score(evidence)
+    doc = both.to_dict()
+    assert Calibration.from_dict(doc).cjk == both.cjk and "cjk" not in english.to_dict()
+    with pytest.raises(ConfigError, match="weights >= 0"):
+        Calibration.from_dict({**doc, "cjk": {**doc["cjk"], "weights": [-1.0] + doc["cjk"]["weights"][1:]}})
+    assert shipped(MINILM) is not None and shipped(MINILM).cjk is not None  # fitted with --by-language
 
 
 def test_a_calibration_fitted_before_a_feature_existed_weighs_it_zero():
