@@ -18,10 +18,10 @@ domain has none of its own in the background). The background (memctl/data/relev
 is `--background-per-domain` sentences of each tune domain's conversations, drawn with a fixed seed. A logistic
 regression with weights >= 0 is fitted (numpy).
 The default threshold shipped with it (`default_threshold`, `load`'s; config search_threshold null uses it) is
-chosen by leave-one-domain-out cross-validation: the lowest cut at which `--load-silence` (0.8) of the held-out
-negative probes (things never said) get nothing; with `--load-silence 0`, the cut that maximises the share of
-held-out answerable probes keeping their answer within `--limit` plus the share of negative probes getting
-nothing. The recall block's (`recall_threshold`): the lowest with at most one non-answer beside a found answer.
+chosen by leave-one-domain-out cross-validation: the cut that maximises the share of held-out answerable
+probes keeping their answer within `--limit` plus the share of negative probes getting nothing (with
+`--load-silence S`: the lowest cut at which S of the held-out negative probes get nothing). The recall
+block's (`recall_threshold`): the lowest with at most one non-answer beside a found answer.
 `--by-language` fits the questions with CJK text apart (the calibration's `cjk` parameters).
 `--cross-validate` prints that, the reliability table and the expected calibration error of the held-out
 scores. `--write` fits on every tune domain and saves memctl/data/relevance/<model>.json, the background
@@ -415,7 +415,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
 
     best = max((balance(t / 100), t / 100) for t in range(2, 99))
 
-    # With --load-silence (the default, 0.8: issue #34's goal), load's cut is instead the lowest at which that
+    # With --load-silence (0.8: issue #34's goal; not the default), load's cut is instead the lowest at which that
     # share of the never-said questions gets nothing: load answers what it can vouch for, and the recall
     # block (below) is where answers must not be lost.
     def silent_share(threshold: float) -> float:
@@ -499,9 +499,10 @@ def main() -> None:
     parser.add_argument(
         "--load-silence",
         type=float,
-        default=0.8,
+        default=0.0,
         help="load's cut: the lowest at which this share of held-out never-said questions gets nothing "
-        "(0: the cut balancing answers found against never-said questions silent)",
+        "(0, the default: the cut balancing answers found against never-said questions silent; 0.8 cut a "
+        "one-memory store's obvious answer, tests/integration/test_real_model.py)",
     )
     parser.add_argument(
         "--by-language",
