@@ -212,15 +212,16 @@ def memorize_messages(
             )
             if verdict.pending and pending_policy == "keep":
                 verdict = Verdict(text, target_area)
-            rating = rater.rate(text, target_area)  # metadata `importance` (memctl.memorize.importance)
             if not verdict.ok:
                 settled = None
                 if verdict.pending and pending_policy == "review":
-                    settled = consolidator.settle_pending(text, target_area, {**metadata, "importance": rating.value})
+                    importance = rater.rate(text, target_area).value
+                    settled = consolidator.settle_pending(text, target_area, {**metadata, "importance": importance})
                 report.candidates.append(
                     settled or _held_back(store, verdict, target_area, pending_policy, metadata, dry_run)
                 )
                 continue
+            rating = rater.rate(text, target_area)  # metadata `importance` (memctl.memorize.importance)
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
             outcome.notes.append(f"importance {rating.value:.2f}: {'; '.join(rating.reasons)}")
             report.candidates.append(outcome)
