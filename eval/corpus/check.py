@@ -207,8 +207,10 @@ class Checker:
                     if sr is not None and sr not in answers:
                         self.err(last_path, f"final probe should_recall not an expected item: {sr!r}")
                     mnr = p.get("must_not_recall")
-                    if mnr is not None and mnr not in nots:
-                        self.err(last_path, f"final probe must_not_recall not in a must_not_store: {mnr!r}")
+                    # The brief describes a list; one string is accepted too.
+                    for old in [mnr] if isinstance(mnr, str) else mnr or []:
+                        if old not in nots:
+                            self.err(last_path, f"final probe must_not_recall not in a must_not_store: {old!r}")
 
 
 def report(docs: list[tuple[Path, dict]]) -> None:
