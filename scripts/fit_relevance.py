@@ -60,6 +60,10 @@ from memctl.text.segment import has_cjk  # noqa: E402
 from scripts.corpus import Probe, Series, configured, fill, load_series  # noqa: E402
 
 SYNTHETIC = "\x00synthetic\x00"
+# Marks a question asked of a one-memory store (its answer alone, or another memory of its series alone):
+# there every relative signal (gap, lift, fusion) is at its best, so only the absolute ones can tell.
+SMALL = "\x00small\x00"
+SMALL_SHARE = 0.1  # the share of the training weight the one-memory stores' questions carry
 # thresholds at which --cross-validate also sums the held-out folds (the trade-off curve, not one point)
 SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8)
 
@@ -203,6 +207,7 @@ def gather(
     background: Background,
     synthetic_series: int,
     turns: bool = False,
+    small: bool = True,
 ) -> tuple[list[list[tuple[str, list[dict], list[int], str]]], list[str | None]]:
     """Groups of probe results, one per store (a series' store, or the whole folder's, and with `turns` a
     store of the series' conversation turns), with the probes asked of it; and each group's store domain
@@ -237,33 +242,80 @@ def gather(
             more, more_domains = turn_groups(folder, all_series, domains, home, f_number, (candidates, background))
             groups += more
             store_domains += more_domains
+        if small:
+            more, more_domains = small_groups(all_series, domains, home, f_number, (candidates, background))
+            groups += more
+            store_domains += more_domains
     return groups, store_domains
 
 
-def question_weights(groups) -> list[tuple[str, list[dict], list[int], float]]:
-    """(evidence, labels, weight) of every question. The classes weigh as in the corpus: answerable questions
-    against questions about things never said (the corpus' negative probes), about 3 to 1; the synthetic
-    probes (another domain's questions, a hundred times as many) share the unanswerable weight equally
-    with the negative probes. Each question of a class weighs the same."""
-    answerable, negative, synthetic = [], [], []
+def small_groups(series_list: list[Series], domains: dict[str, str], home: Path, f_number: int, collect_args):
+    """One group per series: each probe asked of a store holding only its answer (a yes) and of a store holding
+    only another memory of its series (drawn with a fixed seed: a no); a negative probe of a store holding one
+    memory of its series; and as many probes of other series (unrelated questions: a no), each of a store
+    holding one memory of this series. A new user's store is this small (the fresh-install check saves one)."""
+    import memctl
+
+    groups, store_domains = [], []
+    for number, series in enumerate(series_list):
+        texts = list(series.memories)
+        if len(texts) < 2:
+            continue
+        own = domains[series.name]
+        rng = random.Random(f"small {series.name}")
+        asked_of: dict[str, list[tuple[Probe, bool, str]]] = {}
+        for probe in series.probes:
+            if probe.want in series.memories:
+                asked_of.setdefault(probe.want, []).append((probe, True, own))
+            other = rng.choice([t for t in texts if t != probe.want])
+            asked_of.setdefault(other, []).append((probe, True, own))
+            stranger = rng.choice([s for s in series_list if s is not series])
+            if stranger.probes:
+                asked_of.setdefault(rng.choice(texts), []).append(
+                    (rng.choice(stranger.probes), False, domains[stranger.name])
+                )
+        group = []
+        for i, (text, asked) in enumerate(asked_of.items()):
+            with memctl.open_store(home, f"fit{f_number}-s{number}-one{i}") as store:
+                fill(store, {text: series.memories[text]})
+                group += [(SMALL + q, ev, ys, d) for q, ev, ys, d in collect(store, asked, *collect_args, own)]
+        groups.append(group)
+        store_domains.append(own)
+    return groups, store_domains
+
+
+def question_weights(groups, small_share: float = SMALL_SHARE) -> list[tuple[str, list[dict], list[int], float]]:
+    """(query, evidence, labels, weight) of every question. The classes weigh as in the corpus: answerable
+    questions against questions about things never said (the corpus' negative probes), about 3 to 1; the
+    synthetic probes (another domain's questions, a hundred times as many) share the unanswerable weight
+    equally with the negative probes. The one-memory stores' questions (SMALL) carry `small_share` of the
+    whole, split between answerable and not in the same ratio. Each question of a class weighs the same."""
+    answerable, negative, synthetic, small_yes, small_no = [], [], [], [], []
     for group in groups:
         for query, evidence, labels, _ in group:
             if not evidence:
                 continue
-            kind = answerable if any(labels) else synthetic if query.startswith(SYNTHETIC) else negative
+            if query.startswith(SMALL):
+                kind = small_yes if any(labels) else small_no
+            else:
+                kind = answerable if any(labels) else synthetic if query.startswith(SYNTHETIC) else negative
             kind.append((query, evidence, labels))
     yes_share = len(answerable) / max(len(answerable) + len(negative), 1)
     no_share = 1.0 - yes_share
+    rest = 1.0 - small_share if small_yes or small_no else 1.0
     unanswerable = [kind for kind in (negative, synthetic) if kind]
-    shares = [(answerable, yes_share)] + [(kind, no_share / len(unanswerable)) for kind in unanswerable]
+    shares = [(answerable, yes_share * rest)] + [(kind, no_share * rest / len(unanswerable)) for kind in unanswerable]
+    shares += [(small_yes, (1.0 - rest) * yes_share), (small_no, (1.0 - rest) * no_share)]
     return [(q, ev, ys, share / len(kind)) for kind, share in shares if kind for q, ev, ys in kind]
 
 
-def training_rows(groups, cjk: bool | None = None) -> tuple[list[list[float]], list[int], list[float]]:
+def training_rows(
+    groups, cjk: bool | None = None, small_share: float = SMALL_SHARE
+) -> tuple[list[list[float]], list[int], list[float]]:
     """Every candidate of every question, labelled, with its question's weight split evenly over them; `cjk`:
     only the questions with (True) or without (False) CJK text, weighed as among all questions."""
     rows, labels_out, weights = [], [], []
-    for query, evidence, labels, weight in question_weights(groups):
+    for query, evidence, labels, weight in question_weights(groups, small_share):
         if cjk is not None and has_cjk(query) != cjk:
             continue
         for ev, y in zip(evidence, labels, strict=True):
@@ -296,15 +348,24 @@ def shown(scored: Scored, query: str, evidence: list[dict], labels: list[int]) -
 
 
 def pass_rates(
-    groups, scored: Scored, threshold: float, limit: int, synthetic: bool = False, pooled: bool = False
+    groups,
+    scored: Scored,
+    threshold: float,
+    limit: int,
+    synthetic: bool = False,
+    pooled: bool = False,
+    small: bool = False,
 ) -> tuple[float, float, int, int]:
     """(share of answerable probes whose answer scores >= threshold within the top `limit`, share of
     unanswerable probes with nothing >= threshold, counts); unanswerable = the corpus' negative probes,
-    or with `synthetic` the probes asked of another series' store, or with `pooled` both."""
+    or with `synthetic` the probes asked of another series' store, or with `pooled` both; with `small`, the
+    questions asked of one-memory stores instead (unanswerable: the store's one memory is not the answer)."""
     found = positives = silent = negatives = 0
     for group in groups:
         for query, evidence, labels, _ in group:
-            if not pooled and query.startswith(SYNTHETIC) != synthetic and not any(labels):
+            if query.startswith(SMALL) != small:
+                continue
+            if not pooled and query.removeprefix(SMALL).startswith(SYNTHETIC) != synthetic and not any(labels):
                 continue
             kept = [y for score, y in shown(scored, query, evidence, labels) if score >= threshold][:limit]
             if any(labels):
@@ -316,12 +377,17 @@ def pass_rates(
     return found / max(positives, 1), silent / max(negatives, 1), positives, negatives
 
 
+def corpus_answerable(item: tuple) -> bool:
+    """A question of the corpus' stores (not a one-memory store's) that the store can answer."""
+    return any(item[2]) and not item[0].startswith(SMALL)
+
+
 def companions(groups, scored: Scored, threshold: float, limit: int) -> float:
     """Mean number of non-answers kept (>= threshold, within the top `limit`) beside an answerable probe's answer."""
     kept_others = answered = 0
     for group in groups:
         for query, evidence, labels, _ in group:
-            if not any(labels):
+            if not any(labels) or query.startswith(SMALL):
                 continue
             kept = [y for score, y in shown(scored, query, evidence, labels) if score >= threshold][:limit]
             answered += 1
@@ -335,7 +401,7 @@ def fit_on(groups, model: str, args) -> Calibration:
     dropped = [FEATURES.index(name) for name in args.drop]
 
     def fitted(cjk: bool | None) -> Calibration:
-        rows, labels, weights = training_rows(groups, cjk)
+        rows, labels, weights = training_rows(groups, cjk, args.small_share)
         rows = [[0.0 if i in dropped else v for i, v in enumerate(row)] for row in rows]
         return fit(rows, labels, model, l2=args.l2, sample_weight=weights)
 
@@ -370,6 +436,8 @@ def held_out_pairs(test, scored: Scored, limit: int) -> list[tuple[float, int, f
     question, weighed as in training."""
     pairs = []
     for query, evidence, labels, weight in question_weights(test):
+        if query.startswith(SMALL):
+            continue  # the reliability table is of the corpus' stores
         top = shown(scored, query, evidence, labels)[:limit]
         pairs += [(score, y, weight / len(top)) for score, y in top]
     return pairs
@@ -389,7 +457,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         ]
         test = [group for group, store_domain in zip(groups, store_domains, strict=True) if store_domain == held]
         folds.append((test, Scored(fit_on(train, model, args))))
-    answerable = sum(1 for test, _ in folds for group in test for item in group if any(item[2]))
+    answerable = sum(1 for test, _ in folds for group in test for item in group if corpus_answerable(item))
 
     def summed(threshold: float, synthetic: bool = False, pooled: bool = False, over=None) -> tuple[int, int, int, int]:
         """(found, answerable, silent, negative) summed over the folds (`over`: the folds with fewer questions)."""
@@ -402,6 +470,16 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
                     totals, [round(found * positives), positives, round(silent * negatives), negatives], strict=True
                 )
             ]
+        return totals[0], totals[1], totals[2], totals[3]
+
+    def summed_small(threshold: float, synthetic: bool = False) -> tuple[int, int, int, int]:
+        """(found, answerable, silent, unanswerable) of the one-memory stores' questions, over the folds
+        (unanswerable: another memory of the series alone, or with `synthetic` another series' question)."""
+        totals = [0, 0, 0, 0]
+        for test, scored in folds:
+            found, silent, positives, negatives = pass_rates(test, scored, threshold, args.limit, synthetic, small=True)
+            counts = [round(found * positives), positives, round(silent * negatives), negatives]
+            totals = [a + b for a, b in zip(totals, counts, strict=True)]
         return totals[0], totals[1], totals[2], totals[3]
 
     # The cut: the most held-out answerable probes keeping their answer plus the most negative probes (things
@@ -429,7 +507,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
     # a found answer (the block is context an agent reads and may ignore; an answer cut from it is lost).
     def beside_at(threshold: float) -> float:
         total = sum(
-            companions(test, scored, threshold, args.limit) * sum(1 for g in test for q in g if any(q[2]))
+            companions(test, scored, threshold, args.limit) * sum(1 for g in test for q in g if corpus_answerable(q))
             for test, scored in folds
         )
         return total / max(answerable, 1)
@@ -446,7 +524,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         )
     print("\n".join(curve))
     beside = sum(
-        companions(test, scored, cut, args.limit) * sum(1 for g in test for q in g if any(q[2]))
+        companions(test, scored, cut, args.limit) * sum(1 for g in test for q in g if corpus_answerable(q))
         for test, scored in folds
     )
     print(f"  non-answers beside an answer at {cut:.2f}: {beside / max(answerable, 1):.2f} on average")
@@ -479,6 +557,15 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
                     f"  {language}, {name} at {threshold:.2f}: answer found {f}/{p} ({f / max(p, 1):.1%}), "
                     f"negative probes silent {s}/{n}"
                 )
+    for name, threshold in (("load", cut), ("recall block", recall_cut)):
+        if threshold is not None:
+            f, p, s, n = summed_small(threshold)
+            _, _, o, on = summed_small(threshold, synthetic=True)
+            print(
+                f"  one-memory stores, {name} at {threshold:.2f}: the answer alone found {f}/{p} "
+                f"({f / max(p, 1):.1%}), another memory alone silent {s}/{n} ({s / max(n, 1):.1%}), "
+                f"another series' question silent {o}/{on} ({o / max(on, 1):.1%})"
+            )
     return cut, recall_cut
 
 
@@ -503,6 +590,12 @@ def main() -> None:
         help="load's cut: the lowest at which this share of held-out never-said questions gets nothing "
         "(0, the default: the cut balancing answers found against never-said questions silent; 0.8 cut a "
         "one-memory store's obvious answer, tests/integration/test_real_model.py)",
+    )
+    parser.add_argument(
+        "--small-share",
+        type=float,
+        default=SMALL_SHARE,
+        help="the share of the training weight carried by questions asked of one-memory stores",
     )
     parser.add_argument(
         "--by-language",

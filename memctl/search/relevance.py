@@ -332,10 +332,14 @@ def fit(
     model: str,
     *,
     l2: float = 1e-2,
-    steps: int = 4000,
+    steps: int = 100,
     sample_weight: list[float] | None = None,
 ) -> Calibration:
-    """Logistic regression with weights kept >= 0 (projected gradient descent), numpy only."""
+    """Logistic regression with weights kept >= 0, numpy only: projected Newton steps (at most `steps`).
+
+    Minimises the weighted mean log loss plus l2/2 * |w|^2 on standardised features. The 12 weights make the
+    Hessian tiny, so a Newton step costs one pass over the rows: converged in tens of passes where plain
+    gradient descent took thousands (the fit script fits one model per cross-validation fold)."""
     import numpy as np
 
     x = np.asarray(rows, dtype=np.float64)
@@ -347,15 +351,40 @@ def fit(
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-6] = 1.0
-    xs = (x - mean) / scale
-    w = np.zeros(x.shape[1])
-    b = 0.0
-    rate = 0.5
+    d = x.shape[1]
+    xa = np.hstack([(x - mean) / scale, np.ones((len(y), 1))])  # the last column carries the bias
+    penalty = np.full(d + 1, l2)
+    penalty[d] = 0.0  # the bias is not shrunk
+
+    def loss(theta: Any) -> float:
+        z = xa @ theta
+        return float((sw * (np.logaddexp(0.0, z) - y * z)).mean() + 0.5 * (penalty * theta * theta).sum())
+
+    theta = np.zeros(d + 1)
     for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(xs @ w + b)))
-        err = (p - y) * sw
-        w = np.maximum(w - rate * (xs.T @ err / len(y) + l2 * w), 0.0)
-        b -= rate * float(err.mean())
+        p = 1.0 / (1.0 + np.exp(-(xa @ theta)))
+        grad = xa.T @ ((p - y) * sw) / len(y) + penalty * theta
+        # Weights held at 0 whose gradient pushes them below 0 stay there this step (the active set).
+        free = np.ones(d + 1, dtype=bool)
+        free[:d] = ~((theta[:d] <= 0.0) & (grad[:d] > 0.0))
+        xf = xa[:, free]
+        hessian = (
+            (xf * (p * (1 - p) * sw)[:, None]).T @ xf / len(y) + np.diag(penalty[free]) + 1e-10 * np.eye(xf.shape[1])
+        )
+        direction = np.zeros(d + 1)
+        direction[free] = np.linalg.solve(hessian, grad[free])
+        before, size = loss(theta), 1.0
+        while True:  # backtracking along the projected path: a step never raises the loss
+            moved = theta - size * direction
+            moved[:d] = np.maximum(moved[:d], 0.0)
+            if loss(moved) <= before - 1e-4 * float(grad @ (theta - moved)) or size < 1e-8:
+                break
+            size /= 2
+        done = float(np.abs(moved - theta).max()) < 1e-9
+        theta = moved
+        if done:
+            break
+    w, b = theta[:d], float(theta[d])
     return Calibration(
         model, tuple(float(v) for v in mean), tuple(float(v) for v in scale), tuple(float(v) for v in w), float(b)
     )

@@ -64,3 +64,37 @@ def test_reliability_table_and_expected_calibration_error():
     assert ece < 1e-9 and table[2][0] == 4 and abs(table[2][3] - 0.25) < 1e-9
     overconfident = [(0.9, 0, 1.0), (0.9, 1, 1.0)]
     assert abs(reliability(overconfident)[1] - 0.4) < 1e-9
+
+
+def test_one_memory_store_questions_carry_their_share_and_leave_the_rest_in_proportion():
+    from memctl.search.relevance import FEATURES
+    from scripts.fit_relevance import SMALL
+
+    ev = dict.fromkeys(FEATURES, 0.0)
+    answerable = [(f"q{i}", [ev, ev], [1, 0], "a") for i in range(6)]
+    negative = [(f"n{i}", [ev], [0], "a") for i in range(2)]
+    small = [(SMALL + "q", [ev], [1], "a"), (SMALL + "q", [ev], [0], "a"), (SMALL + "n", [ev], [0], "a")]
+    rows, labels, weights = training_rows([answerable + negative, small], small_share=0.2)
+    assert abs(sum(weights[:12]) - 0.75 * 0.8) < 1e-9 and abs(sum(weights[12:14]) - 0.25 * 0.8) < 1e-9
+    assert abs(weights[14] - 0.75 * 0.2) < 1e-9 and abs(sum(weights[15:]) - 0.25 * 0.2) < 1e-9
+
+
+def test_fit_reaches_the_constrained_optimum():
+    """The projected Newton fit: a feature that predicts the label gets a positive weight, one that predicts
+    it backwards is held at 0 (weights >= 0), and the gradient vanishes on the free weights."""
+    import numpy as np
+
+    from memctl.search.relevance import FEATURES, fit
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4000, len(FEATURES)))
+    logit = 1.5 * x[:, 0] - 2.0 * x[:, 1] + 0.5
+    y = (rng.random(4000) < 1 / (1 + np.exp(-logit))).astype(int)
+    c = fit(x.tolist(), y.tolist(), "m", l2=1e-3)
+    assert c.weights[0] > 0.5 and c.weights[1] == 0.0
+    xs = (x - np.array(c.mean)) / np.array(c.scale)
+    p = 1 / (1 + np.exp(-(xs @ np.array(c.weights) + c.bias)))
+    grad = xs.T @ (p - y) / len(y) + 1e-3 * np.array(c.weights)
+    free = np.array(c.weights) > 0
+    assert np.abs(grad[free]).max() < 1e-6 and abs(float((p - y).mean())) < 1e-6
+    assert (grad[~free] >= 0).all()  # a weight held at 0 could not lower the loss by rising
