@@ -185,7 +185,9 @@ def test_history_file_formats(cli, filled, tmp_path: Path):
 @pytest.mark.integration
 def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, monkeypatch: pytest.MonkeyPatch):
     """The real packaged model and the shipped calibration, default threshold: a question that shares no
-    word with the stored fact gets it; questions nothing stored answers (English, Chinese) get nothing."""
+    word with the stored fact gets it; questions nothing stored answers (English, Chinese) get nothing from
+    `load` (search's default cut), and the recall block, generous by design (its cut: the lowest with about one
+    non-answer beside a found answer, in cross-validation), holds at most its one best guess, scored low."""
     import memctl
 
     monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")
@@ -208,7 +210,8 @@ def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, m
             "User's home server runs Proxmox on an Intel NUC with 32 GB of RAM"
         ]
         for unrelated in ("What's the capital of Peru?", "今天天气怎么样？", "Recommend a good pizza place"):
-            assert recall(store, unrelated).empty, unrelated
+            guesses = recall(store, unrelated).memories
+            assert len(guesses) <= 1 and all(g.score < store.default_threshold("load") / 2 for g in guesses), unrelated
             assert store.search(unrelated) == []
         tune(store, calibrated=False)  # the plain formula misses that paraphrase
         assert recall(store, "which hypervisor is on my server?").empty
