@@ -17,6 +17,9 @@ probe (should_recall null) passes if nothing comes back.
 "plain" = the scoring before calibration (plain (1 + cosine) / 2, threshold 0.7); "new" = the defaults (the
 shipped calibration and its threshold). "beside" = non-answers in the recall block beside a found answer, on
 average.
+With a shipped calibration it also prints, per corpus, the reliability table and expected calibration error of
+the top 5 results of every probe on the series stores (each probe weighing 1): is a score of 0.7 right 7 times
+in 10 on these domains.
 The shared transcripts (--regression, default ../shared/eval/transcripts) are a regression set.
 Real packaged model (all-MiniLM-L6-v2 unless configured otherwise), no LLM.
 """
@@ -34,6 +37,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import table  # noqa: E402
 from scripts.corpus import Probe, configured, fill, load_series  # noqa: E402
+from scripts.fit_relevance import reliability  # noqa: E402
+
+SHOWN = 5  # the results per question the reliability table counts (as in scripts/fit_relevance.py)
 
 # The settings before calibration (config overrides, search tuning changes); "new" is the shipped defaults.
 CURRENT: tuple[dict[str, object], dict[str, object]] = ({"search_threshold": 0.7}, {"calibrated": False})
@@ -112,6 +118,7 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
     all_series = load_series(folder)
     tallies = {(layout, name): Tally() for layout in ("series", "half") for name in SETTINGS}
     unrelated = {name: [0, 0] for name in SETTINGS}  # [recall silent, asked]
+    shown: list[tuple[float, int, float]] = []  # (score, answers, weight) of the top SHOWN of every probe
     by_language = {(lang, name): Tally() for lang in ("en", "zh", "mixed") for name in SETTINGS}
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
     for number, series in enumerate(all_series):
@@ -123,6 +130,9 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
                         recalled, loaded = answers(store, probe.query)
                         tallies["series", name].add(probe, recalled, loaded)
                         by_language.setdefault((probe.language, name), Tally()).add(probe, recalled, loaded)
+                        if name == "new" and store.calibration() is not None:
+                            top = store.search(probe.query, limit=SHOWN, threshold=0.0)
+                            shown += [(h.score, int(h.text == probe.want), 1.0 / len(top)) for h in top]
                     if unrelated_too:  # another domain's questions: nothing here answers them
                         for other in all_series:
                             for probe in other.probes if other is not series else []:
@@ -171,6 +181,13 @@ def evaluate(folder: Path, home: Path, label: str, details: bool, unrelated_too:
     for (lang, name), tally in by_language.items():
         if tally.positive + tally.negative and lang != "en":
             rows.append([label, f"series, language {lang} only", name, *tally.row()])
+    if shown:  # is the score what it claims on these domains: each probe's top results, each probe weighing 1
+        bands, ece = reliability(shown)
+        print(f"{label}: expected calibration error {ece:.3f} (series stores, top {SHOWN} per probe); bands:")
+        for band, (n, _, mean, share) in enumerate(bands):
+            if n:
+                low, high = band / 10, (band + 1) / 10
+                print(f"  [{low:.1f}, {high:.1f}) {n:6d} results, mean score {mean:.3f}, answer {share:.3f}")
     return rows
 
 
