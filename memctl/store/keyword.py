@@ -98,11 +98,18 @@ def keyword_search(
     args: list[object] = [expression]
     where = ["memories_fts MATCH ?"]
     if area is not None:
-        sql += " JOIN memories m ON m.seq = f.rowid"
-        where.append("m.area = ?")
-        args.append(area)
+        others = other_areas(db, area)
+        if others is None:
+            return []  # no memory in that area
+        if others:  # else the filter would change nothing
+            # The area's seqs from its index, not a join on memories: that read each matching row, vector and
+            # all (4x slower for a tenth of the store, 15 % for most of it; the same rows in the same order).
+            where.append("+f.rowid IN (SELECT seq FROM memories WHERE area = ?)")
+            args.append(area)
     if only is not None:
-        where.append("f.rowid IN (SELECT value FROM json_each(?))")
+        # `+`: a membership test on each match. A bare `f.rowid IN` lets SQLite look each listed rowid up in
+        # the index with the whole MATCH again: a minute for a filter that allows 100k memories.
+        where.append("+f.rowid IN (SELECT value FROM json_each(?))")
         args.append("[" + ",".join(str(int(s)) for s in only) + "]")
     sql += " WHERE " + " AND ".join(where) + " ORDER BY score DESC LIMIT ?"
     args.append(k)
@@ -110,6 +117,17 @@ def keyword_search(
         return [(int(seq), float(score)) for seq, score in db.execute(sql, args)]
     except sqlite3.OperationalError:
         return []  # an expression FTS5 cannot parse finds nothing by keyword; dense still answers
+
+
+def other_areas(db: sqlite3.Connection, area: str) -> bool | None:
+    """Whether the store holds memories outside `area`; None when it holds none in it (two index lookups)."""
+    if db.execute("SELECT 1 FROM memories WHERE area = ? LIMIT 1", (area,)).fetchone() is None:
+        return None
+    found = db.execute(
+        "SELECT EXISTS (SELECT 1 FROM memories WHERE area < ?) OR EXISTS (SELECT 1 FROM memories WHERE area > ?)",
+        (area, area),
+    ).fetchone()
+    return bool(found[0])
 
 
 def common_text_words(tokens: list[str], max_df: int, text_df: Callable[[str], int]) -> list[str]:

@@ -40,6 +40,28 @@ def test_keyword_side_honours_area_and_filter(store):
     assert [h.metadata["client"] for h in by_filter] == ["acme"]
 
 
+def test_keyword_area_and_filter_shortcuts_keep_the_results(store):
+    """One area in the store: an area search is the unfiltered one, another area finds nothing; with two areas the
+    area's rows alone, in BM25 order; a filter that allows every memory, or some, as the rows it allows."""
+    from memctl.store.keyword import keyword_search
+
+    store.add([f"invoice {n} for acme, invoice paid" if n % 3 else f"invoice {n}" for n in range(12)], area="main")
+    plain = keyword_search(store.db, "invoice acme", 20)
+    assert len(plain) == 12
+    assert keyword_search(store.db, "invoice acme", 20, area="main") == plain
+    assert keyword_search(store.db, "invoice acme", 20, area="solutions") == []
+    everyone = [seq for seq, _ in plain]
+    assert keyword_search(store.db, "invoice acme", 20, only=everyone) == plain
+    assert keyword_search(store.db, "invoice acme", 20, only=everyone[::2]) == plain[::2]
+    store.add(["an acme invoice solved", "nothing here"], area="solutions")
+    both = keyword_search(store.db, "invoice acme", 20)
+    assert len(both) == 13
+    solutions = keyword_search(store.db, "invoice acme", 20, area="solutions")
+    assert len(solutions) == 1
+    assert keyword_search(store.db, "invoice acme", 20, area="main") == [p for p in both if p not in solutions]
+    assert [h.area for h in store.search("invoice acme", threshold=0.0, area="main", limit=20)] == ["main"] * 12
+
+
 def test_keyword_query_syntax_is_inert(store):
     store.add(['he said "quote" AND NEAR(x y) - ok'])
     for query in ['"unbalanced', "NEAR(", "a AND OR b", "col:value", "*", "^start"]:

@@ -123,9 +123,13 @@ class _EmbeddedSearch(_EmbeddedRows):
         """Seqs allowed by area/filter (None = all). Applied before the top-k cut."""
         import numpy as np
 
+        from memctl.store.keyword import other_areas
+
         if area is None and flt is None:
             return None
         if flt is None:
+            if other_areas(self.db, check_area(area or "")) is False:
+                return None  # every memory is in that area: no need to list (and then test) them all
             rows = self.db.execute("SELECT seq FROM memories WHERE area = ?", (check_area(area or ""),))
             return np.array([r[0] for r in rows], dtype=np.int64)
         return np.array([seq for seq, _ in self._filtered(area, flt)], dtype=np.int64)
@@ -135,6 +139,8 @@ class _EmbeddedSearch(_EmbeddedRows):
     ) -> builtins.list[tuple[int, float]]:
         from memctl.store.keyword import keyword_search
 
+        if only is not None and len(only) >= self._size():
+            only = None  # a filter that allows every memory (distinct seqs, as _candidates gives): none to test
         return keyword_search(
             self.db, query, k, area, only, common_df=common_df, common_text_df=common_text_df, cache=self._df_cache()
         )
