@@ -432,7 +432,12 @@ def with_recorded_model(config: Config, recorded: dict[str, Any] | None) -> Conf
     if not recorded or config.sources.get("embedding_model") != "default" or config["embedding_provider"] != "local":
         return config
     model = recorded.get("model")
-    if recorded.get("provider") != "local" or not isinstance(model, str) or not model or model == config["embedding_model"]:
+    if (
+        recorded.get("provider") != "local"
+        or not isinstance(model, str)
+        or not model
+        or model == config["embedding_model"]
+    ):
         return config
     from memctl.config import Config
 

@@ -188,7 +188,9 @@ def _vectors_for_agent_zero(
     if (model.get("provider"), model.get("model")) != ("local", MULTILINGUAL_MODEL):
         return matrix, model
     embedder: Embedder = LocalEmbedder(
-        AGENT_ZERO_MODEL, batch_size=int(store.config["embedding_batch_size"]), backend=store.config["embedding_backend"]
+        AGENT_ZERO_MODEL,
+        batch_size=int(store.config["embedding_batch_size"]),
+        backend=store.config["embedding_backend"],
     )
     if store.config["embedding_cache"] and store.cache_dir is not None:
         embedder = CachedEmbedder(embedder, store.cache_dir)
