@@ -3,8 +3,9 @@
     python bench/mcp_latency.py [--size 10000] [--calls 200] [--cold-runs 7] [--clients 4]
                                 [--per-client 200] [--embedder local|fake] [--home DIR] [--baseline TREE] [--block 10]
 
-1. Builds a store of `--size` memories (the packaged MiniLM by default; `--embedder fake` when the
-   real model is too slow to build it on the machine — the table says which was used).
+1. Builds a store of `--size` memories (the default model, multilingual-e5-small-q4, or the one
+   MEMCTL_EMBEDDING_MODEL names; `--embedder fake` when the real model is too slow to build it on the
+   machine — the table says which was used).
 2. Warm: one `memctl mcp` process over stdio, driven by the SDK's own client; `--calls` searches,
    each a new query (no embedding-cache hit), timed at the client (JSON-RPC round trip included).
    Beside it, in the bench process: the query embedding alone, and `store.search` alone (embedding excluded).

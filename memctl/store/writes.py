@@ -36,6 +36,8 @@ from memctl.store.validate import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from memctl.config import Config
+
 
 def _stored_record(record: Mapping[str, Any], now: str) -> dict[str, Any]:
     """A memory a store already held, as _prepare_rows inserts it: timestamps in the stored form when they
@@ -381,11 +383,37 @@ class StoreWrites(StoreInterface):
 
     @property
     def embedder(self) -> Embedder:
-        """The configured embedding model (made on first use, with the root's embedding cache)."""
+        """The configured embedding model (made on first use, with the root's embedding cache): the model the
+        store records where embedding_model is left at its default (`embedding_config`)."""
         if self._embedder is None:
+            self.config = self.embedding_config()
             cache = self._cache_dir if self.config["embedding_cache"] else None
             self._embedder = make_embedder(self.config, cache)
         return self._embedder
+
+    def share_embedder(self, embedder: Embedder) -> None:
+        """Use `embedder` (a server's, shared by its stores) instead of making one: call it with an embedder of
+        `embedding_config()`, before the first embedding."""
+        self.config = self.embedding_config()
+        self._embedder = embedder
+
+    def embedding_config(self) -> Config:
+        """The store's config with, where no layer sets embedding_model, the local model its vectors were made
+        with (or an unfinished reindex is moving them to): stores made while MiniLM was the default keep it.
+        A store that records nothing gets the default (memctl.embeddings.with_recorded_model)."""
+        from memctl.embeddings import with_recorded_model
+        from memctl.errors import MemctlError
+
+        if self.config.sources.get("embedding_model") != "default":
+            return self.config
+        try:
+            reindexing, stored = self._model_state()
+        except MemctlError:
+            return self.config  # a damaged model record: check_model names the fix when the model is used
+        if isinstance(reindexing, dict) and isinstance(reindexing.get("model"), str):
+            provider, _, model = reindexing["model"].partition(":")
+            stored = {"provider": provider, "model": model}
+        return with_recorded_model(self.config, stored)
 
     @property
     def cache_dir(self) -> Path | None:

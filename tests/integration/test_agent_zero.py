@@ -490,6 +490,62 @@ def test_export_refuses_to_overwrite_without_force_then_swaps_and_keeps_knowledg
     assert dest.stat().st_mode & 0o777 == 0o750  # the replaced folder's permissions are kept
 
 
+@pytest.mark.integration
+def test_a_store_of_the_default_model_exports_minilm_vectors_agent_zero_keeps(
+    backend, cli, home, tmp_path, monkeypatch
+):
+    """multilingual-e5 (memctl's default) is no model Agent Zero can load: the export embeds the texts with
+    all-MiniLM-L6-v2, Agent Zero's default, and names it, so Agent Zero keeps the vectors (no re-indexing on
+    start) and ranks with them; importing the folder back re-embeds for an e5 store, reuses for a MiniLM one."""
+    import faiss
+    import numpy as np
+    from langchain_core.embeddings import Embeddings
+
+    from memctl.embeddings import MINILM_MODEL, MULTILINGUAL_MODEL, LocalEmbedder
+
+    FAISS, _, DistanceStrategy, _, _ = lc()
+    monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")  # the real default model
+    texts = ["User prefers dark mode in every editor", "The deploy target is Kubernetes", "数据库使用 PostgreSQL 16"]
+    with memctl.open_store(home, "e5") as store:
+        ids = store.add(texts)
+        assert store.model_info()["model"] == MULTILINGUAL_MODEL
+    dest = tmp_path / "a0"
+    result = cli("-s", "e5", "export-agent-zero", dest, "--json")
+    assert result.code == 0, result.err
+    agent_zero_default = {"model_provider": "huggingface", "model_name": MINILM_MODEL}
+    assert result.json["embedding"] == agent_zero_default == json.loads((dest / "embedding.json").read_text())
+    assert result.json["dimension"] == 384 and any("Agent Zero's default model" in n for n in result.json["notes"])
+    minilm = LocalEmbedder(MINILM_MODEL)
+    _, rows = load_index_pkl((dest / "index.pkl").read_bytes())
+    index = faiss.read_index(str(dest / "index.faiss"))
+    written = index.reconstruct_n(0, index.ntotal)
+    expected = minilm.embed([texts[ids.index(rows[i])] for i in range(index.ntotal)])
+    assert float(np.min(np.sum(written * expected, axis=1))) >= 0.9999  # MiniLM's vectors of the same texts
+
+    class MiniLM(Embeddings):
+        def embed_documents(self, batch: list[str]) -> list[list[float]]:
+            return minilm.embed(list(batch)).tolist()
+
+        def embed_query(self, text: str) -> list[float]:
+            return minilm.embed([text])[0].tolist()
+
+    db = FAISS.load_local(
+        str(dest), MiniLM(), allow_dangerous_deserialization=True, distance_strategy=DistanceStrategy.COSINE
+    )
+    assert db.similarity_search("what editor theme does the user prefer", k=1)[0].metadata["id"] == ids[0]
+
+    back = cli("-s", "e5-again", "import-agent-zero", dest, "--json")  # the default model: re-embedded
+    assert back.code == 0 and (back.json["reembedded"], back.json["reused_vectors"]) == (3, 0), back.out
+    monkeypatch.setenv("MEMCTL_EMBEDDING_MODEL", MINILM_MODEL)
+    reused = cli("-s", "minilm", "import-agent-zero", dest, "--json")  # MiniLM: Agent Zero's vectors kept
+    assert reused.code == 0 and (reused.json["reembedded"], reused.json["reused_vectors"]) == (0, 3), reused.out
+    monkeypatch.delenv("MEMCTL_EMBEDDING_MODEL")
+    synced = cli("-s", "e5", "import-agent-zero", dest, "--sync", "--json")  # nothing changed on either side
+    assert synced.code == 0 and (synced.json["unchanged"], synced.json["added"]) == (3, 0), synced.out
+    with memctl.open_store(home, "e5") as store:
+        assert store.model_info()["model"] == MULTILINGUAL_MODEL and len(store) == 3
+
+
 def test_export_never_replaces_a_memctl_store_and_refuses_an_empty_store(cli, home, tmp_path):
     cli("save", "something")
     result = cli("export-agent-zero", home / "default", "--force", "--json")

