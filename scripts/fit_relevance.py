@@ -459,25 +459,16 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
         folds.append((test, Scored(fit_on(train, model, args))))
     answerable = sum(1 for test, _ in folds for group in test for item in group if corpus_answerable(item))
 
-    def summed(threshold: float, synthetic: bool = False, pooled: bool = False, over=None) -> tuple[int, int, int, int]:
-        """(found, answerable, silent, negative) summed over the folds (`over`: the folds with fewer questions)."""
+    def summed(
+        threshold: float, synthetic: bool = False, pooled: bool = False, over=None, small: bool = False
+    ) -> tuple[int, int, int, int]:
+        """(found, answerable, silent, negative) summed over the folds (`over`: the folds with fewer questions;
+        `small`: the one-memory stores' questions instead, as pass_rates counts them)."""
         totals = [0, 0, 0, 0]
         for test, scored in folds if over is None else over:
-            found, silent, positives, negatives = pass_rates(test, scored, threshold, args.limit, synthetic, pooled)
-            totals = [
-                a + b
-                for a, b in zip(
-                    totals, [round(found * positives), positives, round(silent * negatives), negatives], strict=True
-                )
-            ]
-        return totals[0], totals[1], totals[2], totals[3]
-
-    def summed_small(threshold: float, synthetic: bool = False) -> tuple[int, int, int, int]:
-        """(found, answerable, silent, unanswerable) of the one-memory stores' questions, over the folds
-        (unanswerable: another memory of the series alone, or with `synthetic` another series' question)."""
-        totals = [0, 0, 0, 0]
-        for test, scored in folds:
-            found, silent, positives, negatives = pass_rates(test, scored, threshold, args.limit, synthetic, small=True)
+            found, silent, positives, negatives = pass_rates(
+                test, scored, threshold, args.limit, synthetic, pooled, small
+            )
             counts = [round(found * positives), positives, round(silent * negatives), negatives]
             totals = [a + b for a, b in zip(totals, counts, strict=True)]
         return totals[0], totals[1], totals[2], totals[3]
@@ -559,8 +550,8 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
                 )
     for name, threshold in (("load", cut), ("recall block", recall_cut)):
         if threshold is not None:
-            f, p, s, n = summed_small(threshold)
-            _, _, o, on = summed_small(threshold, synthetic=True)
+            f, p, s, n = summed(threshold, small=True)
+            _, _, o, on = summed(threshold, synthetic=True, small=True)
             print(
                 f"  one-memory stores, {name} at {threshold:.2f}: the answer alone found {f}/{p} "
                 f"({f / max(p, 1):.1%}), another memory alone silent {s}/{n} ({s / max(n, 1):.1%}), "

