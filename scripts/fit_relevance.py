@@ -37,7 +37,7 @@ import random
 import re
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memctl.search.answered import Answered, question_features  # noqa: E402
+from memctl.search.answered import fit as fit_answered  # noqa: E402
 from memctl.search.relevance import (  # noqa: E402
     FEATURES,
     Calibration,
@@ -443,7 +445,7 @@ def held_out_pairs(test, scored: Scored, limit: int) -> list[tuple[float, int, f
     return pairs
 
 
-def cross_validate(groups, store_domains: list[str | None], model: str, args) -> tuple[float, float | None]:
+def cross_validate(groups, store_domains: list[str | None], model: str, args):
     """Leave one domain out: fit on the probes and stores of the other domains, score the held-out domain's
     series stores. Prints the trade-off at each threshold, the reliability table and the expected calibration
     error of the held-out scores; returns the thresholds cross-validation chooses for load and the recall block."""
@@ -557,7 +559,124 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args) ->
                 f"({f / max(p, 1):.1%}), another memory alone silent {s}/{n} ({s / max(n, 1):.1%}), "
                 f"another series' question silent {o}/{on} ({o / max(on, 1):.1%})"
             )
-    return cut, recall_cut
+    return cut, recall_cut, folds
+
+
+@dataclass
+class Question:
+    """A held-out question as the answered model sees it: its features, whether the store holds its answer,
+    its kind (answerable, negative, synthetic; small: asked of a one-memory store), its domain, its weight,
+    and its candidates' (score, label) best first."""
+
+    features: list[float]
+    answerable: bool
+    kind: str
+    small: bool
+    domain: str
+    weight: float
+    shown: list[tuple[float, int]]
+    chinese: bool
+
+
+def held_out_questions(folds, domains: list[str]) -> list[Question]:
+    """Every held-out question of the relevance folds, scored by the calibration fitted without its domain
+    (stacking: the answered model learns from scores like those it will meet on an unseen domain)."""
+    out = []
+    for held, (test, scored) in zip(domains, folds, strict=True):
+        for query, evidence, labels, weight in question_weights(test):
+            pairs = shown(scored, query, evidence, labels)
+            own = scored.calibration.for_query(query)
+            scores = [own.score(ev) for ev in evidence]
+            best = evidence[max(range(len(evidence)), key=lambda i: scores[i])]
+            bare = query.removeprefix(SMALL)
+            kind = "answerable" if any(labels) else "synthetic" if bare.startswith(SYNTHETIC) else "negative"
+            out.append(
+                Question(
+                    question_features(scores, best),
+                    any(labels),
+                    kind,
+                    query.startswith(SMALL),
+                    held,
+                    weight,
+                    pairs,
+                    has_cjk(bare),
+                )
+            )
+    return out
+
+
+def answered_fit(questions: list[Question], threshold: float, l2: float) -> Answered:
+    return fit_answered(
+        [q.features for q in questions],
+        [int(q.answerable) for q in questions],
+        [q.weight for q in questions],
+        threshold,
+        l2,
+    )
+
+
+def cross_validate_answered(questions: list[Question], recall_cut: float | None, args) -> tuple[float, float]:
+    """Leave one domain out again, now for the answered model over the held-out questions, and choose its
+    threshold: the most answers found plus never-said questions silent, each a share of its kind (the balance
+    load's cut alone was chosen by). Prints the trade-off and returns (load's cut, the threshold)."""
+    domains = sorted({q.domain for q in questions})
+    probability: dict[int, float] = {}
+    for held in domains:
+        train = [q for q in questions if q.domain != held]
+        model = answered_fit(train, 0.5, args.answered_l2)
+        for i, q in enumerate(questions):
+            if q.domain == held:
+                probability[i] = model.probability_of(q.features)
+    prob = np.array([probability[i] for i in range(len(questions))])
+    # A question's best answer score within the top `limit` (-1: none there) and its best score: `load` finds
+    # the answer when the first reaches the cut, and says nothing when the second does not.
+    answer_top = np.array([max((sc for sc, y in q.shown[: args.limit] if y), default=-1.0) for q in questions])
+    best_top = np.array([q.shown[0][0] if q.shown else -1.0 for q in questions])
+    is_answerable = np.array([q.answerable for q in questions])
+    corpus = np.array([not q.small and q.kind != "synthetic" for q in questions])
+
+    def rates(cut: float, threshold: float, mask=None) -> tuple[int, int, int, int]:
+        chosen = corpus if mask is None else mask
+        said = prob >= threshold
+        found = said & (answer_top >= cut)
+        silent = ~said | (best_top < cut)
+        pos, neg = chosen & is_answerable, chosen & ~is_answerable
+        return int(found[pos].sum()), int(pos.sum()), int(silent[neg].sum()), int(neg.sum())
+
+    # load's cut on the relevance score is the recall block's (what the block would show, once the question is
+    # judged answered: the block's rule keeps about one non-answer beside an answer); the threshold on the
+    # answered probability is chosen by the balance, or with --load-silence as the lowest reaching that silence.
+    cut = recall_cut if recall_cut is not None else DEFAULT
+    best = (-1.0, 0.0, cut)
+    for t in range(5, 100):
+        f, p, s, n = rates(cut, t / 100)
+        if args.load_silence > 0:
+            if s / max(n, 1) >= args.load_silence:
+                best = (0.0, t / 100, cut)
+                break
+            continue
+        best = max(best, (round(f / max(p, 1) + s / max(n, 1), 6), t / 100, cut))
+    _, threshold, cut = best
+    print(f"answered model, leave-one-domain-out ({len(domains)} folds, held-out relevance scores):")
+    for t in (0.3, 0.5, 0.7, 0.8, 0.9, threshold):
+        f, p, s, n = rates(cut, t)
+        print(
+            f"  load at cut {cut:.2f}, answered >= {t:.2f}: answer found {f}/{p} ({f / max(p, 1):.1%}), "
+            f"negative probes silent {s}/{n} ({s / max(n, 1):.1%})"
+        )
+    chinese = np.array([q.chinese for q in questions])
+    for name, mask in (("questions with Chinese", chinese), ("questions without", ~chinese)):
+        f, p, s, n = rates(cut, threshold, corpus & mask)
+        print(f"  {name}: answer found {f}/{p} ({f / max(p, 1):.1%}), negative probes silent {s}/{n}")
+    small = np.array([q.small for q in questions])
+    kinds = np.array([q.kind for q in questions])
+    f, p, _, _ = rates(cut, threshold, small & (kinds == "answerable"))
+    print(f"  one-memory stores: the answer alone found {f}/{p} ({f / max(p, 1):.1%})")
+    _, _, s, n = rates(cut, threshold, small & (kinds == "negative"))
+    print(f"  one-memory stores: another memory alone silent {s}/{n} ({s / max(n, 1):.1%})")
+    _, _, s, n = rates(cut, threshold, small & (kinds == "synthetic"))
+    print(f"  one-memory stores: another series' question silent {s}/{n} ({s / max(n, 1):.1%})")
+    return cut, threshold
 
 
 def main() -> None:
@@ -615,6 +734,10 @@ def main() -> None:
         type=Path,
         help="reuse evidence saved by --save-evidence (same corpus and model) instead of searching",
     )
+    parser.add_argument(
+        "--no-answered", action="store_true", help="fit no answered model (load cuts by the relevance score alone)"
+    )
+    parser.add_argument("--answered-l2", type=float, default=0.01, help="L2 strength of the answered model")
     parser.add_argument("--write", action="store_true", help="save memctl/data/relevance/<model>.json")
     parser.add_argument(
         "--cross-validate",
@@ -645,12 +768,19 @@ def main() -> None:
     if args.save_evidence is not None:
         doc = {"model": model, "groups": groups, "store_domains": store_domains}
         args.save_evidence.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-    cut, recall_cut = (
-        cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else (DEFAULT, None)
+    cut, recall_cut, folds = (
+        cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else (DEFAULT, None, [])
     )
+    answered = None
+    if folds and not args.no_answered:
+        questions = held_out_questions(folds, sorted({d for d in store_domains if d is not None}))
+        cut, threshold = cross_validate_answered(questions, recall_cut, args)
+        answered = answered_fit(questions, threshold, args.answered_l2)
     if not args.write:
         return
-    calibration = replace(fit_on(groups, model, args), default_threshold=cut, recall_threshold=recall_cut)
+    calibration = replace(
+        fit_on(groups, model, args), default_threshold=cut, recall_threshold=recall_cut, answered=answered
+    )
     rows, labels, _ = training_rows(groups)
     scored = Scored(calibration)
     found, silent, positives, negatives = pass_rates(groups, scored, cut, args.limit)

@@ -39,11 +39,12 @@ def search(
     from memctl.store.validity import search as search_valid
 
     moment = parse_moment(as_of, "as_of") if as_of is not None else None
+    asked = threshold  # None: the default cut, and the store's answered check (memctl/search/answered.py)
     threshold = store.default_threshold() if threshold is None else threshold
     limit = store.config["search_limit"] if limit is None else limit
     mode = mode or store.config["search_mode"]
     hits = search_valid(
-        store, query, limit=limit, as_of_moment=moment, threshold=threshold, area=area, filter=filter, mode=mode
+        store, query, limit=limit, as_of_moment=moment, threshold=asked, area=area, filter=filter, mode=mode
     )
     _accessed(store, [h.id for h in hits], record)
     return {

@@ -29,6 +29,7 @@ from memctl.store.validate import check_area
 if TYPE_CHECKING:
     import numpy as np
 
+    from memctl.search.answered import Answered
     from memctl.search.protocol import SearchableStore
     from memctl.search.relevance import Calibration
     from memctl.search.tuning import Tuning
@@ -89,6 +90,9 @@ def search_evidence(
         check_area(area)
     query = store._check_text(query)
     cut = default_threshold(store) if threshold is None else float(threshold)
+    # At default settings a search also asks whether the store answers the question at all (answered.py);
+    # a threshold named by the caller or the config is taken as asked.
+    ask_answered = threshold is None and store.config["search_threshold"] is None
     if store._is_empty():
         return []
     with store._search_scope():
@@ -112,7 +116,9 @@ def search_evidence(
             return []
         if calibration is None:
             return _select_plain(query, pool, limit, cut)
-        return _select_calibrated(store, calibration, query, pool, limit, cut)
+        return _select_calibrated(
+            store, calibration, query, pool, limit, cut, calibration.answered if ask_answered else None
+        )
 
 
 def _depth(tuning: Tuning, limit: int) -> int:
@@ -218,10 +224,17 @@ def _rare_hits(store: SearchableStore, query: str, hits: Mapping[int, Hit], from
 
 
 def _select_calibrated(
-    store: SearchableStore, calibration: Calibration, query: str, pool: Pool, limit: int, threshold: float
+    store: SearchableStore,
+    calibration: Calibration,
+    query: str,
+    pool: Pool,
+    limit: int,
+    threshold: float,
+    answered: Answered | None = None,
 ) -> Results:
     """Every candidate scored by the calibration; that score cuts them. They come in the mode's order (the
-    fusion's in hybrid; TUNING.order_by_score: by the score): ordering by the score lost long-chat recall."""
+    fusion's in hybrid; TUNING.order_by_score: by the score): ordering by the score lost long-chat recall.
+    With `answered`, nothing comes back when the question seems not answered by the store at all."""
     cosines = {key: 2.0 * rel - 1.0 for key, rel in pool.shown.items()}
     facts = facts_of(store, store._memo(), pool.hits)
     compute = evidence_of(
@@ -238,6 +251,8 @@ def _select_calibrated(
     evidence = {key: compute(key) for key in pool.hits}
     own = calibration.for_query(query)  # the CJK parameters for a question in CJK text, when fitted
     scores = {key: own.score(evidence[key]) for key in pool.hits}
+    if answered is not None and not _is_answered(answered, pool, scores, evidence):
+        return []
     if tuning_of(store).order_by_score:
         order = sorted(pool.hits, key=lambda key: (-scores[key], -pool.fused.get(key, 0.0)))
     else:  # the mode's order (the fusion's in hybrid), the score breaking its ties
@@ -250,6 +265,20 @@ def _select_calibrated(
             pool.hits[key].score = round(scores[key], 6)
             results.append((pool.hits[key], evidence[key]))
     return results
+
+
+def _is_answered(
+    answered: Answered, pool: Pool, scores: Mapping[int, float], evidence: Mapping[int, dict[str, float]]
+) -> bool:
+    """The question model's verdict over the candidates it was fitted on: the best CANDIDATES in the mode's
+    order, as scripts/fit_relevance.py gathers them."""
+    from memctl.search.answered import CANDIDATES
+
+    seen = sorted(pool.hits, key=lambda key: -pool.fused.get(key, 0.0))[:CANDIDATES]
+    if not seen:
+        return False
+    best = max(seen, key=lambda key: scores[key])
+    return answered.probability([scores[key] for key in seen], evidence[best]) >= answered.threshold
 
 
 def _select_plain(query: str, pool: Pool, limit: int, threshold: float) -> Results:

@@ -31,11 +31,14 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memctl.errors import ConfigError
 from memctl.text import cjk, stem, stopwords
 from memctl.text.segment import has_cjk
+
+if TYPE_CHECKING:
+    from memctl.search.answered import Answered
 
 # The evidence, in the order the parameters list their weights. All are "higher = more relevant".
 FEATURES = (
@@ -213,6 +216,8 @@ class Calibration:
     # alone, or None: one set for every question. The evidence means other things there: with an English
     # model the cosine of two Chinese sentences says little, and the character-pair overlap says more.
     cjk: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], float] | None = None
+    # The question-level model `load` consults at default settings (memctl/search/answered.py), or None.
+    answered: Answered | None = None
 
     def for_query(self, query: str) -> Calibration:
         """The parameters that score the candidates of `query`: the CJK set for a question with CJK text."""
@@ -245,6 +250,8 @@ class Calibration:
         if self.cjk is not None:
             mean, scale, weights, bias = self.cjk
             doc["cjk"] = {"mean": list(mean), "scale": list(scale), "weights": list(weights), "bias": bias}
+        if self.answered is not None:
+            doc["answered"] = self.answered.to_dict()
         return doc
 
     @classmethod
@@ -268,6 +275,11 @@ class Calibration:
             if data.get("cjk") is not None:  # the same checks, on the CJK questions' parameters
                 own = cls.from_dict({**data["cjk"], "model": data["model"], "features": listed}, where)
                 cjk = (own.mean, own.scale, own.weights, own.bias)
+            answered = None
+            if data.get("answered") is not None:
+                from memctl.search.answered import Answered
+
+                answered = Answered.from_dict(data["answered"], where)
             return cls(
                 str(data["model"]),
                 mean,
@@ -277,6 +289,7 @@ class Calibration:
                 None if threshold is None else float(threshold),
                 None if recall_threshold is None else float(recall_threshold),
                 cjk=cjk,
+                answered=answered,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where} is not a valid relevance calibration: {exc}") from exc
@@ -335,56 +348,10 @@ def fit(
     steps: int = 100,
     sample_weight: list[float] | None = None,
 ) -> Calibration:
-    """Logistic regression with weights kept >= 0, numpy only: projected Newton steps (at most `steps`).
+    """Logistic regression with weights kept >= 0 (memctl.search.logistic), on rows over FEATURES."""
+    from memctl.search.logistic import fit_logistic
 
-    Minimises the weighted mean log loss plus l2/2 * |w|^2 on standardised features. The 12 weights make the
-    Hessian tiny, so a Newton step costs one pass over the rows: converged in tens of passes where plain
-    gradient descent took thousands (the fit script fits one model per cross-validation fold)."""
-    import numpy as np
-
-    x = np.asarray(rows, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
-    if x.ndim != 2 or x.shape[1] != len(FEATURES) or len(x) != len(y) or len(set(labels)) < 2:
+    if any(len(row) != len(FEATURES) for row in rows) or len(rows) != len(labels) or len(set(labels)) < 2:
         raise ValueError("fit needs rows of len(FEATURES) values and both labels")
-    sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    sw = sw / sw.mean()
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-6] = 1.0
-    d = x.shape[1]
-    xa = np.hstack([(x - mean) / scale, np.ones((len(y), 1))])  # the last column carries the bias
-    penalty = np.full(d + 1, l2)
-    penalty[d] = 0.0  # the bias is not shrunk
-
-    def loss(theta: Any) -> float:
-        z = xa @ theta
-        return float((sw * (np.logaddexp(0.0, z) - y * z)).mean() + 0.5 * (penalty * theta * theta).sum())
-
-    theta = np.zeros(d + 1)
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(xa @ theta)))
-        grad = xa.T @ ((p - y) * sw) / len(y) + penalty * theta
-        # Weights held at 0 whose gradient pushes them below 0 stay there this step (the active set).
-        free = np.ones(d + 1, dtype=bool)
-        free[:d] = ~((theta[:d] <= 0.0) & (grad[:d] > 0.0))
-        xf = xa[:, free]
-        hessian = (
-            (xf * (p * (1 - p) * sw)[:, None]).T @ xf / len(y) + np.diag(penalty[free]) + 1e-10 * np.eye(xf.shape[1])
-        )
-        direction = np.zeros(d + 1)
-        direction[free] = np.linalg.solve(hessian, grad[free])
-        before, size = loss(theta), 1.0
-        while True:  # backtracking along the projected path: a step never raises the loss
-            moved = theta - size * direction
-            moved[:d] = np.maximum(moved[:d], 0.0)
-            if loss(moved) <= before - 1e-4 * float(grad @ (theta - moved)) or size < 1e-8:
-                break
-            size /= 2
-        done = float(np.abs(moved - theta).max()) < 1e-9
-        theta = moved
-        if done:
-            break
-    w, b = theta[:d], float(theta[d])
-    return Calibration(
-        model, tuple(float(v) for v in mean), tuple(float(v) for v in scale), tuple(float(v) for v in w), float(b)
-    )
+    got = fit_logistic(rows, labels, l2=l2, steps=steps, sample_weight=sample_weight)
+    return Calibration(model, got.mean, got.scale, got.weights, got.bias)

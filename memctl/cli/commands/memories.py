@@ -140,6 +140,7 @@ def load(
     st = state(ctx)
     moment = parse_moment(as_of) if as_of is not None else None
     with st.open_store() as store:
+        asked = threshold  # None: the default cut, and the store's answered check (memctl/search/answered.py)
         threshold = store.default_threshold() if threshold is None else threshold
         limit = store.config["search_limit"] if limit is None else limit
         mode = mode or store.config["search_mode"]
@@ -148,7 +149,7 @@ def load(
             read_text(query, "query", limit=text_limit(store)),
             limit=limit,
             as_of_moment=moment,
-            threshold=threshold,
+            threshold=asked,
             area=area,
             filter=filter,
             mode=mode,

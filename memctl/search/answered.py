@@ -1,0 +1,120 @@
+"""Is this question answered by the store at all? A second, question-level probability for `load`.
+
+The relevance score (memctl/search/relevance.py) estimates, memory by memory, the probability that a memory
+answers the query. A question about something never said (a contact's phone number when only their name and
+role were stored) still has candidates that look close, and cutting them by their own score costs answers:
+in leave-one-domain-out cross-validation on the tune half, the cut at which 80 % of such questions got nothing
+kept the answer of 19 % of the answerable ones. This model looks at the question's candidates together: how
+the best scores stand (best, second, margin, their mean, how many there were) and the evidence of the best one
+(memctl.search.relevance.FEATURES). Fitted on the held-out scores of the relevance fit's folds
+(scripts/fit_relevance.py), logistic, signs free; at the same 80 % silence it kept 53 % of the answers.
+`load` (and the MCP search tool) at default settings return nothing when it falls below its threshold; an
+explicit threshold and the `recall` block do not consult it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memctl.errors import ConfigError
+from memctl.search.relevance import FEATURES
+
+CANDIDATES = 15  # the question's candidates it sees: the best by the search's own order (the fit's --candidates)
+SHOWN = 5  # the candidates whose mean score it takes (the results a question's reader looks at first)
+# Of the best-scored candidate: its evidence (every relevance feature but `metadata`, 0 in the corpus).
+BEST_EVIDENCE = tuple(name for name in FEATURES if name != "metadata")
+QUESTION_FEATURES = (
+    "best",  # the best relevance score among the candidates
+    "second",  # the second best (0 with one candidate)
+    "margin",  # best - second
+    "mean_shown",  # the mean of the best SHOWN scores (missing ones count 0)
+    "best_logit",  # log odds of the best score: the model's own scale, where a high score is spread out
+    "best_squared",  # best ** 2: lets a very high best score count for more than a linear term does
+    "candidates_log",  # log(1 + candidates): a small store's candidates say less by their ranks
+    "single",  # 1 when the store offered one candidate only
+    *(f"top_{name}" for name in BEST_EVIDENCE),
+)
+
+
+def question_features(scores: Sequence[float], best: Mapping[str, float]) -> list[float]:
+    """The features of one question: its candidates' relevance scores (any order) and the evidence of the
+    best-scored one."""
+    ranked = sorted(scores, reverse=True)
+    top = ranked[0] if ranked else 0.0
+    second = ranked[1] if len(ranked) > 1 else 0.0
+    shown = (ranked + [0.0] * SHOWN)[:SHOWN]
+    clipped = min(max(top, 1e-6), 1 - 1e-6)
+    own = [
+        top,
+        second,
+        top - second,
+        sum(shown) / SHOWN,
+        math.log(clipped / (1 - clipped)),
+        top * top,
+        math.log1p(len(ranked)),
+        1.0 if len(ranked) == 1 else 0.0,
+    ]
+    return own + [float(best.get(name, 0.0)) for name in BEST_EVIDENCE]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A fitted logistic model over QUESTION_FEATURES and the threshold `load` applies to it."""
+
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+    threshold: float
+
+    def probability(self, scores: Sequence[float], best: Mapping[str, float]) -> float:
+        """The probability that the store holds an answer to the question."""
+        return self.probability_of(question_features(scores, best))
+
+    def probability_of(self, features: Sequence[float]) -> float:
+        z = self.bias
+        for value, mean, scale, weight in zip(features, self.mean, self.scale, self.weights, strict=True):
+            z += weight * (value - mean) / scale
+        return 1.0 / (1.0 + math.exp(-z)) if z > -50 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "features": list(QUESTION_FEATURES),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "weights": list(self.weights),
+            "bias": self.bias,
+            "threshold": self.threshold,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "calibration") -> Answered:
+        try:
+            if [str(n) for n in data["features"]] != list(QUESTION_FEATURES):
+                raise ValueError(f"features must be {list(QUESTION_FEATURES)}")
+            mean, scale, weights = (tuple(float(x) for x in data[k]) for k in ("mean", "scale", "weights"))
+            if not len(mean) == len(scale) == len(weights) == len(QUESTION_FEATURES):
+                raise ValueError("mean/scale/weights must have one value per feature")
+            if any(s <= 0 for s in scale):
+                raise ValueError("scales must be > 0")
+            threshold = float(data["threshold"])
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError("threshold must be in [0, 1]")
+            return cls(mean, scale, weights, float(data["bias"]), threshold)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: 'answered' is not a valid question model: {exc}") from exc
+
+
+def fit(
+    rows: Sequence[Sequence[float]], labels: Sequence[int], weights: Sequence[float], threshold: float, l2: float
+) -> Answered:
+    """Logistic regression over QUESTION_FEATURES rows (label 1: the store holds the answer), signs free."""
+    from memctl.search.logistic import fit_logistic
+
+    if any(len(row) != len(QUESTION_FEATURES) for row in rows) or len(set(labels)) < 2:
+        raise ValueError("fit needs rows of len(QUESTION_FEATURES) values and both labels")
+    got = fit_logistic(rows, labels, l2=l2, sample_weight=weights, nonnegative=False)
+    return Answered(got.mean, got.scale, got.weights, got.bias, threshold)

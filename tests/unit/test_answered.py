@@ -1,0 +1,98 @@
+"""The question-level answered model (memctl/search/answered.py): features, parameters, the fit, and how
+`load` and the MCP search tool consult it at default settings only."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from memctl.errors import ConfigError
+from memctl.search.answered import BEST_EVIDENCE, QUESTION_FEATURES, Answered, fit, question_features
+from memctl.search.relevance import FEATURES, Calibration, shipped
+
+
+def _answered(threshold: float, **weights: float) -> Answered:
+    n = len(QUESTION_FEATURES)
+    return Answered((0.0,) * n, (1.0,) * n, tuple(weights.get(name, 0.0) for name in QUESTION_FEATURES), 0.0, threshold)
+
+
+def _calibration(answered: Answered | None) -> Calibration:
+    weights = tuple(4.0 if name == "cosine" else 0.0 for name in FEATURES)
+    return Calibration("fake", (0.0,) * len(FEATURES), (1.0,) * len(FEATURES), weights, -1.0, 0.3, answered=answered)
+
+
+def test_question_features_describe_the_best_scores_and_the_best_candidate():
+    best = {name: 0.5 for name in FEATURES}
+    got = dict(zip(QUESTION_FEATURES, question_features([0.2, 0.9, 0.4], best), strict=True))
+    assert got["best"] == 0.9 and got["second"] == 0.4 and got["margin"] == pytest.approx(0.5)
+    assert got["mean_shown"] == pytest.approx((0.9 + 0.4 + 0.2) / 5)  # missing candidates count 0
+    assert got["best_logit"] == pytest.approx(math.log(0.9 / 0.1))
+    assert got["candidates_log"] == pytest.approx(math.log(4)) and got["single"] == 0.0
+    assert all(got[f"top_{name}"] == 0.5 for name in BEST_EVIDENCE)
+    alone = dict(zip(QUESTION_FEATURES, question_features([1.0], {}), strict=True))
+    assert alone["single"] == 1.0 and alone["second"] == 0.0 and math.isfinite(alone["best_logit"])
+
+
+def test_parameters_round_trip_and_bad_ones_are_a_config_error():
+    model = _answered(0.8, best=2.0, margin=-1.0)
+    assert Answered.from_dict(model.to_dict()) == model
+    calibration = _calibration(model)
+    assert Calibration.from_dict(calibration.to_dict()).answered == model
+    assert Calibration.from_dict(_calibration(None).to_dict()).answered is None
+    doc = calibration.to_dict()
+    for bad in ({"threshold": 1.5}, {"features": ["best"]}, {"scale": [0.0] * len(QUESTION_FEATURES)}):
+        with pytest.raises(ConfigError, match="answered"):
+            Calibration.from_dict({**doc, "answered": {**doc["answered"], **bad}})
+
+
+def test_the_fit_learns_a_signed_weight():
+    """Signs are free (unlike the relevance score's): when a best score standing well clear of the second says
+    answered, the second score weighs against it."""
+    rows, labels = [], []
+    for i in range(200):
+        top = 0.5 + 0.45 * (i % 10) / 10
+        second = top * ((i * 7) % 10) / 10
+        rows.append(question_features([top, second], {}))
+        labels.append(int(top - second > 0.2))
+    model = fit(rows, labels, [1.0] * len(rows), threshold=0.5, l2=0.01)
+    weights = dict(zip(QUESTION_FEATURES, model.weights, strict=True))
+    assert weights["second"] < 0 < weights["margin"]
+    assert model.probability([0.9, 0.1], {}) > 0.5 > model.probability([0.9, 0.85], {})
+
+
+def test_load_asks_the_model_only_at_default_settings(store):
+    store.add(["apples are red and sweet", "zebras are striped", "the sky is blue today"])
+    for answered, expect_default in ((None, True), (_answered(0.0), True), (_answered(1.0), False)):
+        store.calibration = lambda a=answered: _calibration(a)
+        try:
+            assert bool(store.search("red apples")) is expect_default
+            assert store.search("red apples", threshold=0.0)  # a threshold named by the caller: as asked
+            store.config.values["search_threshold"] = 0.0  # ... or by the config
+            assert store.search("red apples")
+            store.config.values["search_threshold"] = None
+        finally:
+            del store.calibration
+
+
+def test_the_shipped_default_model_carries_an_answered_model():
+    calibration = shipped("multilingual-e5-small-q4")
+    assert calibration is not None and calibration.answered is not None
+    assert 0.0 < calibration.answered.threshold < 1.0
+
+
+def test_cli_load_and_mcp_search_skip_it_with_an_explicit_threshold(tmp_path, monkeypatch):
+    """`memctl load` and the MCP search tool pass the caller's threshold through: None (the default) lets the
+    answered model silence a question, -t/threshold takes the cut as asked."""
+    import memctl
+    import memctl.search.relevance
+    from memctl.mcp.tools import search
+
+    never = _calibration(_answered(1.0))
+    monkeypatch.setattr(memctl.search.relevance, "shipped", lambda model: never)
+    with memctl.open_store(tmp_path, "main") as store:
+        store.add(["apples are red and sweet", "zebras are striped"])
+        args = dict(limit=None, area=None, filter=None, mode=None)
+        assert search(store, "main", "red apples", threshold=None, **args)["count"] == 0
+        shown = search(store, "main", "red apples", threshold=0.0, **args)
+        assert shown["count"] == 2 and shown["threshold"] == 0.0
