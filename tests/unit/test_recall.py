@@ -186,9 +186,9 @@ def test_history_file_formats(cli, filled, tmp_path: Path):
 def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, monkeypatch: pytest.MonkeyPatch):
     """The real packaged MiniLM (the default before multilingual-e5; its stores keep it) and its shipped
     calibration, default threshold: a question that shares no word with the stored fact gets it; questions
-    nothing stored answers (English, Chinese) get nothing from `load` (search's default cut), and the recall
-    block, generous by design (its cut: the lowest with about one non-answer beside a found answer, in
-    cross-validation), holds at most its one best guess, scored low."""
+    nothing stored answers (English, Chinese) get nothing from `load` (the answered check at default settings),
+    and the recall block, generous by design (its cut: the lowest with about one non-answer beside a found
+    answer, in cross-validation), holds at most two guesses, scored low."""
     import memctl
 
     monkeypatch.delenv("MEMCTL_EMBEDDING_PROVIDER")
@@ -213,7 +213,10 @@ def test_paraphrase_found_and_unrelated_silent_at_default_settings(home: Path, m
         ]
         for unrelated in ("What's the capital of Peru?", "今天天气怎么样？", "Recommend a good pizza place"):
             guesses = recall(store, unrelated).memories
-            assert len(guesses) <= 1 and all(g.score < store.default_threshold("load") / 2 for g in guesses), unrelated
+            assert len(guesses) <= 2 and all(g.score < 0.15 for g in guesses), unrelated
             assert store.search(unrelated) == []
+        assert [h.text for h in store.search("which hypervisor is on my server?")] == [
+            "User's home server runs Proxmox on an Intel NUC with 32 GB of RAM"
+        ]
         tune(store, calibrated=False)  # the plain formula misses that paraphrase
         assert recall(store, "which hypervisor is on my server?").empty
