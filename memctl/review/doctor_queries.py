@@ -170,7 +170,7 @@ def recall_at_k(store: StoreBase, queries: list[Query], k: int, memories: list[M
             answerable = expected_id in ids
         else:
             answerable = any(wanted and wanted in text for _, text in texts)
-        hits = store.search(query.question, limit=k, threshold=threshold, mode=mode)
+        hits = store.search(query.question, limit=k, mode=mode)  # load's default cut and answered check
         rank = next((i for i, hit in enumerate(hits, 1) if _matches(hit, expected_id, wanted)), None)
         if rank is not None:
             found += 1
