@@ -819,7 +819,8 @@ def main() -> None:
     _, other, _, others = pass_rates(groups, scored, cut, args.limit, synthetic=True)
     beside = companions(groups, scored, cut, args.limit)
     print(
-        f"fitted on every tune domain, at {cut:.2f} (tune half, in-sample): answer kept {found:.1%} of {positives}, "
+        f"fitted on every tune domain, at {cut:.2f} (tune half, in-sample, the cut alone: no answered check): "
+        f"answer kept {found:.1%} of {positives}, "
         f"silent on {silent:.1%} of {negatives} negative probes and on {other:.1%} of {others} probes asked of "
         f"another series' store; {beside:.2f} non-answers beside an answer"
     )
