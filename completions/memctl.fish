@@ -154,7 +154,7 @@ complete -c memctl -n '__memctl_at memctl save' -l importance -x -d 'Metadata `i
 complete -c memctl -n '__memctl_at memctl save' -l unique -d 'If an identical memory (text, area, metadata) is stored, print its id instead.'
 
 # memctl load
-complete -c memctl -n '__memctl_at memctl load' -s t -l threshold -x -d 'Minimum relevance (see README) [config search_threshold; default: the calibration\'s].'
+complete -c memctl -n '__memctl_at memctl load' -s t -l threshold -x -d 'Minimum relevance (see README) [config search_threshold; default: the calibration\'s, and nothing when the store seems not to answer the question; a value given is taken as asked].'
 complete -c memctl -n '__memctl_at memctl load' -s n -l limit -x -d 'Most results [config search_limit: 10].'
 complete -c memctl -n '__memctl_at memctl load' -s a -l area -x -a 'main fragments solutions' -d 'main, fragments or solutions.'
 complete -c memctl -n '__memctl_at memctl load' -s f -l filter -x -d 'Metadata filter, e.g. "\'db\' in tags".'

@@ -118,7 +118,13 @@ def build_server(pool: StorePool, scope: Scope, *, inline: bool = False) -> MCPS
         str | None, Field(description=f"The store (sub-store) to use; this server serves {scope.describe()}.")
     ]
     Threshold = Annotated[
-        float | None, Field(ge=0.0, le=1.0, description="Minimum relevance, 0-1 [config search_threshold].")
+        float | None,
+        Field(
+            ge=0.0,
+            le=1.0,
+            description="Minimum relevance, 0-1 [config search_threshold]; unset: the default cut, and for search "
+            "nothing when the store seems not to answer the question.",
+        ),
     ]
     Limit = Annotated[int | None, Field(ge=1, le=1000, description="Most results [config search_limit, 10].")]
     AreaArg = Annotated[Area | None, Field(description="Only this area.")]

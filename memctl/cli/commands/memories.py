@@ -118,7 +118,8 @@ def load(
             min=0.0,
             max=1.0,
             callback=unit_interval,
-            help="Minimum relevance (see README) [config search_threshold; default: the calibration's].",
+            help="Minimum relevance (see README) [config search_threshold; default: the calibration's, and "
+            "nothing when the store seems not to answer the question; a value given is taken as asked].",
         ),
     ] = None,
     limit: Annotated[
