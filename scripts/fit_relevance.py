@@ -577,18 +577,22 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args):
 
 @dataclass
 class Question:
-    """A held-out question as the answered model sees it: its features, whether the store holds its answer,
-    its kind (answerable, negative, synthetic; small: asked of a one-memory store), its domain, its weight,
-    and its candidates' (score, label) best first."""
+    """A held-out question as the answered model sees it: its features, its kind (answerable, negative,
+    synthetic; small: asked of a store of one to eight memories), its domain, its weight, and its candidates'
+    (score, label) best first."""
 
     features: list[float]
-    answerable: bool
     kind: str
     small: bool
     domain: str
     weight: float
     shown: list[tuple[float, int]]
     chinese: bool
+
+    @property
+    def answerable(self) -> bool:
+        """Whether the store holds its answer."""
+        return self.kind == "answerable"
 
 
 def held_out_questions(folds, domains: list[str], small_share: float = SMALL_SHARE) -> list[Question]:
@@ -606,7 +610,6 @@ def held_out_questions(folds, domains: list[str], small_share: float = SMALL_SHA
             out.append(
                 Question(
                     question_features(scores, best),
-                    any(labels),
                     kind,
                     query.startswith(SMALL),
                     held,
@@ -668,16 +671,16 @@ def cross_validate_answered(questions: list[Question], recall_cut: float | None,
         sf, sp, ss, sn = rates(cut, threshold, small_stores)
         return round((f / max(p, 1) + s / max(n, 1) + sf / max(sp, 1) + ss / max(sn, 1)) / 2, 6)
 
-    best = (-1.0, 0.0, cut)
+    best = (-1.0, 0.0)
     for t in range(5, 100):
         f, p, s, n = rates(cut, t / 100)
         if args.load_silence > 0:
             if s / max(n, 1) >= args.load_silence:
-                best = (0.0, t / 100, cut)
+                best = (0.0, t / 100)
                 break
             continue
-        best = max(best, (balance(t / 100), t / 100, cut))
-    _, threshold, cut = best
+        best = max(best, (balance(t / 100), t / 100))
+    threshold = best[1]
     print(f"answered model, leave-one-domain-out ({len(domains)} folds, held-out relevance scores):")
     for t in (0.3, 0.5, 0.7, 0.8, 0.9, threshold):
         f, p, s, n = rates(cut, t)

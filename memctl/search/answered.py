@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memctl.errors import ConfigError
+from memctl.search.logistic import Fitted
 from memctl.search.relevance import FEATURES
 
 CANDIDATES = 15  # the question's candidates it sees: the best by the search's own order (the fit's --candidates)
@@ -61,24 +62,14 @@ def question_features(scores: Sequence[float], best: Mapping[str, float]) -> lis
 
 
 @dataclass(frozen=True)
-class Answered:
+class Answered(Fitted):
     """A fitted logistic model over QUESTION_FEATURES and the threshold `load` applies to it."""
 
-    mean: tuple[float, ...]
-    scale: tuple[float, ...]
-    weights: tuple[float, ...]
-    bias: float
     threshold: float
 
     def probability(self, scores: Sequence[float], best: Mapping[str, float]) -> float:
         """The probability that the store holds an answer to the question."""
         return self.probability_of(question_features(scores, best))
-
-    def probability_of(self, features: Sequence[float]) -> float:
-        z = self.bias
-        for value, mean, scale, weight in zip(features, self.mean, self.scale, self.weights, strict=True):
-            z += weight * (value - mean) / scale
-        return 1.0 / (1.0 + math.exp(-z)) if z > -50 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -7,16 +7,26 @@ model per cross-validation fold)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 
 @dataclass(frozen=True)
 class Fitted:
+    """A logistic model over standardised features: (value - mean) / scale, weighted, plus the bias."""
+
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     weights: tuple[float, ...]
     bias: float
+
+    def probability_of(self, features: Sequence[float]) -> float:
+        z = self.bias
+        for value, mean, scale, weight in zip(features, self.mean, self.scale, self.weights, strict=True):
+            z += weight * (value - mean) / scale
+        return 1.0 / (1.0 + math.exp(-z)) if z > -50 else 0.0
 
 
 def fit_logistic(
