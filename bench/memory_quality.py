@@ -21,6 +21,8 @@ Figures, one row per run (the corpus schema is in ../shared/eval/transcripts/REA
   superseded by a later update are not counted here, but under updates);
 - noise kept out: `must_not_store` items (superseded values excluded) absent at the end;
 - updates: `updates` pairs after which only the current value (the end of the chain) is stored;
+  "with queue" counts the review queue as held too: the current value stored or waiting for review, and the
+  old value neither stored nor waiting (a reviewer is not offered both);
 - probes: `recall_probes` (and `series_final_state.probes`) with an answer, whose answer
   `memctl.recall.recall` returns at default settings (a shortened answer is matched to the labelled
   item sharing most words);
@@ -226,6 +228,10 @@ def score_series(
         out["updates"] += 1
         good = old not in stored and (current in stored or all(p in stored for p in parts(current)[1:]))
         out["updates_ok"] += good
+        held = stored | waiting  # the queue too: a reviewer must not be offered the old value beside the new
+        out["updates_ok_with_queue"] += old not in held and (
+            current in held or all(p in held for p in parts(current)[1:])
+        )
         if not good:
             why = "; ".join(
                 f"{p[:30]!r}: {(fates or {}).get(p, 'never extracted')}" for p in [old, *parts(current)[1:]]
@@ -465,6 +471,7 @@ def main() -> int:
                 "facts kept",
                 "noise kept out",
                 "updates: only current value",
+                "updates, with queue",
                 "probes recalled",
                 "negative probes silent",
                 "others in block (mean)",
@@ -477,6 +484,7 @@ def main() -> int:
                     pct(f.get("facts_kept", 0), f.get("facts", 0)),
                     pct(f.get("noise_out", 0), f.get("noise", 0)),
                     pct(f.get("updates_ok", 0), f.get("updates", 0)),
+                    pct(f.get("updates_ok_with_queue", 0), f.get("updates", 0)),
                     pct(f.get("probes_recalled", 0), f.get("probes", 0)),
                     pct(f.get("negatives_silent", 0), f.get("negatives", 0)),
                     f"{f.get('others_in_block', 0) / max(1, f.get('probes', 0)):.2f}",

@@ -116,6 +116,7 @@ class Outcome:
     similar: list[Similar] = field(default_factory=list)
     result_text: str | None = None  # the text stored when it differs from the candidate
     notes: list[str] = field(default_factory=list)
+    outdated: list[str] = field(default_factory=list)  # queued review items this one made stale (memorize.queue)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +129,7 @@ class Outcome:
             "result_text": self.result_text,
             "similar": [s.to_dict() for s in self.similar],
             "notes": self.notes,
+            "outdated": self.outdated,
         }
 
 

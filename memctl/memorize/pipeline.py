@@ -28,6 +28,7 @@ from memctl.memorize.consolidate import Consolidator, Outcome
 from memctl.memorize.grounding import Grounding
 from memctl.memorize.importance import Rater, Weights
 from memctl.memorize.quality import Verdict, check, gate_embedding
+from memctl.memorize.queue import retire, stale_in_queue
 from memctl.memorize.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 from memctl.store.records import AREAS
 
@@ -217,15 +218,33 @@ def memorize_messages(
                 if verdict.pending and pending_policy == "review":
                     importance = rater.rate(text, target_area).value
                     settled = consolidator.settle_pending(text, target_area, {**metadata, "importance": importance})
-                report.candidates.append(
-                    settled or _held_back(store, verdict, target_area, pending_policy, metadata, dry_run)
-                )
+                outcome = settled or _held_back(store, verdict, target_area, pending_policy, metadata, dry_run)
+                report.candidates.append(_clear_queue(consolidator, outcome, metadata["transcript"]))
                 continue
             rating = rater.rate(text, target_area)  # metadata `importance` (memctl.memorize.importance)
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
             outcome.notes.append(f"importance {rating.value:.2f}: {'; '.join(rating.reasons)}")
-            report.candidates.append(outcome)
+            report.candidates.append(_clear_queue(consolidator, outcome, metadata["transcript"]))
     return report
+
+
+def _clear_queue(consolidator: Consolidator, outcome: Outcome, transcript: str) -> Outcome:
+    """Retire the queued review items this candidate is a newer value or a restatement of
+    (memctl.memorize.queue): a kept candidate stores their slot; a pending one waits in their place."""
+    if outcome.fate == "gated" or (outcome.fate == "pending" and not outcome.ids and not consolidator.dry_run):
+        return outcome  # dropped, or (policy drop/keep) nothing queued for it to stand in for
+    try:
+        vector = consolidator.store.embed([outcome.text])[0]
+    except MemctlError:
+        return outcome
+    check = stale_in_queue(consolidator, outcome.text, outcome.area, vector, transcript)
+    check.stale = [i for i in check.stale if i not in outcome.ids]  # never the item it was just queued as
+    if not check.stale:
+        return outcome
+    outcome.outdated = retire(consolidator, check) if not consolidator.dry_run else check.stale
+    verb = "would retire" if consolidator.dry_run else "retired"
+    outcome.notes.append(f"{verb} {len(check.stale)} queued item(s) of its slot from `memctl review`: {check.reason}")
+    return outcome
 
 
 def _warm_embeddings(store: StoreBase, texts: list[str]) -> None:

@@ -162,17 +162,16 @@ class StoreBase(StoreWrites):
             self.touch(approved, at=stamp)  # an approval is a use: not pruned tonight for never being read
         return approved
 
-    def reject_pending(self, ids: Sequence[str], actor: str = "review") -> builtins.list[str]:
-        """Remove pending items (all or none), kept in the archive (op `reject`, no vector) so that `memctl
-        restore ID` brings one back as a memory; history records op `reject` by `actor`."""
+    def reject_pending(self, ids: Sequence[str], actor: str = "review", *, op: str = "reject") -> builtins.list[str]:
+        """Remove pending items (all or none), kept in the archive (no vector) so that `memctl restore ID`
+        brings one back as a memory; history and archive record `op` (`reject` by a person, `supersede` when
+        memorize met the item's newer value) by `actor`."""
         with self._write():
             items = self.require_pending(ids)
             rejected = [item.id for item in items]
             stamp = now_iso()
             for item in items:
-                self._history(
-                    item.id, "reject", area=item.area, old_text=item.text, old_metadata=item.metadata, actor=actor
-                )
+                self._history(item.id, op, area=item.area, old_text=item.text, old_metadata=item.metadata, actor=actor)
             self.unarchive(rejected)  # one archived version per id: this one
             self.put_archive(
                 [
@@ -182,7 +181,7 @@ class StoreBase(StoreWrites):
                         None,
                         None,
                         stamp,
-                        "reject",
+                        op,
                         actor,
                     )
                     for item in items

@@ -241,6 +241,61 @@ def test_an_unsure_candidate_that_updates_a_stored_fact_is_applied_not_queued(cl
     assert cli("review", "list", "--json").json["items"][0]["text"] == FACTS[1]
 
 
+def _two_sessions(tmp_path: Path) -> tuple[Path, Path, str, str]:
+    """Two conversations a week apart stating one slot: the database version moved from 16 to 17."""
+    paths = []
+    for name, version in (("monday.json", "16"), ("next-monday.json", "17")):
+        path = tmp_path / name
+        say = f"Hi, I'm Ana. Our shop runs on Django 5 with PostgreSQL {version} now."
+        path.write_text(json.dumps([{"role": "user", "content": say}]))
+        paths.append(path)
+    old, new = (f"User (Ana) runs her shop on Django 5 with PostgreSQL {v}" for v in ("16", "17"))
+    return paths[0], paths[1], old, new
+
+
+@pytest.mark.parametrize("new_is_unsure", [True, False])
+def test_a_newer_value_retires_the_stale_one_from_the_review_queue(cli, tmp_path, scripted, monkeypatch, new_is_unsure):
+    """The gate was unsure of last week's value, so it waits for review; this week's value of the same slot
+    retires it from the queue (archived, op `outdated`, restorable): a reviewer is never offered both. The new
+    value waits in its place when the gate is unsure of it too, and is stored when the gate keeps it."""
+    from memctl.memorize import gate_model
+
+    first, second, old, new = _two_sessions(tmp_path)
+    marks = ("PostgreSQL 16", "PostgreSQL 17") if new_is_unsure else ("PostgreSQL 16",)
+    monkeypatch.setattr(gate_model, "model_for", lambda area, name: _UnsureGate(*marks))
+    scripted(
+        Router(
+            fragments=[json.dumps([old]), json.dumps([new])],
+            consolidate=decide_from_updates([{"old": old, "new": new}]),
+        )
+    )
+    [queued] = cli("memorize", first, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
+    assert queued["fate"] == "pending"
+    [candidate] = cli("memorize", second, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
+    assert candidate["fate"] == ("pending" if new_is_unsure else "inserted")
+    assert candidate["outdated"] == queued["ids"] and "retired 1 queued item" in candidate["notes"][-1]
+    waiting = [i["text"] for i in cli("review", "list", "--json").json["items"]]
+    stored = [m["text"] for m in cli("list", "--json").json["items"]]
+    assert (waiting, stored) == (([new], []) if new_is_unsure else ([], [new]))
+    [entry] = [h for h in cli("history", queued["ids"][0], "--json").json["entries"] if h["op"] == "outdated"]
+    assert entry["old_text"] == old
+    assert cli("restore", queued["ids"][0]).code == 0  # a wrong call of the model is undone as a rejection is
+
+
+def test_the_queue_is_not_compared_within_one_conversation(cli, tmp_path, scripted, monkeypatch):
+    """Two unsure candidates of one conversation both wait: one conversation does not supersede itself (two
+    similar facts of one session are more often two facts than an old and a new value)."""
+    from memctl.memorize import gate_model
+
+    first, _, old, new = _two_sessions(tmp_path)
+    monkeypatch.setattr(gate_model, "model_for", lambda area, name: _UnsureGate("PostgreSQL"))
+    first.write_text(json.dumps([{"role": "user", "content": "Django 5 with PostgreSQL 16, and PostgreSQL 17 next."}]))
+    scripted(Router(fragments=json.dumps([old, new]), consolidate=decide_from_updates([{"old": old, "new": new}])))
+    doc = cli("memorize", first, "--no-solutions", "--json").json
+    assert [c["outdated"] for c in doc["transcripts"][0]["candidates"]] == [[], []]
+    assert len(cli("review", "list", "--json").json["items"]) == 2
+
+
 def test_needs_a_utility_model(cli, chat):
     result = cli("memorize", chat, "--json")
     assert result.code == 2 and "utility_model" in result.json["error"]["hint"]

@@ -1,0 +1,92 @@
+"""A newer value retires its stale one from the review queue.
+
+The gate leaves a candidate it is unsure of in the review queue (`memctl review`). When a later conversation
+states the same slot again ("membership is now £78" after a queued "membership is £72"), the queue must not
+hold both values for a person to approve: the stale one would come back as a memory. So each candidate of a
+conversation is compared, as consolidation compares it with stored memories, with the queued items of its area
+from earlier conversations: the close ones are shown to the utility model, and an item it calls an older value
+(update, replace, merge) or the same fact (skip) leaves the queue. It is archived with op `outdated` (`memctl
+restore ID` brings it back) and the candidate's outcome names it. A candidate the gate kept retires the queued
+item the same way (the slot is stored now); a candidate that is itself pending is queued in its place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from memctl.errors import MemctlError
+from memctl.store.records import relevance
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memctl.memorize.consolidate import Consolidator, Similar
+    from memctl.store.records import PendingItem
+
+# Queued items of the area read per candidate: the queue is a person's worklist, not a corpus; past this
+# many the oldest are not compared (a queue that long is a review backlog, `memctl doctor` says so).
+QUEUE_SCAN = 500
+OUTDATED_OP = "outdated"
+_RETIRING = ("update", "replace", "merge", "skip")
+
+
+@dataclass
+class QueueCheck:
+    """The queued items a candidate makes stale, and what the model said."""
+
+    stale: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+def queued_neighbours(
+    consolidator: Consolidator, text: str, area: str, vector: np.ndarray, transcript: str
+) -> list[Similar]:
+    """Queued items of `area` from other conversations that the candidate may act on, closest first."""
+    from memctl.memorize.consolidate import Similar
+
+    store = consolidator.store
+    items: list[PendingItem] = [
+        item for item in store.pending_items(limit=QUEUE_SCAN, area=area) if item.transcript != transcript
+    ]
+    if not items:
+        return []
+    vectors = store.embed([item.text for item in items])
+    scores = vectors @ vector
+    ranked = sorted(
+        (
+            Similar(item.id, item.text, relevance(float(score)), dict(item.metadata))
+            for item, score in zip(items, scores, strict=True)
+        ),
+        key=lambda s: -s.score,
+    )
+    return [s for s in ranked if consolidator.may_act(text, s)][: consolidator.limit]
+
+
+def stale_in_queue(consolidator: Consolidator, text: str, area: str, vector: np.ndarray, transcript: str) -> QueueCheck:
+    """The queued items `text` is a newer value or a restatement of (none without a utility model, with
+    consolidation off, or when the model fails: the queue is then left as it is)."""
+    if not consolidator.enabled or consolidator.llm is None or consolidator.store.count_pending(area) == 0:
+        return QueueCheck()
+    try:
+        near = queued_neighbours(consolidator, text, area, vector, transcript)
+        if not near:
+            return QueueCheck()
+        decision = consolidator.decide(text, area, near)
+    except MemctlError:  # LLMError included
+        return QueueCheck()
+    if decision.action not in _RETIRING:
+        return QueueCheck()
+    targets = [near[i] for i in decision.targets if consolidator.may_act(text, near[i])]
+    return QueueCheck([t.id for t in targets], decision.reason)
+
+
+def retire(consolidator: Consolidator, check: QueueCheck) -> list[str]:
+    """Archive the stale queued items (op `outdated`); the ids retired (none in a dry run)."""
+    if not check.stale or consolidator.dry_run:
+        return []
+    store = consolidator.store
+    waiting = [item.id for item in store.get_pending(check.stale)]  # another writer may have decided some
+    if not waiting:
+        return []
+    return store.reject_pending(waiting, actor=consolidator.actor, op=OUTDATED_OP)
