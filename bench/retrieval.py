@@ -13,7 +13,7 @@ Two sets:
    benchmarks mostly do); set B paraphrases (vector-friendly).
 Modes: dense, keyword, the previous default (rank fusion) and the default hybrid, then the default
 with one step off (--no-ablations skips those).
-Real packaged model (all-MiniLM-L6-v2), no LLM.
+The store's default embedding model (multilingual-e5-small-q4; MEMCTL_EMBEDDING_MODEL picks another), no LLM.
 """
 
 from __future__ import annotations
@@ -202,6 +202,14 @@ def run_long(
     return rows
 
 
+def embedding_model(home: Path) -> str:
+    """The model the bench's stores embed with (the default, or MEMCTL_EMBEDDING_MODEL's)."""
+    import memctl
+
+    with memctl.open_store(home, "model-name") as store:
+        return store.embedder.info.model
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--eval", type=Path, default=Path(__file__).resolve().parents[2] / "shared/eval/transcripts")
@@ -282,7 +290,7 @@ def main() -> None:
         )
     print(
         table(
-            "Retrieval: Recall@k, all-MiniLM-L6-v2, no LLM",
+            f"Retrieval: Recall@k, {embedding_model(home)}, no LLM",
             ["set", "mode", "R@1", "R@5", "R@10", "negatives above 0.7"],
             rows,
         )

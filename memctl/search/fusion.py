@@ -92,6 +92,29 @@ class BaseScores:
         return known
 
 
+def cjk_names(store: SearchableStore, query: str, hits: Mapping[int, Hit], common_df: int) -> set[str]:
+    """The CJK keyword-metadata values (a speaker's name) of the candidates that the query writes and that
+    over `common_df` memories hold: the CJK counterpart of the capitalised names of step 1, found where a
+    name is recorded since CJK text marks no name by case or space."""
+    from memctl.search.evidence import words_of
+    from memctl.text.segment import has_cjk
+
+    if common_df < COMMON_NAME_MIN_DF:
+        return set()
+    lowered = query.lower()
+    values = {v for hit in hits.values() for v in words_of(store._keywords(hit.metadata))}
+    named = {v for v in values if len(v) >= 2 and has_cjk(v) and v in lowered}
+    return store._common_tokens(sorted(named), common_df) if named else set()
+
+
+def named_within(lowered_query: str, values: set[str]) -> bool:
+    """Whether a CJK keyword-metadata value (a speaker's name, 2 characters or more) is written inside the
+    query: CJK text has no spaces, and the segmenter often joins a name to the verb after it ("王芳会弹")."""
+    from memctl.text.segment import has_cjk
+
+    return any(len(v) >= 2 and has_cjk(v) and v in lowered_query for v in values)
+
+
 def common_names_dropped(store: SearchableStore, tuning: Tuning, query: str, common_df: int) -> tuple[set[str], str]:
     """The capitalised query words found in over `common_df` memories, and the query without them (the
     query itself when there are none or the store is too small to tell): step 1."""
@@ -130,7 +153,7 @@ def with_named(
     """`dense` plus the vector side's best `depth` among the memories whose keyword metadata is one of the
     (common) names the query mentions: in a long chat the turn a question is about is one of that
     speaker's hundreds, and the best 50 of the whole store often miss it."""
-    words = {w for w in re.findall(r"\w+", query) if w.lower() in names}
+    words = {w for w in re.findall(r"\w+", query) if w.lower() in names} | {n for n in names if n in query}
     keys = [k for k in store.config["keyword_metadata_keys"] if re.fullmatch(r"[A-Za-z_]\w*", str(k))]
     if not words or not keys:
         return dense

@@ -173,22 +173,40 @@ def _hybrid(
     the rare-token hits) is read: that side needs no vector, and the model (onnxruntime releases the GIL)
     runs on a thread of its own where the backend has one."""
     from memctl.store.keyword import query_tokens
+    from memctl.text.segment import has_cjk
 
     total = store._size()
     common_df = int(total * fusion.COMMON_TOKEN_SHARE)
     names, stripped = fusion.common_names_dropped(store, tuning, query, common_df)
-    vectors = store._start_query_embedding([query] if stripped == query else [query, stripped], scan=flt is None)
-    only = store._candidates(area, flt)
-    if only is not None and len(only) == 0:
-        vectors()  # an embedding error is reported as when the search embedded first
-        return None
     depth = _depth(tuning, limit)
     share = tuning.common_word_share
     common_text_df = max(int(total * share), fusion.COMMON_WORD_MIN_DF) if share > 0 else 0
-    keyword = store._keyword_pairs(
-        query, depth, area if flt is None else None, only if flt is not None else None, common_df, common_text_df
-    )
-    keyword_hits = dict(store._seq_hits([(key, 0.0) for key, _ in keyword]))
+
+    def keyword_side(only):
+        pairs = store._keyword_pairs(
+            query, depth, area if flt is None else None, only if flt is not None else None, common_df, common_text_df
+        )
+        return pairs, dict(store._seq_hits([(key, 0.0) for key, _ in pairs]))
+
+    # CJK text marks no name by case or space: the names a CJK query writes are found among the keyword
+    # side's candidates' metadata (a speaker), so that side runs before the embedding, which drops them.
+    cjk_first = tuning.drop_common_names and has_cjk(query)
+    if cjk_first:
+        only = store._candidates(area, flt)
+        if only is not None and len(only) == 0:
+            return None
+        keyword, keyword_hits = keyword_side(only)
+        cjk = fusion.cjk_names(store, query, keyword_hits, common_df)
+        names = names | cjk
+        for name in cjk:
+            stripped = stripped.replace(name, " ")
+    vectors = store._start_query_embedding([query] if stripped == query else [query, stripped], scan=flt is None)
+    if not cjk_first:
+        only = store._candidates(area, flt)
+        if only is not None and len(only) == 0:
+            vectors()  # an embedding error is reported as when the search embedded first
+            return None
+        keyword, keyword_hits = keyword_side(only)
     rare = _rare_hits(store, query, keyword_hits, set(keyword_hits))  # a dense-only hit holds none
     embedded = vectors()
     vector, ranking = embedded[0], embedded[-1]
@@ -201,11 +219,13 @@ def _hybrid(
     base = fusion.BaseScores(store, ranking, dense, keyword, tuning.keyword_share)
     final = {key: base.of(key) for key in hits}
     words = set(query_tokens(query))
+    lowered = query.lower()
     if tuning.metadata_boost and words:
         for key, hit in hits.items():
             row = facts[key]
             assert row is not None
-            if words & row.metadata_words(store, hit):
+            values = row.metadata_words(store, hit)
+            if words & values or fusion.named_within(lowered, values):
                 final[key] += tuning.metadata_boost
     fusion.add_neighbour_boost(store, tuning, hits, final, base, only, memo)
     shown = (

@@ -138,6 +138,28 @@ def test_common_name_left_out_of_the_vector_query_but_not_out_of_the_score(store
     assert store.embedder.calls == [[query]]
 
 
+def test_a_cjk_name_is_found_in_the_speakers_metadata_and_left_out_of_the_vector_query(store):
+    """CJK text marks no name by case or space, and the segmenter joins a name to its verb ("王芳去"): the
+    speaker names a Chinese query writes are found among the keyword side's candidates' metadata, then
+    dropped from the vector query and searched by speaker, as capitalised names are."""
+    filler = [
+        (f"谢谢王芳，回头再聊 {i}" if i % 2 else f"这周工作又很忙 {i}", "李静", f"2023年5月{i // 10 + 1}日")
+        for i in range(120)
+    ]
+    extra = [("我们带孩子去黄山露营了", "王芳", "2023年5月20日"), ("王芳王芳，露营不适合我", "李静", "2023年5月21日")]
+    rows = filler + extra
+    store.add([t for t, _, _ in rows], metadata=[{"speaker": s, "date": d} for _, s, d in rows])
+    query = "王芳去黄山露营了吗？"
+    store.embedder.calls.clear()
+    hits = store.search(query, limit=3, threshold=0.0)
+    assert any(" 去黄山露营了吗？" in call for call in store.embedder.calls)  # the ranking query, without the name
+    assert hits[0].text == "我们带孩子去黄山露营了"
+    tune(store, drop_common_names=False)
+    store.embedder.calls.clear()
+    store.search(query, limit=3, threshold=0.0)
+    assert store.embedder.calls == [[query]]
+
+
 def test_names_are_kept_in_small_stores(store):
     store.add(["Caroline likes tea", "Caroline runs", "Melanie paints"])
     store.embedder.calls.clear()
