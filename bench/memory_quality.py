@@ -229,9 +229,10 @@ def score_series(
         good = old not in stored and (current in stored or all(p in stored for p in parts(current)[1:]))
         out["updates_ok"] += good
         held = stored | waiting  # the queue too: a reviewer must not be offered the old value beside the new
-        out["updates_ok_with_queue"] += old not in held and (
-            current in held or all(p in held for p in parts(current)[1:])
-        )
+        queue_ok = old not in held and (current in held or all(p in held for p in parts(current)[1:]))
+        out["updates_ok_with_queue"] += queue_ok
+        if good and not queue_ok:
+            misses.append(f"update left the old value waiting in review: {old!r} -> {current!r}")
         if not good:
             why = "; ".join(
                 f"{p[:30]!r}: {(fates or {}).get(p, 'never extracted')}" for p in [old, *parts(current)[1:]]

@@ -197,6 +197,7 @@ def memorize_messages(
     metadata = {"source": "memorize", "transcript": Path(source).name}
     rater = Rater([m.content for m in messages if m.role == "user"], Weights.from_config(config))
     seen: set[tuple[str, str]] = set()
+    outdated: set[tuple[str, str]] = set()  # queued texts this conversation retired: not queued again
     for target_area, prompt, label in kinds:
         texts = extract(llm, prompt, transcript, report.notes, label)
         if texts is None:
@@ -214,21 +215,27 @@ def memorize_messages(
             if verdict.pending and pending_policy == "keep":
                 verdict = Verdict(text, target_area)
             if not verdict.ok:
+                if verdict.pending and key in outdated:  # the old value, restated beside the new one
+                    reason = "an older value this conversation replaced in the review queue"
+                    report.candidates.append(Outcome(text, target_area, "skipped", reason))
+                    continue
                 settled = None
                 if verdict.pending and pending_policy == "review":
                     importance = rater.rate(text, target_area).value
                     settled = consolidator.settle_pending(text, target_area, {**metadata, "importance": importance})
                 outcome = settled or _held_back(store, verdict, target_area, pending_policy, metadata, dry_run)
-                report.candidates.append(_clear_queue(consolidator, outcome, metadata["transcript"]))
+                report.candidates.append(_clear_queue(consolidator, outcome, metadata["transcript"], outdated))
                 continue
             rating = rater.rate(text, target_area)  # metadata `importance` (memctl.memorize.importance)
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})
             outcome.notes.append(f"importance {rating.value:.2f}: {'; '.join(rating.reasons)}")
-            report.candidates.append(_clear_queue(consolidator, outcome, metadata["transcript"]))
+            report.candidates.append(_clear_queue(consolidator, outcome, metadata["transcript"], outdated))
     return report
 
 
-def _clear_queue(consolidator: Consolidator, outcome: Outcome, transcript: str) -> Outcome:
+def _clear_queue(
+    consolidator: Consolidator, outcome: Outcome, transcript: str, outdated: set[tuple[str, str]]
+) -> Outcome:
     """Retire the queued review items this candidate is a newer value or a restatement of
     (memctl.memorize.queue): a kept candidate stores their slot; a pending one waits in their place."""
     if outcome.fate == "gated" or (outcome.fate == "pending" and not outcome.ids and not consolidator.dry_run):
@@ -238,9 +245,11 @@ def _clear_queue(consolidator: Consolidator, outcome: Outcome, transcript: str) 
     except MemctlError:
         return outcome
     check = stale_in_queue(consolidator, outcome.text, outcome.area, vector, transcript)
-    check.stale = [i for i in check.stale if i not in outcome.ids]  # never the item it was just queued as
+    kept = [(i, t) for i, t in zip(check.stale, check.texts, strict=True) if i not in outcome.ids]
+    check.stale = [i for i, _ in kept]  # never the item it was just queued as
     if not check.stale:
         return outcome
+    outdated.update((outcome.area, t.casefold()) for _, t in kept)
     outcome.outdated = retire(consolidator, check) if not consolidator.dry_run else check.stale
     verb = "would retire" if consolidator.dry_run else "retired"
     outcome.notes.append(f"{verb} {len(check.stale)} queued item(s) of its slot from `memctl review`: {check.reason}")

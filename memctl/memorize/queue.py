@@ -37,6 +37,7 @@ class QueueCheck:
 
     stale: list[str] = field(default_factory=list)
     reason: str = ""
+    texts: list[str] = field(default_factory=list)  # the stale items' texts, in the order of `stale`
 
 
 def queued_neighbours(
@@ -78,7 +79,7 @@ def stale_in_queue(consolidator: Consolidator, text: str, area: str, vector: np.
     if decision.action not in _RETIRING:
         return QueueCheck()
     targets = [near[i] for i in decision.targets if consolidator.may_act(text, near[i])]
-    return QueueCheck([t.id for t in targets], decision.reason)
+    return QueueCheck([t.id for t in targets], decision.reason, [t.text for t in targets])
 
 
 def retire(consolidator: Consolidator, check: QueueCheck) -> list[str]:

@@ -246,7 +246,7 @@ def _two_sessions(tmp_path: Path) -> tuple[Path, Path, str, str]:
     paths = []
     for name, version in (("monday.json", "16"), ("next-monday.json", "17")):
         path = tmp_path / name
-        say = f"Hi, I'm Ana. Our shop runs on Django 5 with PostgreSQL {version} now."
+        say = f"Hi, I'm Ana. Our shop runs on Django 5 with PostgreSQL {version} now (it ran PostgreSQL 16)."
         path.write_text(json.dumps([{"role": "user", "content": say}]))
         paths.append(path)
     old, new = (f"User (Ana) runs her shop on Django 5 with PostgreSQL {v}" for v in ("16", "17"))
@@ -257,7 +257,8 @@ def _two_sessions(tmp_path: Path) -> tuple[Path, Path, str, str]:
 def test_a_newer_value_retires_the_stale_one_from_the_review_queue(cli, tmp_path, scripted, monkeypatch, new_is_unsure):
     """The gate was unsure of last week's value, so it waits for review; this week's value of the same slot
     retires it from the queue (archived, op `outdated`, restorable): a reviewer is never offered both. The new
-    value waits in its place when the gate is unsure of it too, and is stored when the gate keeps it."""
+    value waits in its place when the gate is unsure of it too, and is stored when the gate keeps it; the old
+    value restated in the same conversation ("it ran PostgreSQL 16") is not queued again."""
     from memctl.memorize import gate_model
 
     first, second, old, new = _two_sessions(tmp_path)
@@ -265,14 +266,15 @@ def test_a_newer_value_retires_the_stale_one_from_the_review_queue(cli, tmp_path
     monkeypatch.setattr(gate_model, "model_for", lambda area, name: _UnsureGate(*marks))
     scripted(
         Router(
-            fragments=[json.dumps([old]), json.dumps([new])],
+            fragments=[json.dumps([old]), json.dumps([new, old])],  # the old value restated beside the new
             consolidate=decide_from_updates([{"old": old, "new": new}]),
         )
     )
     [queued] = cli("memorize", first, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
     assert queued["fate"] == "pending"
-    [candidate] = cli("memorize", second, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
+    candidate, restated = cli("memorize", second, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
     assert candidate["fate"] == ("pending" if new_is_unsure else "inserted")
+    assert restated["fate"] == "skipped" and "older value" in restated["reason"], restated  # not queued again
     assert candidate["outdated"] == queued["ids"] and "retired 1 queued item" in candidate["notes"][-1]
     waiting = [i["text"] for i in cli("review", "list", "--json").json["items"]]
     stored = [m["text"] for m in cli("list", "--json").json["items"]]
