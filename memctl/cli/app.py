@@ -175,6 +175,8 @@ def register(command: str | None = None) -> None:
         importlib.import_module(f"memctl.cli.commands.{module}")
     place = {module: i for i, module in enumerate(MODULE_ORDER)}
     app.registered_commands.sort(key=lambda info: place[info.callback.__module__.rsplit(".", 1)[1]])
+    # Groups too: a module imported early (a test importing one directly) registers its group first.
+    app.registered_groups.sort(key=lambda group: MODULE_ORDER.index(COMMAND_MODULES[str(group.name)]))
 
 
 def command_name(args: list[str]) -> str | None:
