@@ -181,6 +181,8 @@ def _hybrid(
     depth = _depth(tuning, limit)
     share = tuning.common_word_share
     common_text_df = max(int(total * share), fusion.COMMON_WORD_MIN_DF) if share > 0 else 0
+    if common_text_df and tuning.keyword_max_postings > 0:
+        common_text_df = min(common_text_df, max(tuning.keyword_max_postings, fusion.COMMON_WORD_MIN_DF))
 
     def keyword_side(only):
         pairs = store._keyword_pairs(

@@ -160,6 +160,27 @@ def test_a_cjk_name_is_found_in_the_speakers_metadata_and_left_out_of_the_vector
     assert store.embedder.calls == [[query]]
 
 
+def test_in_a_large_store_words_with_many_postings_leave_the_bm25_query(store, monkeypatch):
+    """keyword_max_postings bounds what BM25 reads: past it a word leaves the keyword query even when it is
+    under the common-word share (here 10 % of 401 = 40 memories; the bound is lowered to 5 to show it)."""
+    store.add([f"invoice {i} sent by post" for i in range(12)] + [f"weather note {i}" for i in range(388)])
+    target = store.add(["the zebra invoice came back"])[0]
+    seen: list[list[int]] = []
+    real = store._keyword_pairs
+
+    def keyword_pairs(query, k, area, only, common_df, common_text_df):
+        pairs = real(query, k, area, only, common_df, common_text_df)
+        seen.append([seq for seq, _ in pairs])
+        return pairs
+
+    monkeypatch.setattr(store, "_keyword_pairs", keyword_pairs)
+    store.search("zebra invoice", limit=3, threshold=0.0)
+    assert len(seen[-1]) == 13  # "invoice" (13 memories, under 40) is read: every invoice memory matches
+    tune(store, keyword_max_postings=5)
+    hits = store.search("zebra invoice", limit=3, threshold=0.0)
+    assert len(seen[-1]) == 1 and hits[0].id == target  # only "zebra" is read; the rare word still finds it
+
+
 def test_names_are_kept_in_small_stores(store):
     store.add(["Caroline likes tea", "Caroline runs", "Melanie paints"])
     store.embedder.calls.clear()
