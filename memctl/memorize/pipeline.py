@@ -28,7 +28,7 @@ from memctl.memorize.consolidate import Consolidator, Outcome
 from memctl.memorize.grounding import Grounding
 from memctl.memorize.importance import Rater, Weights
 from memctl.memorize.quality import Verdict, check, gate_embedding
-from memctl.memorize.queue import retire, stale_in_queue
+from memctl.memorize.queue import QueueCheck, retire, stale_in_queue
 from memctl.memorize.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 from memctl.store.records import AREAS
 
@@ -244,13 +244,13 @@ def _clear_queue(
         vector = consolidator.store.embed([outcome.text])[0]
     except MemctlError:
         return outcome
-    check = stale_in_queue(consolidator, outcome.text, outcome.area, vector, transcript)
-    kept = [(i, t) for i, t in zip(check.stale, check.texts, strict=True) if i not in outcome.ids]
-    check.stale = [i for i, _ in kept]  # never the item it was just queued as
-    if not check.stale:
+    found = stale_in_queue(consolidator, outcome.text, outcome.area, vector, transcript)
+    stale = [(i, t) for i, t in zip(found.stale, found.texts, strict=True) if i not in outcome.ids]  # not itself
+    if not stale:
         return outcome
-    outdated.update((outcome.area, t.casefold()) for _, t in kept)
-    outcome.outdated = retire(consolidator, check) if not consolidator.dry_run else check.stale
+    check = QueueCheck([i for i, _ in stale], found.reason, [t for _, t in stale])
+    outdated.update((outcome.area, t.casefold()) for t in check.texts)
+    outcome.outdated = check.stale if consolidator.dry_run else retire(consolidator, check)
     verb = "would retire" if consolidator.dry_run else "retired"
     outcome.notes.append(f"{verb} {len(check.stale)} queued item(s) of its slot from `memctl review`: {check.reason}")
     return outcome

@@ -67,7 +67,7 @@ def queued_neighbours(
 def stale_in_queue(consolidator: Consolidator, text: str, area: str, vector: np.ndarray, transcript: str) -> QueueCheck:
     """The queued items `text` is a newer value or a restatement of (none without a utility model, with
     consolidation off, or when the model fails: the queue is then left as it is)."""
-    if not consolidator.enabled or consolidator.llm is None or consolidator.store.count_pending(area) == 0:
+    if not consolidator.enabled or consolidator.llm is None:
         return QueueCheck()
     try:
         near = queued_neighbours(consolidator, text, area, vector, transcript)
@@ -83,9 +83,7 @@ def stale_in_queue(consolidator: Consolidator, text: str, area: str, vector: np.
 
 
 def retire(consolidator: Consolidator, check: QueueCheck) -> list[str]:
-    """Archive the stale queued items (op `outdated`); the ids retired (none in a dry run)."""
-    if not check.stale or consolidator.dry_run:
-        return []
+    """Archive the stale queued items (op `outdated`); the ids retired."""
     store = consolidator.store
     waiting = [item.id for item in store.get_pending(check.stale)]  # another writer may have decided some
     if not waiting:

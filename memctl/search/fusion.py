@@ -97,22 +97,25 @@ def cjk_names(store: SearchableStore, query: str, hits: Mapping[int, Hit], commo
     over `common_df` memories hold: the CJK counterpart of the capitalised names of step 1, found where a
     name is recorded since CJK text marks no name by case or space."""
     from memctl.search.evidence import words_of
-    from memctl.text.segment import has_cjk
 
     if common_df < COMMON_NAME_MIN_DF:
         return set()
-    lowered = query.lower()
     values = {v for hit in hits.values() for v in words_of(store._keywords(hit.metadata))}
-    named = {v for v in values if len(v) >= 2 and has_cjk(v) and v in lowered}
+    named = cjk_written_in(query.lower(), values)
     return store._common_tokens(sorted(named), common_df) if named else set()
 
 
-def named_within(lowered_query: str, values: set[str]) -> bool:
-    """Whether a CJK keyword-metadata value (a speaker's name, 2 characters or more) is written inside the
-    query: CJK text has no spaces, and the segmenter often joins a name to the verb after it ("王芳会弹")."""
+def cjk_written_in(lowered_query: str, values: Collection[str]) -> set[str]:
+    """The CJK values (a speaker's name, 2 characters or more) written inside the query: CJK text has no
+    spaces, and the segmenter often joins a name to the verb after it ("王芳会弹")."""
     from memctl.text.segment import has_cjk
 
-    return any(len(v) >= 2 and has_cjk(v) and v in lowered_query for v in values)
+    return {v for v in values if len(v) >= 2 and has_cjk(v) and v in lowered_query}
+
+
+def named_within(lowered_query: str, values: set[str]) -> bool:
+    """Whether a CJK keyword-metadata value is written inside the query (the metadata boost's CJK match)."""
+    return bool(cjk_written_in(lowered_query, values))
 
 
 def common_names_dropped(store: SearchableStore, tuning: Tuning, query: str, common_df: int) -> tuple[set[str], str]:
@@ -153,7 +156,7 @@ def with_named(
     """`dense` plus the vector side's best `depth` among the memories whose keyword metadata is one of the
     (common) names the query mentions: in a long chat the turn a question is about is one of that
     speaker's hundreds, and the best 50 of the whole store often miss it."""
-    words = {w for w in re.findall(r"\w+", query) if w.lower() in names} | {n for n in names if n in query}
+    words = {w for w in re.findall(r"\w+", query) if w.lower() in names} | cjk_written_in(query, names)
     keys = [k for k in store.config["keyword_metadata_keys"] if re.fullmatch(r"[A-Za-z_]\w*", str(k))]
     if not words or not keys:
         return dense

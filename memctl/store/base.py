@@ -164,7 +164,7 @@ class StoreBase(StoreWrites):
 
     def reject_pending(self, ids: Sequence[str], actor: str = "review", *, op: str = "reject") -> builtins.list[str]:
         """Remove pending items (all or none), kept in the archive (no vector) so that `memctl restore ID`
-        brings one back as a memory; history and archive record `op` (`reject` by a person, `supersede` when
+        brings one back as a memory; history and archive record `op` (`reject` by a person, `outdated` when
         memorize met the item's newer value) by `actor`."""
         with self._write():
             items = self.require_pending(ids)
