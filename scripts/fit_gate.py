@@ -9,7 +9,7 @@ with "->", solutions). A folder holding a report-half transcript is refused.
 
 Everything is chosen by cross-validation that leaves out one writer at a time (`--hold-out writer`, the
 default: each writer's domains are scored by a model fitted without any of them, eval/corpus/writers.json;
-`--hold-out domain` leaves out one domain): the L2 strength (best held-out log loss), then the two thresholds
+`--hold-out domain` leaves out one domain): the L2 strength (the strongest within one standard error of the best held-out log loss), then the two thresholds
 on the held-out P(noise) — `drop_from` so that at most MAX_FACTS_DROPPED of all facts would be dropped, and
 `keep_below` so that at most MAX_NOISE_KEPT of noise would be kept, unless that leaves more than
 MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not), both of
@@ -39,9 +39,11 @@ if str(REPO) not in sys.path:
 from memctl.memorize import gate_model  # noqa: E402
 from memctl.memorize.quality import GATE_MODEL  # noqa: E402
 
-L2_GRID = (3e-4, 1e-3, 1e-2)
+# Wide enough that the chosen strength is inside it: at (3e-4, 1e-3, 1e-2) the weakest won, and the grid's
+# edge, not cross-validation, set it (held-out log loss 0.214 there against 0.170 at 1e-5).
+L2_GRID = (3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
 MAX_FACTS_DROPPED = 0.01
-MAX_NOISE_KEPT = 0.05
+MAX_NOISE_KEPT = 0.04  # below the goal's 5 %: unseen domains have leaked ~2.5 points more than cross-validation
 MAX_PENDING = 0.20
 CACHE = Path(tempfile.gettempdir()) / "memctl-fit-gate-vectors.npz"
 
@@ -153,9 +155,22 @@ def held_out(x: np.ndarray, y: np.ndarray, groups: np.ndarray, l2: float) -> np.
     return p
 
 
-def log_loss(p: np.ndarray, y: np.ndarray) -> float:
+def row_losses(p: np.ndarray, y: np.ndarray) -> np.ndarray:
     p = np.clip(p, 1e-6, 1 - 1e-6)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+    return -(y * np.log(p) + (1 - y) * np.log(1 - p))
+
+
+def log_loss(p: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(row_losses(p, y)))
+
+
+def strongest_within_one_se(scores: dict[float, np.ndarray], y: np.ndarray) -> float:
+    """The one-standard-error rule: the strongest L2 whose held-out log loss is within one standard error of
+    the best one's (a weaker penalty that is not clearly better is more likely to fit the tune writers' style)."""
+    losses = {l2: row_losses(p, y) for l2, p in scores.items()}
+    best = min(losses, key=lambda k: float(losses[k].mean()))
+    bound = float(losses[best].mean() + losses[best].std() / np.sqrt(len(y)))
+    return max(l2 for l2, rows in losses.items() if float(rows.mean()) <= bound)
 
 
 def thresholds(p: np.ndarray, y: np.ndarray, drop_from: float | None = None) -> tuple[float, float]:
@@ -192,7 +207,7 @@ def fit_one(
     shaped like what the gate meets: candidates of whole conversations)."""
     scores = {l2: held_out(x, y, groups, l2) for l2 in L2_GRID}
     losses = {l2: log_loss(p, y) for l2, p in scores.items()}
-    l2 = min(losses, key=lambda k: losses[k])
+    l2 = strongest_within_one_se(scores, y)
     # Drop no more than MAX_FACTS_DROPPED of any statement's facts (every source); keep out MAX_NOISE_KEPT of
     # the noise of whole conversations, within MAX_PENDING of their candidates.
     _, drop_from = thresholds(scores[l2], y)
