@@ -9,7 +9,8 @@ with "->", solutions). A folder holding a report-half transcript is refused.
 
 Everything is chosen by cross-validation that leaves out one writer at a time (`--hold-out writer`, the
 default: each writer's domains are scored by a model fitted without any of them, eval/corpus/writers.json;
-`--hold-out domain` leaves out one domain): the L2 strength (the strongest within one standard error of the best held-out log loss), then the two thresholds
+`--hold-out domain` leaves out one domain): the L2 strength (the strongest within one standard error of the
+best held-out log loss), then the two thresholds
 on the held-out P(noise) — `drop_from` so that at most MAX_FACTS_DROPPED of all facts would be dropped, and
 `keep_below` so that at most MAX_NOISE_KEPT of noise would be kept, unless that leaves more than
 MAX_PENDING of all candidates in between (then the keep threshold moves down until it does not), both of
