@@ -161,16 +161,12 @@ def row_losses(p: np.ndarray, y: np.ndarray) -> np.ndarray:
     return -(y * np.log(p) + (1 - y) * np.log(1 - p))
 
 
-def log_loss(p: np.ndarray, y: np.ndarray) -> float:
-    return float(np.mean(row_losses(p, y)))
-
-
-def strongest_within_one_se(scores: dict[float, np.ndarray], y: np.ndarray) -> float:
-    """The one-standard-error rule: the strongest L2 whose held-out log loss is within one standard error of
-    the best one's (a weaker penalty that is not clearly better is more likely to fit the tune writers' style)."""
-    losses = {l2: row_losses(p, y) for l2, p in scores.items()}
+def strongest_within_one_se(losses: dict[float, np.ndarray]) -> float:
+    """The one-standard-error rule over each L2's held-out row losses: the strongest L2 whose mean is within one
+    standard error of the best one's (a weaker penalty that is not clearly better is more likely to fit the
+    tune writers' style)."""
     best = min(losses, key=lambda k: float(losses[k].mean()))
-    bound = float(losses[best].mean() + losses[best].std() / np.sqrt(len(y)))
+    bound = float(losses[best].mean() + losses[best].std() / np.sqrt(len(losses[best])))
     return max(l2 for l2, rows in losses.items() if float(rows.mean()) <= bound)
 
 
@@ -207,8 +203,9 @@ def fit_one(
     """Fit one model; the thresholds come from the held-out scores of the `measured` rows (the statements
     shaped like what the gate meets: candidates of whole conversations)."""
     scores = {l2: held_out(x, y, groups, l2) for l2 in L2_GRID}
-    losses = {l2: log_loss(p, y) for l2, p in scores.items()}
-    l2 = strongest_within_one_se(scores, y)
+    rows = {l2: row_losses(p, y) for l2, p in scores.items()}
+    losses = {l2: float(r.mean()) for l2, r in rows.items()}
+    l2 = strongest_within_one_se(rows)
     # Drop no more than MAX_FACTS_DROPPED of any statement's facts (every source); keep out MAX_NOISE_KEPT of
     # the noise of whole conversations, within MAX_PENDING of their candidates.
     _, drop_from = thresholds(scores[l2], y)
