@@ -70,6 +70,7 @@ SMALL_SHARE = 0.1  # the share of the training weight the small stores' question
 # ... in the answered model's (0.1 left a one-memory store's answer unfound 34 % of the time at load, against
 # 30 % at 0.3; the relevance score at 0.3 ran over-confident on the corpus' stores: ECE 0.011 -> 0.033)
 ANSWERED_SMALL_SHARE = 0.3
+ANSWERED_L2_GRID = (0.001, 0.003, 0.01, 0.03, 0.1)  # the answered model's L2 strengths, chosen among by CV
 # thresholds at which --cross-validate also sums the held-out folds (the trade-off curve, not one point)
 SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8)
 
@@ -621,29 +622,62 @@ def held_out_questions(folds, domains: list[str], small_share: float = SMALL_SHA
     return out
 
 
-def answered_fit(questions: list[Question], threshold: float, l2: float) -> Answered:
+def answered_fit(questions: list[Question], threshold: float, l2: float, pairs: bool) -> Answered:
     return fit_answered(
         [q.features for q in questions],
         [int(q.answerable) for q in questions],
         [q.weight for q in questions],
         threshold,
         l2,
+        pairs,
     )
 
 
-def cross_validate_answered(questions: list[Question], recall_cut: float | None, args) -> tuple[float, float]:
-    """Leave one domain out again, now for the answered model over the held-out questions, and choose its
-    threshold: the most answers found plus never-said questions silent, each a share of its kind (the balance
-    load's cut alone was chosen by). Prints the trade-off and returns (load's cut, the threshold)."""
-    domains = sorted({q.domain for q in questions})
-    probability: dict[int, float] = {}
-    for held in domains:
-        train = [q for q in questions if q.domain != held]
-        model = answered_fit(train, 0.5, args.answered_l2)
-        for i, q in enumerate(questions):
-            if q.domain == held:
-                probability[i] = model.probability_of(q.features)
-    prob = np.array([probability[i] for i in range(len(questions))])
+def writer_folds(questions: list[Question]) -> list[str]:
+    """Each question's fold for the answered model: its domain's writer (eval/corpus/writers.json), else the
+    domain. A writer's style runs through all its domains, so holding out one domain lets the rest of its
+    style in; holding out a writer is the harder test, and the cheaper one (about 30 folds, not 110)."""
+    path = ROOT / "eval" / "corpus" / "writers.json"
+    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    writer = {d: w for w, domains in doc.items() if w != "about" for d in domains}
+    return [writer.get(q.domain, q.domain) for q in questions]
+
+
+def held_out_probabilities(questions: list[Question], folds: list[str], l2: float, pairs: bool) -> np.ndarray:
+    """Each question's answered probability from the model fitted without its fold."""
+    prob = np.zeros(len(questions))
+    for held in sorted(set(folds)):
+        train = [q for q, f in zip(questions, folds, strict=True) if f != held]
+        model = answered_fit(train, 0.5, l2, pairs)
+        for i, (q, f) in enumerate(zip(questions, folds, strict=True)):
+            if f == held:
+                prob[i] = model.probability_of(model.row(q.features))
+    return prob
+
+
+def choose_answered_l2(questions: list[Question], folds: list[str], grid: list[float], pairs: bool):
+    """The L2 strength of the lowest weighted held-out log loss over the grid; returns it and its
+    held-out probabilities."""
+    labels = np.array([q.answerable for q in questions], dtype=float)
+    weights = np.array([q.weight for q in questions])
+    best = None
+    for l2 in grid:
+        prob = np.clip(held_out_probabilities(questions, folds, l2, pairs), 1e-9, 1 - 1e-9)
+        loss = float((weights * -(labels * np.log(prob) + (1 - labels) * np.log(1 - prob))).sum() / weights.sum())
+        print(f"  answered model ({'pairs' if pairs else 'linear'}), L2 {l2:g}: held-out log loss {loss:.4f}")
+        if best is None or loss < best[0]:
+            best = (loss, l2, prob)
+    assert best is not None
+    return best[1], best[2]
+
+
+def cross_validate_answered(questions: list[Question], recall_cut: float | None, args) -> tuple[float, float, float]:
+    """Leave one writer out (writer_folds), now for the answered model over the held-out questions: choose its
+    L2 strength by held-out log loss, then its threshold: the most answers found plus never-said questions
+    silent, each a share of its kind (the balance load's cut alone was chosen by), or with --load-silence the
+    lowest reaching that silence. Prints the trade-off and returns (load's cut, the threshold, the L2)."""
+    folds = writer_folds(questions)
+    l2, prob = choose_answered_l2(questions, folds, args.answered_l2, not args.answered_linear)
     # A question's best answer score within the top `limit` (-1: none there) and its best score: `load` finds
     # the answer when the first reaches the cut, and says nothing when the second does not.
     answer_top = np.array([max((sc for sc, y in q.shown[: args.limit] if y), default=-1.0) for q in questions])
@@ -681,7 +715,7 @@ def cross_validate_answered(questions: list[Question], recall_cut: float | None,
             continue
         best = max(best, (balance(t / 100), t / 100))
     threshold = best[1]
-    print(f"answered model, leave-one-domain-out ({len(domains)} folds, held-out relevance scores):")
+    print(f"answered model, leave-one-writer-out ({len(set(folds))} folds, held-out relevance scores, L2 {l2:g}):")
     for t in (0.3, 0.5, 0.7, 0.8, 0.9, threshold):
         f, p, s, n = rates(cut, t)
         print(
@@ -703,7 +737,7 @@ def cross_validate_answered(questions: list[Question], recall_cut: float | None,
             f"  {name}: the answer found {f}/{p} ({f / max(p, 1):.1%}), other memories only: silent {s}/{n} "
             f"({s / max(n, 1):.1%}), another series' question silent {o}/{on} ({o / max(on, 1):.1%})"
         )
-    return cut, threshold
+    return cut, threshold, l2
 
 
 def main() -> None:
@@ -764,12 +798,28 @@ def main() -> None:
     parser.add_argument(
         "--no-answered", action="store_true", help="fit no answered model (load cuts by the relevance score alone)"
     )
-    parser.add_argument("--answered-l2", type=float, default=0.01, help="L2 strength of the answered model")
+    parser.add_argument(
+        "--answered-l2",
+        type=float,
+        nargs="+",
+        default=list(ANSWERED_L2_GRID),
+        help="L2 strengths the answered model's cross-validation chooses from (held-out log loss)",
+    )
+    parser.add_argument(
+        "--answered-linear",
+        action="store_true",
+        help="fit the answered model on the question features alone, without their products two by two",
+    )
     parser.add_argument(
         "--answered-small-share",
         type=float,
         default=ANSWERED_SMALL_SHARE,
         help="the share of the answered model's training weight carried by questions asked of small stores",
+    )
+    parser.add_argument(
+        "--keep-background",
+        action="store_true",
+        help="use the shipped background sentences instead of drawing them (refit one model, keep the other's)",
     )
     parser.add_argument("--write", action="store_true", help="save memctl/data/relevance/<model>.json")
     parser.add_argument(
@@ -784,7 +834,11 @@ def main() -> None:
     import memctl
 
     home = Path(tempfile.mkdtemp(prefix="memctl-fit-relevance-"))
-    sentences = build_background(args.corpus, args.background_per_domain)
+    shipped_background = ROOT / "memctl" / "data" / "relevance" / "background.json"
+    if args.keep_background:  # refit one model while the other's background vectors stay valid
+        sentences = json.loads(shipped_background.read_text(encoding="utf-8"))
+    else:
+        sentences = build_background(args.corpus, args.background_per_domain)
     with memctl.open_store(home, "info") as store:
         model = store.embedder.info.model
         background = Background(store.embedder, sentences)
@@ -809,8 +863,8 @@ def main() -> None:
         questions = held_out_questions(
             folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share
         )
-        cut, threshold = cross_validate_answered(questions, recall_cut, args)
-        answered = answered_fit(questions, threshold, args.answered_l2)
+        cut, threshold, l2 = cross_validate_answered(questions, recall_cut, args)
+        answered = answered_fit(questions, threshold, l2, not args.answered_linear)
     if not args.write:
         return
     calibration = replace(

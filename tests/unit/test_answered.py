@@ -8,7 +8,14 @@ import math
 import pytest
 
 from memctl.errors import ConfigError
-from memctl.search.answered import BEST_EVIDENCE, QUESTION_FEATURES, Answered, fit, question_features
+from memctl.search.answered import (
+    BEST_EVIDENCE,
+    PAIR_FEATURES,
+    QUESTION_FEATURES,
+    Answered,
+    fit,
+    question_features,
+)
 from memctl.search.relevance import FEATURES, Calibration, shipped
 
 
@@ -96,3 +103,28 @@ def test_cli_load_and_mcp_search_skip_it_with_an_explicit_threshold(tmp_path, mo
         assert search(store, "main", "red apples", threshold=None, **args)["count"] == 0
         shown = search(store, "main", "red apples", threshold=0.0, **args)
         assert shown["count"] == 2 and shown["threshold"] == 0.0
+
+
+def test_a_model_with_pairs_reads_the_products_and_round_trips():
+    """With `pairs` the model reads the question features and their products two by two: an answer told by
+    the best score only when the margin is also wide (an interaction) is learned, and the parameters name
+    every product."""
+    rows, labels = [], []
+    for i in range(400):
+        top = 0.3 + 0.6 * (i % 20) / 20
+        second = top * ((i * 7) % 10) / 10
+        rows.append(question_features([top, second], {}))
+        labels.append(int(top > 0.6 and top - second > 0.3))
+    linear = fit(rows, labels, [1.0] * len(rows), threshold=0.5, l2=0.001)
+    paired = fit(rows, labels, [1.0] * len(rows), threshold=0.5, l2=0.001, pairs=True)
+    assert paired.pairs and len(paired.weights) == len(QUESTION_FEATURES) + len(PAIR_FEATURES)
+
+    def errors(model: Answered) -> int:
+        return sum((model.probability_of(model.row(r)) >= 0.5) != bool(y) for r, y in zip(rows, labels, strict=True))
+
+    assert errors(paired) < errors(linear)
+    doc = paired.to_dict()
+    assert doc["features"][-1] == f"top_{BEST_EVIDENCE[-1]}*top_{BEST_EVIDENCE[-1]}"
+    assert Answered.from_dict(doc) == paired
+    with pytest.raises(ConfigError, match="answered"):
+        Answered.from_dict({**doc, "features": doc["features"][:-1]})
