@@ -7,7 +7,11 @@ conversation is compared, as consolidation compares it with stored memories, wit
 from earlier conversations: the close ones are shown to the utility model, and an item it calls an older value
 (update, replace, merge) or the same fact (skip) leaves the queue. It is archived with op `outdated` (`memctl
 restore ID` brings it back) and the candidate's outcome names it. A candidate the gate kept retires the queued
-item the same way (the slot is stored now); a candidate that is itself pending is queued in its place.
+item the same way (the slot is stored now). A candidate that is itself pending and that the model calls a
+*new value* of a queued item (update, replace, merge; not a plain restatement, skip) at
+replace_similarity_threshold is stored instead of queued (memctl.memorize.pipeline): two conversations setting
+one slot make it a fact that recurs, and leaving the newest value in the queue would leave that slot empty in
+the store. Any other pending candidate is queued in the item's place.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ if TYPE_CHECKING:
 QUEUE_SCAN = 500
 OUTDATED_OP = "outdated"
 _RETIRING = ("update", "replace", "merge", "skip")
+# The actions that make the candidate a newer value of the queued item (skip only says the same thing again,
+# which is no evidence the slot lasts: one transient, a ticket number, can be restated in two sessions).
+_NEW_VALUE = ("update", "replace", "merge")
 
 
 @dataclass
@@ -38,6 +45,13 @@ class QueueCheck:
     stale: list[str] = field(default_factory=list)
     reason: str = ""
     texts: list[str] = field(default_factory=list)  # the stale items' texts, in the order of `stale`
+    action: str = ""  # what the model said of them (one of _RETIRING), "" when nothing is stale
+    closest: float = 0.0  # the best stale item's relevance to the candidate
+
+    @property
+    def new_value(self) -> bool:
+        """The candidate is a newer value of the stale items (not a restatement of them)."""
+        return bool(self.stale) and self.action in _NEW_VALUE
 
 
 def queued_neighbours(
@@ -79,7 +93,10 @@ def stale_in_queue(consolidator: Consolidator, text: str, area: str, vector: np.
     if decision.action not in _RETIRING:
         return QueueCheck()
     targets = [near[i] for i in decision.targets if consolidator.may_act(text, near[i])]
-    return QueueCheck([t.id for t in targets], decision.reason, [t.text for t in targets])
+    if not targets:
+        return QueueCheck()
+    best = max(t.score for t in targets)
+    return QueueCheck([t.id for t in targets], decision.reason, [t.text for t in targets], decision.action, best)
 
 
 def retire(consolidator: Consolidator, check: QueueCheck) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 
 from memctl.llm import LLMError, UtilityModel
 from tests.conftest import REPO, stored_count
-from tests.scripted_llm import Router, decide_from_updates
+from tests.scripted_llm import Router, decide_from_updates, existing_memories
 
 EVAL = REPO.parent / "shared" / "eval" / "transcripts"
 
@@ -257,8 +257,9 @@ def _two_sessions(tmp_path: Path) -> tuple[Path, Path, str, str]:
 def test_a_newer_value_retires_the_stale_one_from_the_review_queue(cli, tmp_path, scripted, monkeypatch, new_is_unsure):
     """The gate was unsure of last week's value, so it waits for review; this week's value of the same slot
     retires it from the queue (archived, op `outdated`, restorable): a reviewer is never offered both. The new
-    value waits in its place when the gate is unsure of it too, and is stored when the gate keeps it; the old
-    value restated in the same conversation ("it ran PostgreSQL 16") is not queued again."""
+    value is stored, whether the gate kept it or was unsure of it too (two conversations set the slot: it
+    lasts, and queueing it would leave the slot empty in the store); the old value restated in the same
+    conversation ("it ran PostgreSQL 16") is not queued again."""
     from memctl.memorize import gate_model
 
     first, second, old, new = _two_sessions(tmp_path)
@@ -273,15 +274,70 @@ def test_a_newer_value_retires_the_stale_one_from_the_review_queue(cli, tmp_path
     [queued] = cli("memorize", first, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
     assert queued["fate"] == "pending"
     candidate, restated = cli("memorize", second, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
-    assert candidate["fate"] == ("pending" if new_is_unsure else "inserted")
+    assert candidate["fate"] == "inserted"
+    assert ("queued an older value" in candidate["notes"][0]) is new_is_unsure
     assert restated["fate"] == "skipped" and "older value" in restated["reason"], restated  # not queued again
     assert candidate["outdated"] == queued["ids"] and "retired 1 queued item" in candidate["notes"][-1]
-    waiting = [i["text"] for i in cli("review", "list", "--json").json["items"]]
-    stored = [m["text"] for m in cli("list", "--json").json["items"]]
-    assert (waiting, stored) == (([new], []) if new_is_unsure else ([], [new]))
+    assert cli("review", "list", "--json").json["items"] == []
+    assert [m["text"] for m in cli("list", "--json").json["items"]] == [new]
+    found = cli("load", "PostgreSQL", "--mode", "keyword", "--threshold", "0", "--json").json["results"]
+    assert [m["text"] for m in found] == [new]  # searchable now, and the old value is not
     [entry] = [h for h in cli("history", queued["ids"][0], "--json").json["entries"] if h["op"] == "outdated"]
     assert entry["old_text"] == old
     assert cli("restore", queued["ids"][0]).code == 0  # a wrong call of the model is undone as a rejection is
+
+
+def test_an_unsure_restatement_of_a_queued_item_waits_in_its_place(cli, tmp_path, scripted, monkeypatch):
+    """Only a new value settles a queued slot: an unsure candidate the model calls the same fact as a queued one
+    (skip) is no evidence the fact lasts (a transient can be said twice), so it waits in the item's place."""
+    from memctl.memorize import gate_model
+
+    first, second, old, _ = _two_sessions(tmp_path)
+    again = "Ana's shop runs on Django 5 with PostgreSQL 16"  # the same fact, worded anew
+
+    def same_fact(message: str) -> str:
+        shown = existing_memories(message)
+        if shown:
+            return json.dumps({"action": "skip", "targets": [0], "reason": "the same fact"})
+        return json.dumps({"action": "keep_separate", "targets": [], "reason": "a different fact"})
+
+    monkeypatch.setattr(gate_model, "model_for", lambda area, name: _UnsureGate("PostgreSQL"))
+    scripted(Router(fragments=[json.dumps([old]), json.dumps([again])], consolidate=same_fact))
+    [queued] = cli("memorize", first, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
+    [restated] = cli("memorize", second, "--no-solutions", "--json").json["transcripts"][0]["candidates"]
+    assert restated["fate"] == "pending" and restated["outdated"] == queued["ids"], restated
+    assert [i["text"] for i in cli("review", "list", "--json").json["items"]] == [again]
+    assert cli("list", "--json").json["items"] == []
+
+
+@pytest.mark.parametrize("close_enough", [True, False])
+def test_an_unsure_new_value_of_a_queued_item_is_stored_by_the_python_api(tmp_path, monkeypatch, close_enough):
+    """The same through the library: memorize_messages stores the unsure new value of a queued slot, and the
+    store's search returns it while the review queue is empty. Only a queued value at replace_similarity_threshold
+    settles the slot (a model calling a looser pair an update would store transient noise): below it, the new
+    value waits in the old one's place."""
+    import memctl
+    from memctl.memorize import gate_model
+    from memctl.memorize.pipeline import memorize_messages
+    from memctl.memorize.transcripts import Message
+
+    monkeypatch.setattr(gate_model, "model_for", lambda area, name: _UnsureGate("PostgreSQL"))
+    _, _, old, new = _two_sessions(tmp_path)
+    router = Router(
+        fragments=[json.dumps([old]), json.dumps([new])], consolidate=decide_from_updates([{"old": old, "new": new}])
+    )
+    overrides = {"utility_model": "scripted/test", "replace_similarity_threshold": 0.9 if close_enough else 1.0}
+    with memctl.open_store(overrides=overrides) as store:
+        llm = UtilityModel(store.config, completion=router)
+        for source, version in (("monday.json", "16"), ("next-monday.json", "17")):
+            say = [Message("user", f"Our shop runs on Django 5 with PostgreSQL {version}.")]
+            memorize_messages(store, say, llm, source=source, solutions=False)
+        waiting = [item.text for item in store.pending_items(limit=10, offset=0)]
+        if not close_enough:
+            assert (waiting, len(store)) == ([new], 0)
+            return
+        assert [m.text for m, _ in store.iter_all()] == [new] and waiting == []
+        assert store.search("PostgreSQL", limit=1, threshold=0.0)[0].text == new
 
 
 def test_the_queue_is_not_compared_within_one_conversation(cli, tmp_path, scripted, monkeypatch):
