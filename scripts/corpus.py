@@ -3,7 +3,8 @@
 A corpus folder holds transcript JSON files (schema of ../shared/eval/transcripts plus "domain", "half",
 "language"). `load_series` reads the stored memories and probes per series (bench/recall_probes.py,
 scripts/fit_relevance.py); `load_half` the items and probes of a whole half (bench/multilingual.py,
-scripts/fit_e5_centering.py).
+scripts/fit_e5_centering.py); `read_writers` who wrote each tune domain (scripts/fit_gate.py,
+scripts/fit_relevance.py: folds by writer).
 """
 
 from __future__ import annotations
@@ -150,3 +151,11 @@ def _closest(want: str, stored: list[str]) -> str | None:
     best = max(stored, key=lambda s: len(target & _grams(s)) / (len(target | _grams(s)) or 1))
     overlap = len(target & _grams(best)) / (len(target) or 1)
     return best if overlap >= 0.5 else None
+
+
+def read_writers(path: Path) -> dict[str, str]:
+    """domain -> writer, from eval/corpus/writers.json ({} when it is missing)."""
+    if not path.is_file():
+        return {}
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return {domain: writer for writer, domains in doc.items() if writer != "about" for domain in domains}

@@ -39,6 +39,7 @@ if str(REPO) not in sys.path:
 
 from memctl.memorize import gate_model  # noqa: E402
 from memctl.memorize.quality import GATE_MODEL  # noqa: E402
+from scripts.corpus import read_writers  # noqa: E402
 
 # Wide enough that the chosen strength is inside it: at (3e-4, 1e-3, 1e-2) the weakest won, and the grid's
 # edge, not cross-validation, set it (held-out log loss 0.214 there against 0.170 at 1e-5).
@@ -90,14 +91,6 @@ def writer_of(domain: str, writers: dict[str, str]) -> str:
     if domain.startswith("extra/"):
         return domain.split("/")[1]
     return writers.get(domain.removeprefix("tune/"), domain)
-
-
-def read_writers(path: Path) -> dict[str, str]:
-    """domain -> writer, from eval/corpus/writers.json."""
-    if not path.is_file():
-        return {}
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    return {domain: writer for writer, domains in doc.items() if writer != "about" for domain in domains}
 
 
 def embed_all(texts: list[str]) -> np.ndarray:

@@ -59,8 +59,9 @@ from memctl.search.relevance import (  # noqa: E402
     z_score,
 )
 from memctl.text.segment import has_cjk  # noqa: E402
-from scripts.corpus import Probe, Series, configured, fill, load_series  # noqa: E402
+from scripts.corpus import Probe, Series, configured, fill, load_series, read_writers  # noqa: E402
 
+BACKGROUND_TEXTS = ROOT / "memctl" / "data" / "relevance" / "background.json"  # shared by every model's fit
 SYNTHETIC = "\x00synthetic\x00"
 # Marks a question asked of a small store (one memory, its answer or another of its series; or a few of them):
 # there the relative signals (gap, lift, fusion) say little, so the absolute ones must tell.
@@ -637,9 +638,7 @@ def writer_folds(questions: list[Question]) -> list[str]:
     """Each question's fold for the answered model: its domain's writer (eval/corpus/writers.json), else the
     domain. A writer's style runs through all its domains, so holding out one domain lets the rest of its
     style in; holding out a writer is the harder test, and the cheaper one (about 30 folds, not 110)."""
-    path = ROOT / "eval" / "corpus" / "writers.json"
-    doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    writer = {d: w for w, domains in doc.items() if w != "about" for d in domains}
+    writer = read_writers(ROOT / "eval" / "corpus" / "writers.json")
     return [writer.get(q.domain, q.domain) for q in questions]
 
 
@@ -834,9 +833,8 @@ def main() -> None:
     import memctl
 
     home = Path(tempfile.mkdtemp(prefix="memctl-fit-relevance-"))
-    shipped_background = ROOT / "memctl" / "data" / "relevance" / "background.json"
     if args.keep_background:  # refit one model while the other's background vectors stay valid
-        sentences = json.loads(shipped_background.read_text(encoding="utf-8"))
+        sentences = json.loads(BACKGROUND_TEXTS.read_text(encoding="utf-8"))
     else:
         sentences = build_background(args.corpus, args.background_per_domain)
     with memctl.open_store(home, "info") as store:
@@ -858,13 +856,13 @@ def main() -> None:
     cut, recall_cut, folds = (
         cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else (DEFAULT, None, [])
     )
-    answered = None
+    answered, answered_l2 = None, None
     if folds and not args.no_answered:
         questions = held_out_questions(
             folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share
         )
-        cut, threshold, l2 = cross_validate_answered(questions, recall_cut, args)
-        answered = answered_fit(questions, threshold, l2, not args.answered_linear)
+        cut, threshold, answered_l2 = cross_validate_answered(questions, recall_cut, args)
+        answered = answered_fit(questions, threshold, answered_l2, not args.answered_linear)
     if not args.write:
         return
     calibration = replace(
@@ -899,12 +897,19 @@ def main() -> None:
                 "non_answers_beside_answer": round(beside, 4),
             },
         }
-        doc["fitted_with"] = {"drop": args.drop, "candidates": args.candidates, "l2": args.l2}
+        doc["fitted_with"] = {
+            "drop": args.drop,
+            "candidates": args.candidates,
+            "l2": args.l2,
+            "load_silence": args.load_silence,
+            "answered_l2": answered_l2,
+            "answered_pairs": not args.answered_linear,
+            "keep_background": args.keep_background,
+        }
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-        texts = path.parent / "background.json"
-        texts.write_text(json.dumps(sentences, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+        BACKGROUND_TEXTS.write_text(json.dumps(sentences, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
         np.save(path.parent / background_file(model), background.vectors.astype(np.float16), allow_pickle=False)
-        print(f"wrote {path.relative_to(ROOT)}, {texts.name} and {background_file(model)}")
+        print(f"wrote {path.relative_to(ROOT)}, {BACKGROUND_TEXTS.name} and {background_file(model)}")
 
 
 if __name__ == "__main__":
