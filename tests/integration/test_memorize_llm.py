@@ -34,11 +34,13 @@ class _ChatServer(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server naming
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-        kind = self.router.kind(body["messages"])
-        if kind == self.delay_on:
+        # The router of the test that sent it: a delayed answer outlives the timeout test, and the next test
+        # has set its own router by the time it is answered.
+        router = self.router
+        if router.kind(body["messages"]) == self.delay_on:
             time.sleep(3)
         try:
-            content = self.router(body["messages"])
+            content = router(body["messages"])
         except Exception as exc:  # noqa: BLE001 - a scripted error becomes an HTTP 500
             self.send_error(500, str(exc))
             return
