@@ -46,7 +46,7 @@ from scripts.corpus import read_writers  # noqa: E402
 L2_GRID = (3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3)
 MAX_FACTS_DROPPED = 0.01
 MAX_NOISE_KEPT = 0.04  # below the goal's 5 %: unseen domains have leaked ~2.5 points more than cross-validation
-MAX_PENDING = 0.20
+MAX_PENDING = 0.18  # below the goal's 20 %: batch 11 (unseen) had 20.1 % pending where cross-validation said 18.8 %
 CACHE = Path(tempfile.gettempdir()) / "memctl-fit-gate-vectors.npz"
 
 
