@@ -18,11 +18,11 @@ domain has none of its own in the background). The background (memctl/data/relev
 is `--background-per-domain` sentences of each tune domain's conversations, drawn with a fixed seed. A logistic
 regression with weights >= 0 is fitted (numpy).
 The default threshold shipped with it (`default_threshold`, `load`'s; config search_threshold null uses it) is
-chosen by leave-one-domain-out cross-validation: the lowest cut at which `--load-silence` (LOAD_SILENCE, 0.85)
+chosen by leave-one-domain-out cross-validation: the lowest cut at which `--load-silence` (default LOAD_SILENCE)
 of the held-out negative probes get nothing (with `--load-silence 0`: the cut that maximises the share of
 held-out answerable probes keeping their answer within `--limit` plus the share of negative probes getting
 nothing); with the answered model (the default) that share is asked of its threshold instead. The recall
-block's (`recall_threshold`): the lowest with at most RECALL_BESIDE (0.8) non-answers beside a found answer.
+block's (`recall_threshold`): the lowest with at most RECALL_BESIDE non-answers beside a found answer.
 `--by-language` fits the questions with CJK text apart (the calibration's `cjk` parameters).
 `--cross-validate` prints that, the reliability table and the expected calibration error of the held-out
 scores. `--write` fits on every tune domain and saves memctl/data/relevance/<model>.json, the background
