@@ -10,7 +10,7 @@ For each corpus folder (transcript JSON files, schema of ../shared/eval/transcri
   updates' new values, without the values an update or a series' final state supersedes;
 - half: one store holding every memory of the folder (other domains as distractors).
 Each probe goes through the real search path at default config: `recall` (memctl.recall.recall, the
-block an agent gets: recall_memories_max_result + recall_solutions_max_result) and `load` (store.search
+block an agent gets: one search of memories and solutions, at most recall_max_result) and `load` (store.search
 with search_limit, search_threshold, search_mode). A probe passes if its should_recall text (or, when
 the probe shortens it, the stored memory sharing most words with it) is among the results; a negative
 probe (should_recall null) passes if nothing comes back.

@@ -65,34 +65,39 @@ def recall(
     notes: list[str] = []
     query = prepare_query(llm, message, history or [], notes) if query_prep and llm else message
     threshold = store.default_threshold("recall") if threshold is None else threshold
-    memories = search_valid(
+    # One search over memories and solutions: the score's relative evidence (rank in the fusion, gap to the
+    # best) is measured against every candidate, as the calibration was fitted. Searching solutions alone
+    # ranked the best solution first among a few and scored it high even when it answered nothing.
+    hits = search_valid(
         store,
         query,
-        limit=int(config["recall_memories_max_search"]),
+        limit=int(config["recall_memories_max_search"]) + int(config["recall_solutions_max_search"]),
         as_of_moment=as_of,
         threshold=threshold,
-        filter="area in ['main', 'fragments']",
+        filter="area in ['main', 'fragments', 'solutions']",
     )
-    solutions = search_valid(
-        store,
-        query,
-        limit=int(config["recall_solutions_max_search"]),
-        as_of_moment=as_of,
-        threshold=threshold,
-        area="solutions",
-    )
+    memories = [h for h in hits if h.area != "solutions"]
+    solutions = [h for h in hits if h.area == "solutions"]
     memories, solutions = rerank(memories, config), rerank(solutions, config)  # off unless rank_importance_weight
     if post_filter and llm and (memories or solutions):
         memories, solutions = filter_relevant(
             llm, message, memories, solutions, bool(config["recall_post_filter_fail_closed"]), notes
         )
-    return RecallResult(
-        message,
-        query,
+    memories, solutions = block(
         memories[: int(config["recall_memories_max_result"])],
         solutions[: int(config["recall_solutions_max_result"])],
-        notes,
+        int(config["recall_max_result"]),
     )
+    return RecallResult(message, query, memories, solutions, notes)
+
+
+def block(memories: list[Hit], solutions: list[Hit], total: int) -> tuple[list[Hit], list[Hit]]:
+    """At most `total` of both, the highest relevance first, each list keeping its order. The recall threshold
+    is fitted for one ranked list of that length (scripts/fit_relevance.py): two lists cut apart let up to
+    eight through, and the unseen halves found more non-answers beside an answer than the fit allowed."""
+    ranked = sorted(memories + solutions, key=lambda hit: -hit.score)[:total]
+    kept = {id(hit) for hit in ranked}
+    return [h for h in memories if id(h) in kept], [h for h in solutions if id(h) in kept]
 
 
 def prepare_query(llm: UtilityModel, message: str, history: list[Message], notes: list[str]) -> str:

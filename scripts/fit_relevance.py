@@ -785,7 +785,7 @@ def main() -> None:
         "--limit",
         type=int,
         default=5,
-        help="results counted when choosing the threshold (the recall block shows recall_memories_max_result)",
+        help="results counted when choosing the threshold (the recall block shows recall_max_result)",
     )
     parser.add_argument(
         "--turns",

@@ -90,6 +90,7 @@ RULES: dict[str, Range | Choice | Limits] = {
     "recall_memories_max_result": Range(1, 10_000),
     "recall_solutions_max_search": Range(1, 10_000),
     "recall_solutions_max_result": Range(1, 10_000),
+    "recall_max_result": Range(1, 10_000),
     "recall_history_messages": Range(0, 100_000),
     "forget_threshold": UNIT,
     "forget_batch_size": Range(1, 1_000_000),

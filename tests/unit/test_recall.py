@@ -78,13 +78,30 @@ def test_nothing_recalled_is_exit_3(cli, filled):
 
 
 def test_limits_cap_results(backend, cli, store, monkeypatch):
-    store.add([f"dark mode note {i}" for i in range(20)], area="fragments")
-    store.add([f"dark mode fix {i}" for i in range(20)], area="solutions")
+    store.add([f"dark mode note {i}" for i in range(6)], area="fragments")
+    store.add([f"dark mode fix {i}" for i in range(4)], area="solutions")  # all within the one search's 12 + 8
     store.close()
     doc = cli("recall", "dark mode note", "--threshold", "0", "--json").json
-    assert len(doc["memories"]) == 5 and len(doc["solutions"]) == 3
+    assert len(doc["memories"]) + len(doc["solutions"]) == 5  # recall_max_result: one block, best first
+    monkeypatch.setenv("MEMCTL_RECALL_MAX_RESULT", "20")
+    doc = cli("recall", "dark mode note", "--threshold", "0", "--json").json
+    assert len(doc["memories"]) == 5 and len(doc["solutions"]) == 3  # then each area's own cap
     monkeypatch.setenv("MEMCTL_RECALL_MEMORIES_MAX_RESULT", "2")
     assert len(cli("recall", "dark mode note", "--threshold", "0", "--json").json["memories"]) == 2
+
+
+def test_the_block_keeps_the_highest_scores_across_areas():
+    from memctl.recall import block
+    from memctl.store.records import Hit
+
+    def hit(text: str, area: str, score: float) -> Hit:
+        return Hit(id=text, text=text, area=area, created_at="", updated_at="", score=score)
+
+    memories = [hit("m1", "fragments", 0.9), hit("m2", "fragments", 0.4), hit("m3", "main", 0.1)]
+    solutions = [hit("s1", "solutions", 0.6), hit("s2", "solutions", 0.2)]
+    kept = block(memories, solutions, 3)
+    assert [h.text for h in kept[0]] == ["m1", "m2"] and [h.text for h in kept[1]] == ["s1"]
+    assert block(memories, solutions, 10) == (memories, solutions)
 
 
 def test_query_prep_uses_model_query_and_history(filled, home: Path):
