@@ -32,6 +32,7 @@ from memctl.store.validate import (
     check_text_size,
     normalised_or_kept,
 )
+from memctl.text.chat_line import with_speaker
 
 if TYPE_CHECKING:
     import numpy as np
@@ -478,6 +479,8 @@ class StoreWrites(StoreInterface):
         metas = [check_metadata(m) for m in (metadata or [None] * len(texts))]
         if len(metas) != len(texts):
             raise UsageError(f"{len(texts)} texts but {len(metas)} metadata entries")
+        if self.config["speaker_from_text"]:  # "Caroline: ..." -> speaker Caroline (memctl.text.chat_line)
+            metas = [with_speaker(t, m) for t, m in zip(texts, metas, strict=True)]
         if not texts:
             return []
         vectors = self.embed(list(texts))
