@@ -65,16 +65,16 @@ def recall(
     notes: list[str] = []
     query = prepare_query(llm, message, history or [], notes) if query_prep and llm else message
     threshold = store.default_threshold("recall") if threshold is None else threshold
-    # One search over memories and solutions: the score's relative evidence (rank in the fusion, gap to the
-    # best) is measured against every candidate, as the calibration was fitted. Searching solutions alone
-    # ranked the best solution first among a few and scored it high even when it answered nothing.
+    # One search of every area (main, fragments, solutions), as `load` searches and the calibration was fitted:
+    # the score's relative evidence (rank in the fusion, gap to the best) is measured against every candidate.
+    # Searching solutions alone ranked the best solution first among a few and scored it high even when it
+    # answered nothing.
     hits = search_valid(
         store,
         query,
         limit=int(config["recall_memories_max_search"]) + int(config["recall_solutions_max_search"]),
         as_of_moment=as_of,
         threshold=threshold,
-        filter="area in ['main', 'fragments', 'solutions']",
     )
     memories = [h for h in hits if h.area != "solutions"]
     solutions = [h for h in hits if h.area == "solutions"]
@@ -92,9 +92,8 @@ def recall(
 
 
 def block(memories: list[Hit], solutions: list[Hit], total: int) -> tuple[list[Hit], list[Hit]]:
-    """At most `total` of both, the highest relevance first, each list keeping its order. The recall threshold
-    is fitted for one ranked list of that length (scripts/fit_relevance.py): two lists cut apart let up to
-    eight through, and the unseen halves found more non-answers beside an answer than the fit allowed."""
+    """At most `total` of both, the highest relevance first, each list keeping its order: the recall threshold
+    is fitted for one ranked list of that length (scripts/fit_relevance.py --limit)."""
     ranked = sorted(memories + solutions, key=lambda hit: -hit.score)[:total]
     kept = {id(hit) for hit in ranked}
     return [h for h in memories if id(h) in kept], [h for h in solutions if id(h) in kept]

@@ -29,7 +29,5 @@ def speaker_of(text: str) -> str | None:
 
 def with_speaker(text: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """`metadata` with the line's speaker added when it names none."""
-    if SPEAKER_KEY in metadata:
-        return dict(metadata)
-    name = speaker_of(text)
+    name = None if SPEAKER_KEY in metadata else speaker_of(text)
     return dict(metadata) if name is None else {**metadata, SPEAKER_KEY: name}
