@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import re
 import sys
@@ -46,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memctl.search.answered import QUESTION_FEATURES, Answered, question_features  # noqa: E402
+from memctl.search.answered import QUESTION_FEATURES, SMALL_STORE, Answered, question_features  # noqa: E402
 from memctl.search.answered import fit as fit_answered  # noqa: E402
 from memctl.search.relevance import (  # noqa: E402
     FEATURES,
@@ -73,8 +74,8 @@ SMALL_SHARE = 0.1  # the share of the training weight the small stores' question
 # 30 % at 0.3; the relevance score at 0.3 ran over-confident on the corpus' stores: ECE 0.011 -> 0.033)
 ANSWERED_SMALL_SHARE = 0.3
 # the answered model's L2 strengths, chosen among by CV (0.001, an older grid's edge, won on 112 domains; 1e-4,
-# the next grid's edge, on 136)
-ANSWERED_L2_GRID = (0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1)
+# the next grid's edge, on 136; 1e-5, the edge again, on 148)
+ANSWERED_L2_GRID = (0.000001, 0.000003, 0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1)
 # thresholds at which --cross-validate also sums the held-out folds (the trade-off curve, not one point)
 SWEEP = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8)
 
@@ -679,7 +680,9 @@ def choose_answered_l2(questions: list[Question], folds: list[str], grid: list[f
     return best[1], best[2]
 
 
-def cross_validate_answered(questions: list[Question], recall_cut: float | None, args) -> tuple[float, float, float]:
+def cross_validate_answered(
+    questions: list[Question], recall_cut: float | None, args
+) -> tuple[float, float, float, float | None]:
     """Leave one writer out (writer_folds), now for the answered model over the held-out questions: choose its
     L2 strength by held-out log loss, then its threshold: the most answers found plus never-said questions
     silent, each a share of its kind (the balance load's cut alone was chosen by), or with --load-silence the
@@ -723,6 +726,7 @@ def cross_validate_answered(questions: list[Question], recall_cut: float | None,
             continue
         best = max(best, (balance(t / 100), t / 100))
     threshold = best[1]
+    small_threshold = small_store_threshold(questions, prob, rates, cut, args.load_silence)
     print(f"answered model, leave-one-writer-out ({len(set(folds))} folds, held-out relevance scores, L2 {l2:g}):")
     for t in (0.3, 0.5, 0.7, 0.8, 0.9, threshold):
         f, p, s, n = rates(cut, t)
@@ -745,7 +749,35 @@ def cross_validate_answered(questions: list[Question], recall_cut: float | None,
             f"  {name}: the answer found {f}/{p} ({f / max(p, 1):.1%}), other memories only: silent {s}/{n} "
             f"({s / max(n, 1):.1%}), another series' question silent {o}/{on} ({o / max(on, 1):.1%})"
         )
-    return cut, threshold, l2
+    if small_threshold is not None:
+        few = few_candidates(questions)
+        f, p, _, _ = rates(cut, small_threshold, few & (kinds == "answerable"))
+        _, _, s, n = rates(cut, small_threshold, few & (kinds == "negative"))
+        print(
+            f"  stores of at most {SMALL_STORE} candidates at their own threshold {small_threshold:.2f}: the answer "
+            f"found {f}/{p} ({f / max(p, 1):.1%}), other memories only: silent {s}/{n} ({s / max(n, 1):.1%})"
+        )
+    return cut, threshold, l2, small_threshold
+
+
+def few_candidates(questions: list[Question]) -> np.ndarray:
+    """Whether each question saw at most SMALL_STORE candidates (the answered model's small-store threshold)."""
+    at = QUESTION_FEATURES.index("candidates_log")
+    return np.array([round(math.expm1(q.features[at])) <= SMALL_STORE for q in questions])
+
+
+def small_store_threshold(questions: list[Question], prob: np.ndarray, rates, cut: float, silence: float):
+    """The small stores' own threshold: the lowest at which `silence` of their held-out questions about
+    something the store does not hold (other memories of the series only) get nothing; None without
+    --load-silence (the balance already weighs the small stores) or without such questions."""
+    few = few_candidates(questions) & np.array([q.kind == "negative" for q in questions])
+    if silence <= 0 or not few.any():
+        return None
+    for t in range(5, 100):
+        _, _, s, n = rates(cut, t / 100, few)
+        if s / max(n, 1) >= silence:
+            return t / 100
+    return None
 
 
 def main() -> None:
@@ -869,8 +901,10 @@ def main() -> None:
         questions = held_out_questions(
             folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share
         )
-        cut, threshold, answered_l2 = cross_validate_answered(questions, recall_cut, args)
-        answered = answered_fit(questions, threshold, answered_l2, not args.answered_linear)
+        cut, threshold, answered_l2, small = cross_validate_answered(questions, recall_cut, args)
+        answered = replace(
+            answered_fit(questions, threshold, answered_l2, not args.answered_linear), small_threshold=small
+        )
     if not args.write:
         return
     calibration = replace(

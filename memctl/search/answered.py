@@ -11,7 +11,10 @@ the best scores stand (best, second, margin, their mean, how many there were) an
 at the same 80 % silence it kept 53 % of the answers linear and 62 % with the pairs (112 domains held out by
 writer, multilingual-e5).
 `load` (and the MCP search tool) at default settings return nothing when it falls below its threshold; an
-explicit threshold and the `recall` block do not consult it.
+explicit threshold and the `recall` block do not consult it. A store small enough that the question sees at
+most SMALL_STORE candidates (a new user's) has a threshold of its own, chosen by the same cross-validation on
+the questions asked of small stores: their candidates are all there is, so the same probability means
+something else there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from memctl.search.logistic import Fitted
 from memctl.search.relevance import FEATURES
 
 CANDIDATES = 15  # the question's candidates it sees: the best by the search's own order (the fit's --candidates)
+SMALL_STORE = 8  # at most this many candidates: a small store (the fit's few-memory stores hold 1 to 8)
 SHOWN = 5  # the candidates whose mean score it takes (the results a question's reader looks at first)
 # Of the best-scored candidate: its evidence (every relevance feature but `metadata`, 0 in the corpus).
 BEST_EVIDENCE = tuple(name for name in FEATURES if name != "metadata")
@@ -83,10 +87,18 @@ def question_features(scores: Sequence[float], best: Mapping[str, float]) -> lis
 @dataclass(frozen=True)
 class Answered(Fitted):
     """A fitted logistic model over QUESTION_FEATURES (and, with `pairs`, their products two by two) and the
-    threshold `load` applies to it."""
+    threshold `load` applies to it (`small_threshold`, when fitted, for a question with at most SMALL_STORE
+    candidates)."""
 
     threshold: float
     pairs: bool = False
+    small_threshold: float | None = None
+
+    def threshold_for(self, candidates: int) -> float:
+        """The threshold for a question that saw `candidates` candidates."""
+        if self.small_threshold is not None and candidates <= SMALL_STORE:
+            return self.small_threshold
+        return self.threshold
 
     def row(self, features: Sequence[float]) -> list[float]:
         """What the model reads of one question's QUESTION_FEATURES."""
@@ -104,6 +116,7 @@ class Answered(Fitted):
             "weights": list(self.weights),
             "bias": self.bias,
             "threshold": self.threshold,
+            **({} if self.small_threshold is None else {"small_threshold": self.small_threshold}),
         }
 
     @classmethod
@@ -119,9 +132,10 @@ class Answered(Fitted):
             if any(s <= 0 for s in scale):
                 raise ValueError("scales must be > 0")
             threshold = float(data["threshold"])
-            if not 0.0 <= threshold <= 1.0:
-                raise ValueError("threshold must be in [0, 1]")
-            return cls(mean, scale, weights, float(data["bias"]), threshold, pairs)
+            small = None if data.get("small_threshold") is None else float(data["small_threshold"])
+            if not all(0.0 <= t <= 1.0 for t in (threshold, threshold if small is None else small)):
+                raise ValueError("thresholds must be in [0, 1]")
+            return cls(mean, scale, weights, float(data["bias"]), threshold, pairs, small)
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: 'answered' is not a valid question model: {exc}") from exc
 

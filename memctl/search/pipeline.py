@@ -300,7 +300,8 @@ def _is_answered(
     if not seen:
         return False
     best = max(seen, key=lambda key: scores[key])
-    return answered.probability([scores[key] for key in seen], evidence[best]) >= answered.threshold
+    probability = answered.probability([scores[key] for key in seen], evidence[best])
+    return probability >= answered.threshold_for(len(seen))
 
 
 def _select_plain(query: str, pool: Pool, limit: int, threshold: float) -> Results:

@@ -12,6 +12,7 @@ from memctl.search.answered import (
     BEST_EVIDENCE,
     PAIR_FEATURES,
     QUESTION_FEATURES,
+    SMALL_STORE,
     Answered,
     fit,
     question_features,
@@ -51,6 +52,34 @@ def test_parameters_round_trip_and_bad_ones_are_a_config_error():
     for bad in ({"threshold": 1.5}, {"features": ["best"]}, {"scale": [0.0] * len(QUESTION_FEATURES)}):
         with pytest.raises(ConfigError, match="answered"):
             Calibration.from_dict({**doc, "answered": {**doc["answered"], **bad}})
+
+
+def test_a_small_store_has_its_own_threshold_that_round_trips():
+    """A question that saw at most SMALL_STORE candidates is judged by `small_threshold` when one was fitted;
+    a model without one (older calibrations) uses its one threshold everywhere."""
+    from dataclasses import replace
+
+    model = replace(_answered(0.9), small_threshold=0.4)
+    assert model.threshold_for(SMALL_STORE) == 0.4 and model.threshold_for(SMALL_STORE + 1) == 0.9
+    assert _answered(0.9).threshold_for(1) == 0.9
+    assert Answered.from_dict(model.to_dict()) == model
+    assert "small_threshold" not in _answered(0.9).to_dict()
+    with pytest.raises(ConfigError, match="answered"):
+        Answered.from_dict({**model.to_dict(), "small_threshold": 2.0})
+
+
+def test_load_in_a_small_store_uses_the_small_threshold(store):
+    """Three memories: the question sees three candidates, so `load` consults `small_threshold`; the answered
+    probability here is sigmoid(0) = 0.5 for every question."""
+    from dataclasses import replace
+
+    store.add(["apples are red and sweet", "zebras are striped", "the sky is blue today"])
+    for small, expect in ((0.4, True), (0.6, False)):
+        store.calibration = lambda s=small: _calibration(replace(_answered(0.6), small_threshold=s))
+        try:
+            assert bool(store.search("red apples")) is expect
+        finally:
+            del store.calibration
 
 
 def test_the_fit_learns_a_signed_weight():

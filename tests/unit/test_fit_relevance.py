@@ -98,3 +98,26 @@ def test_fit_reaches_the_constrained_optimum():
     free = np.array(c.weights) > 0
     assert np.abs(grad[free]).max() < 1e-6 and abs(float((p - y).mean())) < 1e-6
     assert (grad[~free] >= 0).all()  # a weight held at 0 could not lower the loss by rising
+
+
+def test_the_small_store_threshold_is_the_lowest_reaching_the_silence():
+    """small_store_threshold looks only at questions that saw at most SMALL_STORE candidates and whose store
+    lacks the answer, and returns the lowest threshold at which the asked share of them get nothing."""
+    import math
+
+    from scripts.fit_relevance import QUESTION_FEATURES, SMALL_STORE, Question, small_store_threshold
+
+    def question(candidates: int, kind: str) -> Question:
+        features = [0.0] * len(QUESTION_FEATURES)
+        features[QUESTION_FEATURES.index("candidates_log")] = math.log1p(candidates)
+        return Question(features, kind, True, "d", 1.0, [(0.9, 0)], False)
+
+    questions = [question(3, "negative") for _ in range(10)] + [question(SMALL_STORE + 5, "negative")]
+    prob = np.array([i / 10 for i in range(10)] + [0.99])  # 0.0 ... 0.9; the large store's is ignored
+
+    def rates(cut, threshold, mask):
+        silent = (prob < threshold)[mask]
+        return 0, 0, int(silent.sum()), int(mask.sum())
+
+    assert small_store_threshold(questions, prob, rates, 0.03, 0.8) == 0.71  # 8 of 10 below 0.71, not 0.70
+    assert small_store_threshold(questions, prob, rates, 0.03, 0.0) is None
