@@ -111,7 +111,9 @@ def test_shipped_models_match_the_features_and_order_their_thresholds():
         forms = gate_model.model_for(area, None)
         assert forms is not None and len(forms.weights) == len(gate_model.FEATURES)
         dense = gate_model.model_for(area, quality.GATE_MODEL)
-        assert dense is not None and len(dense.weights) == 384 + len(gate_model.FEATURES)
+        assert dense is not None
+        inputs = dense.hidden.weights.shape[0] if dense.hidden is not None else len(dense.weights)
+        assert inputs == 384 + len(gate_model.FEATURES)
         for model in (forms, dense):
             assert 0.0 <= model.keep_below <= model.drop_from <= 1.0
     data = gate_model.shipped()["models"]["fragments"]["embedding"]
@@ -125,6 +127,27 @@ def test_outcomes_follow_the_two_thresholds():
     )
     assert [model.outcome(p) for p in (0.1, 0.3, 0.79, 0.8, 0.99)] == ["keep", "pending", "pending", "drop", "drop"]
     assert model.decide(["User has two kids"], None)[0].outcome == "pending"  # p = 0.5 with zero weights
+
+
+def test_a_hidden_layer_reads_standardised_inputs_through_relu_units():
+    """With a hidden layer the output weights read ReLU((x - mean) / scale @ W + b): one unit that copies the
+    `question` feature, with a strong output weight, sends a question to drop and a statement to keep. The
+    parameters round-trip through the shipped JSON shape; mismatched shapes are refused."""
+    n = len(gate_model.FEATURES)
+    w = np.zeros((n, 1))
+    w[gate_model.FEATURES.index("question"), 0] = 1.0
+    doc = {
+        "features": list(gate_model.FEATURES),
+        "hidden": {"mean": [0.0] * n, "scale": [1.0] * n, "weights": w.tolist(), "bias": [0.0]},
+        "weights": [20.0],
+        "bias": -10.0,
+        "keep_below": 0.3,
+        "drop_from": 0.8,
+    }
+    model = gate_model.GateModel.from_dict(doc)
+    assert [d.outcome for d in model.decide(["Is the door blue?", "The door is blue"], None)] == ["drop", "keep"]
+    with pytest.raises(ValueError, match="shapes"):
+        gate_model.GateModel.from_dict({**doc, "hidden": {**doc["hidden"], "bias": [0.0, 0.0]}})
 
 
 def test_pending_candidate_still_gets_the_grounding_check(monkeypatch):
