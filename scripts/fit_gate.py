@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -252,6 +253,47 @@ def held_out_hidden(x: np.ndarray, y: np.ndarray, groups: np.ndarray, alpha: flo
     return p
 
 
+def described(
+    strength: dict,
+    losses: dict[float, float],
+    p: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    measured: np.ndarray,
+    thresholds_: tuple[float, float],
+    x: np.ndarray,
+    embedding: str | None,
+    domains: int,
+) -> dict:
+    """What gate_model.json says of every fitted model: its strength, held-out losses and figures at its
+    thresholds, the statements it was fitted on and the names of its input features."""
+    keep_below, drop_from = thresholds_
+    names = ([f"embedding[{i}]" for i in range(x.shape[1] - len(gate_model.FEATURES))] if embedding else []) + list(
+        gate_model.FEATURES
+    )
+    return {
+        "embedding_model": embedding,
+        **strength,
+        "cv_log_loss": {str(k): round(v, 4) for k, v in losses.items()},
+        "keep_below": round(keep_below, 4),
+        "drop_from": round(drop_from, 4),
+        "cv": figures(p, y, keep_below, drop_from),
+        "cv_measured": figures(p[measured], y[measured], keep_below, drop_from),
+        "statements": {
+            "facts": int((y == 0).sum()),
+            "noise": int((y == 1).sum()),
+            "domains": domains,
+            "folds": len(set(groups)),
+        },
+        "features": names,
+    }
+
+
+def rounded(values) -> list:
+    """Parameters as JSON lists of floats rounded to 6 places (nested for a matrix)."""
+    return [rounded(v) if np.ndim(v) else round(float(v), 6) for v in values]
+
+
 def fit_one_hidden(x: np.ndarray, y: np.ndarray, groups: np.ndarray, embedding: str, domains: int, measured) -> dict:
     """The fragments model over the embedding: alpha by held-out log loss, thresholds by batch_thresholds on
     the held-out scores of the `measured` rows."""
@@ -260,40 +302,24 @@ def fit_one_hidden(x: np.ndarray, y: np.ndarray, groups: np.ndarray, embedding: 
     alpha = min(losses, key=lambda a: losses[a])
     keep_below, drop_from, met = batch_thresholds(scores[alpha][measured], y[measured], groups[measured])
     hidden, weights, bias = fit_hidden(x, y, alpha)
-    names = [f"embedding[{i}]" for i in range(x.shape[1] - len(gate_model.FEATURES))] + list(gate_model.FEATURES)
+    strength = {"alpha": alpha, "hidden_units": HIDDEN_UNITS}
+    doc = described(
+        strength, losses, scores[alpha], y, groups, measured, (keep_below, drop_from), x, embedding, domains
+    )
     return {
-        "embedding_model": embedding,
-        "alpha": alpha,
-        "hidden_units": HIDDEN_UNITS,
-        "cv_log_loss": {str(k): round(v, 4) for k, v in losses.items()},
-        "keep_below": round(keep_below, 4),
-        "drop_from": round(drop_from, 4),
-        "cv": figures(scores[alpha], y, keep_below, drop_from),
-        "cv_measured": figures(scores[alpha][measured], y[measured], keep_below, drop_from),
+        **doc,
         "cv_batches_meeting_goals": round(met, 4),
-        "statements": {
-            "facts": int((y == 0).sum()),
-            "noise": int((y == 1).sum()),
-            "domains": domains,
-            "folds": len(set(groups)),
-        },
-        "features": names,
-        "hidden": {
-            "mean": [round(float(v), 6) for v in hidden.mean],
-            "scale": [round(float(v), 6) for v in hidden.scale],
-            "weights": [[round(float(v), 6) for v in row] for row in hidden.weights],
-            "bias": [round(float(v), 6) for v in hidden.bias],
-        },
+        "hidden": {k: rounded(getattr(hidden, k)) for k in ("mean", "scale", "weights", "bias")},
         "bias": round(float(bias), 6),
-        "weights": [round(float(w), 6) for w in weights],
+        "weights": rounded(weights),
     }
 
 
 def fit_one(
     x: np.ndarray, y: np.ndarray, groups: np.ndarray, embedding: str | None, domains: int, measured: np.ndarray
 ) -> dict:
-    """Fit one model; the thresholds come from the held-out scores of the `measured` rows (the statements
-    shaped like what the gate meets: candidates of whole conversations)."""
+    """Fit one logistic model; the thresholds come from the held-out scores of the `measured` rows (the
+    statements shaped like what the gate meets: candidates of whole conversations)."""
     scores = {l2: held_out(x, y, groups, l2) for l2 in L2_GRID}
     rows = {l2: row_losses(p, y) for l2, p in scores.items()}
     losses = {l2: float(r.mean()) for l2, r in rows.items()}
@@ -301,29 +327,20 @@ def fit_one(
     # Drop no more than MAX_FACTS_DROPPED of any statement's facts (every source); keep out MAX_NOISE_KEPT of
     # the noise of whole conversations, within MAX_PENDING of their candidates.
     _, drop_from = thresholds(scores[l2], y)
-    keep_below, drop_from = thresholds(scores[l2][measured], y[measured], drop_from)
+    cut = thresholds(scores[l2][measured], y[measured], drop_from)
     weights, bias = fit(x, y, l2)
-    names = ([f"embedding[{i}]" for i in range(x.shape[1] - len(gate_model.FEATURES))] if embedding else []) + list(
-        gate_model.FEATURES
-    )
-    return {
-        "embedding_model": embedding,
-        "l2": l2,
-        "cv_log_loss": {str(k): round(v, 4) for k, v in losses.items()},
-        "keep_below": round(keep_below, 4),
-        "drop_from": round(drop_from, 4),
-        "cv": figures(scores[l2], y, keep_below, drop_from),
-        "cv_measured": figures(scores[l2][measured], y[measured], keep_below, drop_from),
-        "statements": {
-            "facts": int((y == 0).sum()),
-            "noise": int((y == 1).sum()),
-            "domains": domains,
-            "folds": len(set(groups)),
-        },
-        "features": names,
-        "bias": round(float(bias), 6),
-        "weights": [round(float(w), 6) for w in weights],
-    }
+    doc = described({"l2": l2}, losses, scores[l2], y, groups, measured, cut, x, embedding, domains)
+    return {**doc, "bias": round(float(bias), 6), "weights": rounded(weights)}
+
+
+NUMBER_LIST = re.compile(r"\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]")
+
+
+def compact_json(doc: dict) -> str:
+    """`doc` as JSON, one key per line but every list of numbers on one line (a hidden layer's matrix one
+    row per line): about a thousand lines in place of 29,000, so a refit's diff can be read."""
+    text = json.dumps(doc, ensure_ascii=False, indent=1)
+    return NUMBER_LIST.sub(lambda m: "[" + ", ".join(re.split(r",\s*", m[1])) + "]", text)
 
 
 def main() -> int:
@@ -376,7 +393,7 @@ def main() -> int:
                 f"{fitted['statements']} cv {fitted['cv']} cv on {args.thresholds_on} {fitted['cv_measured']}"
             )
     if not args.dry_run:
-        args.out.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        args.out.write_text(compact_json(doc) + "\n", encoding="utf-8")
         print(f"wrote {args.out}")
     return 0
 
