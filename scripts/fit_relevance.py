@@ -39,7 +39,7 @@ import random
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -835,6 +835,11 @@ def main() -> None:
         help="reuse evidence saved by --save-evidence (same corpus and model) instead of searching",
     )
     parser.add_argument(
+        "--save-questions",
+        type=Path,
+        help="also save the answered model's held-out questions and the recall cut (JSON), to try other models",
+    )
+    parser.add_argument(
         "--no-answered", action="store_true", help="fit no answered model (load cuts by the relevance score alone)"
     )
     parser.add_argument(
@@ -901,6 +906,9 @@ def main() -> None:
         questions = held_out_questions(
             folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share
         )
+        if args.save_questions is not None:
+            doc = {"recall_cut": recall_cut, "questions": [asdict(q) for q in questions]}
+            args.save_questions.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
         cut, threshold, answered_l2, small = cross_validate_answered(questions, recall_cut, args)
         answered = replace(
             answered_fit(questions, threshold, answered_l2, not args.answered_linear), small_threshold=small
