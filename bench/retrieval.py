@@ -51,6 +51,7 @@ ABLATIONS: list[tuple[str, str, dict]] = [
     ("  hybrid without common-word drop", "hybrid", {"hybrid_common_word_share": 0.0}),
     ("  hybrid without metadata boost", "hybrid", {"hybrid_metadata_boost": 0.0}),
     ("  hybrid without neighbour boost", "hybrid", {"hybrid_neighbour_boost": 0.0}),
+    ("  hybrid without date boost", "hybrid", {"hybrid_date_boost": 0.0}),
     ("  hybrid ordered by the calibrated score", "hybrid", {"hybrid_order_by_score": True}),
 ]
 

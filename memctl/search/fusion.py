@@ -8,6 +8,8 @@ Measured in bench/retrieval.py (each step kept only because it moved Recall@k):
 3. + `metadata_boost` when a query word is one of the memory's keyword metadata values.
 4. + `neighbour_boost` x the best base score among its chat neighbours (same session, within a window): a
    short reply ("We called him Max!") is found through the turn it answers.
+5. + `date_boost` when the query names a month with its year ("in May 2023") and a keyword metadata value of
+   the memory (its `date`) is a date in that month (memctl.text.months): of two trips, the one the question dates.
 The result is the `fused` evidence of each candidate; the calibrated score (memctl.search.relevance) weighs it
 beside the rest, and that one score orders and cuts the results.
 """
@@ -222,6 +224,23 @@ def add_neighbour_boost(
     base.add_dense(store, sorted({n for ns in same.values() for n in ns} - set(hits)))
     for key, neighbours in same.items():
         final[key] += weight * max((base.of(n) for n in neighbours), default=0.0)
+
+
+def add_date_boost(
+    store: SearchableStore, tuning: Tuning, query: str, hits: Mapping[int, Hit], final: dict[int, float]
+) -> None:
+    """Raise each memory whose keyword metadata (`date` by default) is a date in a month the query names with
+    its year (step 5)."""
+    from memctl.text.months import months_named
+
+    asked = months_named(query) if tuning.date_boost > 0 else set()
+    if not asked:
+        return
+    keys = [str(k) for k in store.config["keyword_metadata_keys"]]
+    for key, hit in hits.items():
+        values = ((hit.metadata or {}).get(k) for k in keys)
+        if any(isinstance(v, str) and asked & months_named(v) for v in values):
+            final[key] += tuning.date_boost
 
 
 def _same_session(row: Facts | None, own: Facts, session: str | None, key: int, allowed: set[int] | None) -> bool:

@@ -230,6 +230,7 @@ def _hybrid(
             if words & values or fusion.named_within(lowered, values):
                 final[key] += tuning.metadata_boost
     fusion.add_neighbour_boost(store, tuning, hits, final, base, only, memo)
+    fusion.add_date_boost(store, tuning, query, hits, final)
     shown = (
         {key: base.dense_relevance[key] for key in hits}
         if ranking is vector

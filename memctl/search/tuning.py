@@ -28,6 +28,7 @@ class Tuning:
     neighbour_boost: float = 0.35  # fusion bonus: this x the best base score among the turn's chat neighbours
     neighbour_window: int = 2  # chat neighbours: memories stored within this many keys, same session
     neighbour_keys: tuple[str, ...] = ("session", "date")  # metadata naming a memory's chat session
+    date_boost: float = 0.5  # fusion bonus when the query names the month and year of a memory's metadata date
     rrf_k: float = 60.0  # reciprocal rank fusion's k
     dense_weight: float = 1.0  # reciprocal rank fusion's weight of the vector side
     keyword_weight: float = 0.5  # ... and of the keyword side

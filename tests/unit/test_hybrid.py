@@ -461,3 +461,29 @@ def test_named_speaker_turns_join_the_candidates(store):
     melanie = store._candidates(None, store.compile("speaker == 'Melanie'"))
     assert with_named(store, dense, vector, 5, query, {"caroline"}, None, melanie) == dense  # filters still apply
     assert with_named(store, dense, vector, 5, "where did she go camping?", {"caroline"}, None, None) == dense
+
+
+@pytest.mark.parametrize("dated_first", [True, False])
+def test_date_boost_lifts_the_turn_of_the_month_the_question_names(store, dated_first: bool):
+    dates = ["3 August 2023", "12 May 2023"]
+    for date in dates if dated_first else dates[::-1]:
+        store.add(["We went camping at the lake again"], metadata=[{"date": date}])
+    # The two turns are the same text; only the date the question names tells them apart.
+    hits = store.search("Where did we go camping in August 2023?", limit=2, threshold=0.0)
+    assert hits[0].metadata["date"] == "3 August 2023"
+    hits = store.search("Where did we go camping in 2023年5月?", limit=2, threshold=0.0)
+    assert hits[0].metadata["date"] == "12 May 2023"
+
+
+@pytest.mark.parametrize("note_first", [True, False])
+def test_date_boost_reads_only_keyword_metadata(store, note_first: bool):
+    rows = [{"note": "3 August 2023"}, {"date": "12 May 2023"}]  # `note` is not a keyword metadata key
+    for metadata in rows if note_first else rows[::-1]:
+        store.add(["We went camping at the lake"], metadata=[metadata])
+
+    def order(query: str) -> list[str]:
+        return [h.id for h in store.search(query, limit=2, threshold=0.0)]
+
+    boosted = order("Where did we go camping in August 2023?")
+    tune(store, date_boost=0.0)
+    assert order("Where did we go camping in August 2023?") == boosted
