@@ -236,10 +236,8 @@ def add_date_boost(
     asked = months_named(query) if tuning.date_boost > 0 else set()
     if not asked:
         return
-    keys = [str(k) for k in store.config["keyword_metadata_keys"]]
     for key, hit in hits.items():
-        values = ((hit.metadata or {}).get(k) for k in keys)
-        if any(isinstance(v, str) and asked & months_named(v) for v in values):
+        if asked & months_named(store._keywords(hit.metadata or {})):
             final[key] += tuning.date_boost
 
 

@@ -1,7 +1,7 @@
 """The months a text names with their year ("in May 2023", "8 May, 2023", "2023-05-12", "2023年5月").
 
 A question that says when ("What did Caroline sign up for in August 2023?") is answered by the turn stored with
-a date in that month (`--meta date=...`, as the README advises for chats); the hybrid search lifts such turns
+a date in that month (its `date` keyword metadata, docs/search.md); the hybrid search lifts such turns
 (memctl.search.fusion.add_date_boost). A month name alone is not read: "May" is also a verb, and a month with
 no year names one month of every year.
 """
