@@ -9,7 +9,8 @@ excluded: only consolidation may drop those), every `expected_solutions` item ke
 Grounding is on for every gate that has it: each candidate is checked against its own transcript.
 
 Side by side in one run:
-- memctl: the learned gate (memctl/memorize/gate_model.py) — keep, pending or drop;
+- memctl: the learned gate (memctl/memorize/gate_model.py) — keep, pending or drop, under the default
+  `memorize_pending: review` (an ungrounded candidate waits in the review queue: quality.for_review);
 - before: the gate of memctl at REV (default: the last commit before the learned gate, its rules plus
   classifier as shipped), run from that revision's own files (`git archive`) in a subprocess;
 - Agent Zero-style strict: keeps a statement only if it has a subject word and a relation word;
@@ -94,7 +95,7 @@ def memctl_outcomes(cases: list[dict], kind: str) -> list[str]:
         messages = parse_transcript(json.dumps(case["messages"]), case["id"])
         grounding = quality.Grounding.from_messages(messages, embed=model.embed)
         for item in all_items([case]):
-            verdict = quality.check(item.text, item.area, grounding, embed, name)
+            verdict = quality.for_review(quality.check(item.text, item.area, grounding, embed, name))
             out.append("keep" if verdict.ok else "pending" if verdict.pending else "drop")
     return out
 

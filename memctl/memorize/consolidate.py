@@ -257,12 +257,19 @@ class Consolidator:
             )
         return self.apply(text, area, metadata, vector, similar, decision, notes)
 
-    def settle_pending(self, text: str, area: str, metadata: Mapping[str, Any] | None = None) -> Outcome | None:
+    def settle_pending(
+        self,
+        text: str,
+        area: str,
+        metadata: Mapping[str, Any] | None = None,
+        actions: tuple[str, ...] = ("skip", "update", "replace", "merge"),
+    ) -> Outcome | None:
         """A candidate the gate is unsure of, settled by the store when it can be: the utility model says it is
         already stored (skip) or a new value of a stored memory (update, replace, merge), so the slot is one a
         kept fact already holds and the stale value must not stay searchable while a person reviews. Returns
-        the carried-out outcome, or None (nothing stored to act on, no utility model, or a failure): it stays
-        pending. Without consolidation nothing is settled: the plain replace rule has no model to ask."""
+        the carried-out outcome, or None (nothing stored to act on, no utility model, a failure, or an action
+        not in `actions`): it stays pending. Without consolidation nothing is settled: the plain replace rule
+        has no model to ask."""
         if not self.enabled or self.llm is None or len(self.store) == 0:
             return None
         notes: list[str] = []
@@ -275,7 +282,7 @@ class Consolidator:
         except MemctlError:  # LLMError included: the candidate waits for a person instead
             return None
         resolved = self.resolve(decision.action, [similar[i] for i in decision.targets], text, skip_needs_close=False)
-        if resolved.action not in ("skip", "update", "replace", "merge"):
+        if resolved.action not in actions:
             return None
         outcome = self.apply(text, area, metadata, vector, similar, decision, notes)
         outcome.notes.insert(0, "the gate was unsure; the store already holds this fact's slot")

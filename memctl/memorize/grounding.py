@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memctl.text.calendar_words import said_otherwise
 from memctl.text.cjk import GROUNDING as CJK_CHARS
 from memctl.text.stem import grounding as stem
 from memctl.text.stopwords import GROUNDING as _STOPWORDS
@@ -143,7 +144,13 @@ class Grounding:
     def support(self, text: str) -> tuple[float, list[str]]:
         """(share of content units found in the evidence, key entities missing from it)."""
         units = content_stems(text)
-        found = [u for u in units if u in self._units or (len(u) >= 5 and any(e.startswith(u) for e in self._units))]
+        # "Tuesday" for "Tue", "7pm" for "19:00": found, in another form
+        otherwise = {stem(w.lower()) for w in _LATIN_WORD.findall(text) if said_otherwise(w.lower(), self._lower)}
+        found = [
+            u
+            for u in units
+            if u in self._units or u in otherwise or (len(u) >= 5 and any(e.startswith(u) for e in self._units))
+        ]
         coverage = len(found) / len(units) if units else 1.0
         missing = [e for e in key_entities(text) if not self._mentions(e)]
         return coverage, missing
@@ -156,6 +163,8 @@ class Grounding:
             return True  # "3 kids" ~ "three kids"
         if low.isdigit() and len(low) == 1 and _CJK_DIGITS[int(low)] in self._lower:
             return True  # "3 kids" ~ "三个孩子"
+        if said_otherwise(low, self._lower):
+            return True  # "Tuesday" ~ "Tue", "7pm" ~ "19:00", "2027" ~ "next year"
         return len(low) >= 6 and low[:5] in self._lower  # PostgreSQL ~ Postgres
 
     def _cross_language(self, text: str) -> bool:

@@ -27,7 +27,7 @@ from memctl.llm import LLMError, UtilityModel
 from memctl.memorize.consolidate import Consolidator, Outcome
 from memctl.memorize.grounding import Grounding
 from memctl.memorize.importance import Rater, Weights
-from memctl.memorize.quality import Verdict, check, gate_embedding
+from memctl.memorize.quality import Verdict, check, for_review, gate_embedding
 from memctl.memorize.queue import QueueCheck, retire, stale_in_queue
 from memctl.memorize.transcripts import Message, as_text, parse_transcript, read_transcript_text, trim
 from memctl.store.records import AREAS
@@ -212,6 +212,9 @@ def memorize_messages(
             verdict = check(
                 text, "solutions" if target_area == "solutions" else "fragments", grounding, gate_embed, gate_model_name
             )
+            unsupported = verdict.reason == "ungrounded" and pending_policy == "review"
+            if unsupported:  # a person decides; never stored unseen, never applied to the store by a model
+                verdict = for_review(verdict)
             if verdict.pending and pending_policy == "keep":
                 verdict = Verdict(text, target_area)
             if not verdict.ok:
@@ -223,12 +226,16 @@ def memorize_messages(
                 if verdict.pending and pending_policy == "review":
                     importance = rater.rate(text, target_area).value
                     meta = {**metadata, "importance": importance}
-                    settled = consolidator.settle_pending(text, target_area, meta)
-                    if settled is None:
+                    # what nothing in the chat supports may be found already stored, never change the store
+                    actions = ("skip",) if unsupported else ("skip", "update", "replace", "merge")
+                    settled = consolidator.settle_pending(text, target_area, meta, actions)
+                    if settled is None and not unsupported:
                         found = _queue_check(consolidator, text, target_area, metadata["transcript"])
                         settled = _settle_from_queue(consolidator, text, target_area, meta, found)
                 outcome = settled or _held_back(store, verdict, target_area, pending_policy, metadata, dry_run)
-                report.candidates.append(_clear_queue(consolidator, outcome, metadata["transcript"], outdated, found))
+                if not unsupported:  # an unsupported candidate stands in for no queued item
+                    outcome = _clear_queue(consolidator, outcome, metadata["transcript"], outdated, found)
+                report.candidates.append(outcome)
                 continue
             rating = rater.rate(text, target_area)  # metadata `importance` (memctl.memorize.importance)
             outcome = consolidator.consolidate(text, target_area, {**metadata, "importance": rating.value})

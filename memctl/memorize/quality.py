@@ -43,6 +43,7 @@ __all__ = [
     "Verdict",
     "check",
     "cjk_share",
+    "for_review",
     "content_stems",
     "gate",
     "gate_embedder",
@@ -174,6 +175,16 @@ def check(
     if found is None:
         return Verdict(text, area, p_noise=p_noise)
     return Verdict(text, area, found[0], found[1], p_noise=p_noise)
+
+
+def for_review(verdict: Verdict) -> Verdict:
+    """The verdict under `memorize_pending: review` (the default): a candidate nothing the user or a tool said
+    supports waits for a person instead of being dropped. Grounding is a word-overlap check that also turns away
+    durable facts an extractor wrote out in its own words; only a person can tell those from inventions. Under
+    `keep` or `drop` it stays dropped: nothing unsupported is ever stored unseen."""
+    if verdict.reason != "ungrounded":
+        return verdict
+    return Verdict(verdict.text, verdict.area, PENDING, f"ungrounded: {verdict.detail}", verdict.p_noise)
 
 
 def gate(

@@ -283,3 +283,16 @@ def test_content_stems_split_chinese_into_bigrams():
     units = content_stems("用户喜欢深色主题 in every editor")
     assert "深色" in units and "主题" in units and "editor" in units
     assert "用户" not in units  # the frame ("user") carries no content
+
+
+def test_calendar_words_written_out_are_grounded_and_invented_ones_are_not():
+    """An extractor writes "Tue-Sat 11:00-19:00" as weekdays and a 12-hour clock, and "next January" with its year:
+    the same names and numbers, so not inventions; a weekday, time or year the chat never gives still is one."""
+    grounding = _grounding(
+        ("user", "Black Lantern hours are Tue-Sat 11:00-19:00. From next January the deposit goes up to 60."),
+        ("tool", "booking.export 2026-12-02 rows=14"),
+    )
+    assert check("Black Lantern is open Tuesday to Saturday, 11am to 7pm.", grounding=grounding).ok
+    assert check("Black Lantern's deposit goes up to 60 in January 2027.", grounding=grounding).ok
+    assert check("Black Lantern is open Monday to Friday, 9am to 5pm.", grounding=grounding).reason == "ungrounded"
+    assert grounding.support("Black Lantern's deposit went up to 60 in March 2019.")[1] == ["March", "2019"]

@@ -94,9 +94,12 @@ def test_memorize_gates_and_inserts(cli, chat, scripted, monkeypatch):
     stored = ("inserted", "kept_separate")  # kept separate: a similar memory was shown to the model first
     assert fates[FACTS[0]][0] == "inserted" and fates[FACTS[1]][0] in stored
     assert fates[FACTS[2]] == ("gated", "noise")
-    assert fates[FACTS[3]] == ("gated", "ungrounded")
+    assert fates[FACTS[3]][0] == "pending"  # not in the chat: a person decides, nothing serves it meanwhile
     assert fates[SOLUTION][0] == "inserted"
-    assert doc["summary"]["gated"] == 2 and doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 3
+    assert doc["summary"]["gated"] == 1 and doc["summary"]["pending"] == 1
+    assert doc["summary"]["inserted"] + doc["summary"]["kept_separate"] == 3
+    [queued] = cli("review", "list", "--json").json["items"]
+    assert queued["text"] == FACTS[3] and "ungrounded" in json.dumps(queued)
     listed = cli("list", "--json").json["items"]
     assert {m["area"] for m in listed} == {"fragments", "solutions"} and len(listed) == 3
     assert all(
@@ -108,6 +111,20 @@ def test_memorize_gates_and_inserts(cli, chat, scripted, monkeypatch):
     assert router.count("fragments") == 1 and router.count("solutions") == 1
     table = cli("memorize", chat, "--dry-run")  # into a pipe: the records on stdout, the messages on stderr
     assert "noise" in table.out and "ungrounded" in table.out and "dry run" in table.err
+
+
+@pytest.mark.parametrize("policy", ["keep", "drop"])
+def test_an_ungrounded_candidate_is_never_kept_unseen(cli, chat, scripted, monkeypatch, policy):
+    """Without a review queue (memorize_pending keep or drop) a candidate nothing in the chat supports is dropped:
+    `keep` stores what the gate was unsure of, never what may be an invention."""
+    drop_gate(monkeypatch, "127.0.0.1")
+    monkeypatch.setenv("MEMCTL_MEMORIZE_PENDING", policy)
+    scripted(Router(fragments=json.dumps(FACTS)))
+    doc = cli("memorize", chat, "--no-solutions", "--json").json
+    fates = {c["text"]: (c["fate"], c["reason"]) for c in doc["transcripts"][0]["candidates"]}
+    assert fates[FACTS[3]] == ("gated", "ungrounded")
+    assert FACTS[3] not in {m["text"] for m in cli("list", "--json").json["items"]}
+    assert cli("review", "list", "--json").json["items"] == []
 
 
 def test_dry_run_writes_nothing(cli, chat, scripted):
