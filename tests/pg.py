@@ -26,9 +26,10 @@ def require_pg() -> str:
 
 
 def with_options(url: str, schema: str) -> str:
-    """`url` whose connections use `schema` (then public, where the vector extension lives)."""
+    """`url` whose connections use `schema` (then public, where the vector extension lives), named after it in
+    pg_stat_activity (a test that cuts its own connections must not cut another worker's)."""
     options = quote(f"-csearch_path={schema},public", safe="")
-    return f"{url}{'&' if '?' in url else '?'}options={options}"
+    return f"{url}{'&' if '?' in url else '?'}options={options}&application_name={schema}"
 
 
 @contextmanager

@@ -679,13 +679,18 @@ def test_scope() -> None:
 def test_a_lost_postgresql_connection_is_reopened(backend) -> None:
     if backend != "postgres":
         pytest.skip("PostgreSQL only")
+    from psycopg.conninfo import conninfo_to_dict
+
     from tests.pg import query
+
+    mine = conninfo_to_dict(os.environ["MEMCTL_STORE"])["application_name"]  # this test's schema (tests/pg.py)
 
     async def body(client: Any) -> None:
         await call(client, "memory_save", text="The payroll job runs on the 25th")
         query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = 'memctl' AND pid <> pg_backend_pid()"
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s "
+            "AND pid <> pg_backend_pid()",
+            (mine,),
         )
         # the store reconnects once per call (issue 17.10): the call that meets the dead connection succeeds
         found = await call(client, "memory_search", query="payroll job")

@@ -63,8 +63,10 @@ def connect(url: str, *, lock_timeout: float | None = None) -> Any:
             hint="postgresql://USER:PASSWORD@HOST:PORT/DBNAME",
         ) from exc
     extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+    if "application_name" not in params:  # a name the URL gives is the user's (pg_stat_activity shows it)
+        extra["application_name"] = "memctl"
     try:
-        conn = psycopg.connect(url, autocommit=True, application_name="memctl", **extra)
+        conn = psycopg.connect(url, autocommit=True, **extra)
     except psycopg.Error as exc:
         raise StoreError(
             f"cannot connect to PostgreSQL at {redact(url)}: {_first_line(exc)}",
