@@ -426,7 +426,7 @@ def main() -> int:
         "--embedder",
         choices=("local", "fake"),
         default="local",
-        help="local = the packaged MiniLM (what users get); fake = deterministic test embedder",
+        help="local = the default model, multilingual-e5-small (what users get); fake = deterministic test embedder",
     )
     parser.add_argument("--label", default=None, help="row name (default: git branch@commit)")
     parser.add_argument("--json", action="store_true", help="only the JSON document")
