@@ -38,7 +38,7 @@ merged memory later removes nothing else (it has no children).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -262,14 +262,15 @@ class Consolidator:
         text: str,
         area: str,
         metadata: Mapping[str, Any] | None = None,
-        actions: tuple[str, ...] = ("skip", "update", "replace", "merge"),
+        change_grounded: Callable[[str], bool] | None = None,
     ) -> Outcome | None:
         """A candidate the gate is unsure of, settled by the store when it can be: the utility model says it is
         already stored (skip) or a new value of a stored memory (update, replace, merge), so the slot is one a
         kept fact already holds and the stale value must not stay searchable while a person reviews. Returns
-        the carried-out outcome, or None (nothing stored to act on, no utility model, a failure, or an action
-        not in `actions`): it stays pending. Without consolidation nothing is settled: the plain replace rule
-        has no model to ask."""
+        the carried-out outcome, or None (nothing stored to act on, no utility model, or a failure): it stays
+        pending. Without consolidation nothing is settled: the plain replace rule has no model to ask.
+        `change_grounded(old)`: given, a new value is carried out only when what it changes in each memory `old`
+        it acts on is grounded in the transcript; otherwise it stays pending."""
         if not self.enabled or self.llm is None or len(self.store) == 0:
             return None
         notes: list[str] = []
@@ -282,7 +283,10 @@ class Consolidator:
         except MemctlError:  # LLMError included: the candidate waits for a person instead
             return None
         resolved = self.resolve(decision.action, [similar[i] for i in decision.targets], text, skip_needs_close=False)
-        if resolved.action not in actions:
+        if resolved.action not in ("skip", "update", "replace", "merge"):
+            return None
+        changes = resolved.action in ("update", "replace", "merge")
+        if changes and change_grounded is not None and not all(change_grounded(t.text) for t in resolved.targets):
             return None
         outcome = self.apply(text, area, metadata, vector, similar, decision, notes)
         outcome.notes.insert(0, "the gate was unsure; the store already holds this fact's slot")

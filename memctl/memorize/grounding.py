@@ -155,6 +155,21 @@ class Grounding:
         missing = [e for e in key_entities(text) if not self._mentions(e)]
         return coverage, missing
 
+    def grounds_change(self, text: str, old: str) -> bool:
+        """Whether the transcript gives what `text` changes in `old`, a stored memory it would update: its names and
+        numbers that `old` lacks (at least one) are all said. A new value is often written out in full, the
+        slot's context taken from an earlier conversation ("…胆红素改为每天上午8点半和下午4点各测一次" for "上午那次
+        改到8点半"): the context is grounded by the store, the change must be by the transcript."""
+        before = {e.lower() for e in key_entities(old)}
+        changed = [e for e in key_entities(text) if e.lower() not in before]
+        return bool(changed) and all(self._said(e) for e in changed)
+
+    def _said(self, entity: str) -> bool:
+        """`_mentions`, a number only as a whole number ("8" in "8点半", not in "18" or "0.8")."""
+        if entity.replace(".", "").isdigit():
+            return re.search(rf"(?<![\d.]){re.escape(entity)}(?![\d]|\.\d)", self._lower) is not None
+        return self._mentions(entity)
+
     def _mentions(self, entity: str) -> bool:
         low = entity.lower()
         if low in self._lower or stem(low) in self._units or low in _IMPLIED:

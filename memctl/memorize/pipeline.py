@@ -226,9 +226,10 @@ def memorize_messages(
                 if verdict.pending and pending_policy == "review":
                     importance = rater.rate(text, target_area).value
                     meta = {**metadata, "importance": importance}
-                    # what nothing in the chat supports may be found already stored, never change the store
-                    actions = ("skip",) if unsupported else ("skip", "update", "replace", "merge")
-                    settled = consolidator.settle_pending(text, target_area, meta, actions)
+                    # what the chat does not support may be found already stored, or change a stored memory
+                    # only by what the chat says (a new value written out with its slot's context)
+                    change = (lambda old, text=text: grounding.grounds_change(text, old)) if unsupported else None
+                    settled = consolidator.settle_pending(text, target_area, meta, change_grounded=change)
                     if settled is None and not unsupported:
                         found = _queue_check(consolidator, text, target_area, metadata["transcript"])
                         settled = _settle_from_queue(consolidator, text, target_area, meta, found)

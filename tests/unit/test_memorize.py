@@ -258,6 +258,34 @@ def test_an_unsure_candidate_that_updates_a_stored_fact_is_applied_not_queued(cl
     assert cli("review", "list", "--json").json["items"][0]["text"] == FACTS[1]
 
 
+@pytest.mark.parametrize(
+    ("new", "applied"),
+    [
+        ("Sunrise Dental's hygiene clinic runs on Tuesdays from 10am with Dr Okafor", True),  # the chat says 10am
+        ("Sunrise Dental's hygiene clinic runs on Tuesdays from 9am with Dr Mensah", False),  # nobody said Mensah
+    ],
+)
+def test_an_ungrounded_new_value_changes_the_store_only_by_what_the_chat_says(
+    cli, tmp_path, scripted, monkeypatch, new, applied
+):
+    """A new value written out in full takes its slot's context from an earlier conversation, so its words are not in
+    this chat; it updates the stored value when the chat gives what it changes, and waits in review when not."""
+    drop_gate(monkeypatch)  # the gate keeps everything here: grounding decides
+    old = "Sunrise Dental's hygiene clinic runs on Tuesdays from 9am with Dr Okafor"
+    cli("save", old, "--area", "fragments")
+    chat = tmp_path / "short.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "Quick one: hygiene moves to 10am from next week."}]))
+    scripted(Router(fragments=json.dumps([new]), consolidate=decide_from_updates([{"old": old, "new": new}])))
+    doc = cli("memorize", chat, "--no-solutions", "--json").json
+    [outcome] = doc["transcripts"][0]["candidates"]
+    stored = [m["text"] for m in cli("list", "--json").json["items"]]
+    queued = [i["text"] for i in cli("review", "list", "--json").json["items"]]
+    if applied:
+        assert outcome["fate"] == "updated" and stored == [new] and queued == []
+    else:
+        assert outcome["fate"] == "pending" and stored == [old] and queued == [new]
+
+
 def _two_sessions(tmp_path: Path) -> tuple[Path, Path, str, str]:
     """Two conversations a week apart stating one slot: the database version moved from 16 to 17."""
     paths = []
