@@ -213,7 +213,7 @@ def memorize_messages(
                 text, "solutions" if target_area == "solutions" else "fragments", grounding, gate_embed, gate_model_name
             )
             unsupported = verdict.reason == "ungrounded" and pending_policy == "review"
-            if unsupported:  # a person decides; never stored unseen, never applied to the store by a model
+            if unsupported:  # waits for a person; it may change the store only as settle_pending allows below
                 verdict = for_review(verdict)
             if verdict.pending and pending_policy == "keep":
                 verdict = Verdict(text, target_area)
