@@ -44,6 +44,9 @@ INTERNAL: dict[str, Any] = {
     "replace_similarity_threshold": 0.9,
     "consolidation_threshold": 0.75,  # relevance at which a stored memory is shown to the consolidation call
     "consolidation_keyword_overlap": 0.6,  # shared content-word share that also shows it; above 1: off
+    # The fitted update safety (memctl/memorize/same_slot.py) decides instead of the two keys above where the
+    # embedding model has one (e5, MiniLM); false: the two keys decide.
+    "consolidation_same_slot": True,
     "consolidation_search_limit": 10,  # similar memories considered per candidate (per query)
     "importance_base": 0.5,  # importance memorize starts each kept memory at
     "importance_keep_boost": 0.3,  # added when said as something to keep ("always", 以后都 …)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memctl.errors import MemctlError
 from memctl.llm import LLMError, UtilityModel
@@ -50,6 +50,7 @@ from memctl.text.cjk import KANA_HAN
 if TYPE_CHECKING:
     import numpy as np
 
+    from memctl.memorize.same_slot import SameSlot
     from memctl.store.base import StoreBase
     from memctl.store.records import Memory
 
@@ -221,6 +222,18 @@ class Consolidator:
         self.consider_min = float(config["consolidation_threshold"])
         self.keyword_overlap = float(config["consolidation_keyword_overlap"])
         self.limit = int(config["consolidation_search_limit"])
+        # None: not looked up yet; False: none (the rule decides)
+        self._same_slot: SameSlot | None | Literal[False] = None if config["consolidation_same_slot"] else False
+
+    @property
+    def same_slot(self) -> SameSlot | None:
+        """The fitted update safety of the store's embedding model (None: the rule decides). Looked up on
+        first use: naming the model may load it."""
+        if self._same_slot is None:
+            from memctl.memorize.same_slot import for_model
+
+            self._same_slot = for_model(self.store.embedder.info.model) or False
+        return self._same_slot or None
 
     # -- the entry point ------------------------------------------------------------------------
     def consolidate(self, text: str, area: str, metadata: Mapping[str, Any] | None = None) -> Outcome:
@@ -317,7 +330,8 @@ class Consolidator:
         if len(self.store) == 0:
             return []
         found: dict[str, Memory] = {}
-        for hit in self.store.search_vector(vector, limit=self.limit, threshold=self.consider_min, area=area):
+        floor = 0.0 if self.same_slot else self.consider_min  # the fitted safety judges every near memory
+        for hit in self.store.search_vector(vector, limit=self.limit, threshold=floor, area=area):
             found.setdefault(hit.id, hit)
         queries = [text, *self.keywords(text, notes)]
         self._warm_queries(queries)
@@ -332,10 +346,7 @@ class Consolidator:
         )
         shown = [s for s in ranked if self.may_act(text, s)]
         if len(shown) < len(ranked):
-            notes.append(
-                f"{len(ranked) - len(shown)} keyword match(es) left out: below consolidation_threshold "
-                f"{self.consider_min} without enough keyword evidence"
-            )
+            notes.append(f"{len(ranked) - len(shown)} similar memor(ies) left out: {self.safety_words()}")
         return shown[: self.limit]
 
     def _warm_queries(self, queries: list[str]) -> None:
@@ -348,8 +359,17 @@ class Consolidator:
             pass  # the search that needs the vector reports the failure
 
     def may_act(self, text: str, other: Similar) -> bool:
-        """The update safety: close by vector, or the same subject by keyword evidence."""
+        """The update safety: the fitted same-slot model of the embedding model (memctl/memorize/same_slot.py),
+        else the rule: close by vector, or the same subject by keyword evidence."""
+        if self.same_slot is not None:
+            return self.same_slot.may_act(text, other.text, other.score)
         return other.score >= self.consider_min or same_subject(text, other.text, self.keyword_overlap)
+
+    def safety_words(self) -> str:
+        """Why a memory may not be acted on, for notes."""
+        if self.same_slot is not None:
+            return f"the update safety's P(same slot) < {self.same_slot.cut:.3f}"
+        return f"below consolidation_threshold {self.consider_min} without enough keyword evidence"
 
     def real_scores(self, vector: np.ndarray, ids: Sequence[str], area: str | None) -> dict[str, float]:
         """Relevance of each stored memory to `vector` (not to whichever query found it)."""
@@ -433,8 +453,7 @@ class Consolidator:
                 why = (
                     "its target is gone"
                     if not live
-                    else f"target similarity {live[0].score:.3f} < consolidation_threshold {self.consider_min} "
-                    f"and too little keyword evidence"
+                    else f"target similarity {live[0].score:.3f}: {self.safety_words()}"
                 )
                 return Resolved("keep_separate", notes=notes, downgraded=f"update downgraded to keep_separate: {why}")
             return Resolved("update", actable[:1], notes)

@@ -10,6 +10,7 @@ from memctl.memorize.consolidate import Consolidator, GroupOutcome, Similar, sam
 
 if TYPE_CHECKING:
     from memctl.llm import UtilityModel
+    from memctl.memorize.same_slot import SameSlot
     from memctl.store.base import StoreBase
 
 
@@ -35,13 +36,20 @@ class StoreConsolidation:
 
 
 def similar_groups(
-    store: StoreBase, area: str, threshold: float, max_size: int, keyword_overlap: float | None = None
+    store: StoreBase,
+    area: str,
+    threshold: float,
+    max_size: int,
+    keyword_overlap: float | None = None,
+    same_slot: SameSlot | None = None,
 ) -> list[list[Similar]]:
     """Groups of memories that may act on each other, the closest pairs first.
 
-    A pair is at least `threshold` similar by vector, or (with `keyword_overlap`) found by a keyword search
-    for one's text with enough keyword evidence (`same_subject`): an old value that only shares the subject's
-    words still meets its new value. Pairs are joined greedily from the most similar down (a group stops
+    With `same_slot` (the embedding model's fitted update safety), a pair is any near neighbour or keyword
+    match the model lets act. Otherwise a pair is at least `threshold` similar by vector, or (with
+    `keyword_overlap`) found by a keyword search for one's text with enough keyword evidence (`same_subject`):
+    an old value that only shares the subject's words still meets its new value. Pairs are joined greedily
+    from the most similar down (a group stops
     growing at `max_size`), so near-duplicates are settled before looser neighbours. Knowledge chunks are
     left out.
     """
@@ -60,23 +68,29 @@ def similar_groups(
     vectors = vectors_from_blobs([blob for _, blob in rows], dim)
     position = {m.id: i for i, (m, _) in enumerate(rows)}
     pairs: dict[tuple[int, int], float] = {}
+
+    def relevance(i: int, j: int) -> float:
+        return float(np.clip((1.0 + vectors[i] @ vectors[j]) / 2.0, 0.0, 1.0))
+
+    floor = 0.0 if same_slot else threshold
     for i in range(len(rows)):
-        for hit in store.search_vector(vectors[i], limit=max_size + 1, threshold=threshold, area=area):
-            j = position.get(hit.id)
-            if j is not None and j != i:
-                pairs[(min(i, j), max(i, j))] = hit.score
-        if keyword_overlap is None:
-            continue
         text = rows[i][0].text
+        for hit in store.search_vector(vectors[i], limit=max_size + 1, threshold=floor, area=area):
+            j = position.get(hit.id)
+            if j is not None and j != i and (same_slot is None or same_slot.may_act(text, hit.text, hit.score)):
+                pairs[(min(i, j), max(i, j))] = hit.score
+        if keyword_overlap is None and same_slot is None:
+            continue
         for hit in store.search(text, limit=max_size + 1, threshold=0.0, area=area, mode="keyword"):
             j = position.get(hit.id)
+            if j is None or j == i or (min(i, j), max(i, j)) in pairs:
+                continue
             if (
-                j is not None
-                and j != i
-                and (min(i, j), max(i, j)) not in pairs
-                and same_subject(text, hit.text, keyword_overlap)
+                same_slot.may_act(text, hit.text, relevance(i, j))
+                if same_slot
+                else same_subject(text, hit.text, keyword_overlap or 2.0)
             ):
-                pairs[(min(i, j), max(i, j))] = float(np.clip((1.0 + vectors[i] @ vectors[j]) / 2.0, 0.0, 1.0))
+                pairs[(min(i, j), max(i, j))] = relevance(i, j)
     parent = list(range(len(rows)))
     size = [1] * len(rows)
 
@@ -131,7 +145,9 @@ def consolidate_store(
     plan = [
         (a, g)
         for a in areas
-        for g in similar_groups(store, a, worker.consider_min, worker.limit + 1, worker.keyword_overlap)
+        for g in similar_groups(
+            store, a, worker.consider_min, worker.limit + 1, worker.keyword_overlap, worker.same_slot
+        )
     ]
     for done, (group_area, group) in enumerate(plan, start=1):
         report.groups.append(worker.consolidate_group(group_area, group))
