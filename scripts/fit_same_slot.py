@@ -29,9 +29,10 @@ from memctl.memorize.consolidate import same_subject  # noqa: E402
 from memctl.memorize.same_slot import FEATURES, pair_features  # noqa: E402
 from scripts.corpus import read_writers  # noqa: E402
 
-# The share of held-out update pairs the cut must let through: consolidation's end-to-end goal is 95 % of
+# The share of held-out update pairs the cut must let through (0.985 exposed 3,781 other pairs, 0.99 5,684,
+# 0.995 14,535: 0.99 keeps under half the old rule's 12,159). Consolidation's end-to-end goal is 95 % of
 # updates, and the gate and grounding lose some of the rest.
-RECALL_GOAL = 0.985
+RECALL_GOAL = 0.99
 C_GRID = (0.1, 1.0, 10.0, 100.0)  # inverse L2 strength, chosen by held-out log loss
 RULE = (0.75, 0.6)  # the rule it replaced: consolidation_threshold, consolidation_keyword_overlap
 OUT = REPO / "memctl" / "data" / "same_slot.json"
