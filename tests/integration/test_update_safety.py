@@ -73,3 +73,18 @@ def test_the_rule_it_replaced_would_not_have_shown_the_old_value(home, e5, monke
         report = memorize_files(store, [e5], UtilityModel(store.config, completion=router))
         [candidate] = report.transcripts[0].candidates
         assert candidate.fate == "inserted" and {m.text for m in store.list()[0]} == {OLD, NEW, UNRELATED}
+
+
+def test_consolidate_groups_stored_memories_by_the_fitted_safety(cli, e5, monkeypatch):
+    """`memctl consolidate` over a store holding the old value, its new value (saved later) and an unrelated
+    fact: the pair the safety joins becomes one group with the newest first, and the unrelated fact is in none."""
+    router = _router()
+    monkeypatch.setattr(UtilityModel, "_litellm", lambda self, messages: router(messages))
+    for text in (OLD, UNRELATED, NEW):
+        assert cli("save", text, "--area", "fragments").code == 0
+    doc = cli("consolidate", "--json").json
+    [group] = doc["groups"]
+    assert group["fate"] == "updated", group
+    assert {m["text"] for m in cli("list", "--json").json["items"]} == {NEW, UNRELATED}
+    [(_, message)] = [c for c in router.calls if c[0] == "consolidate"]
+    assert existing_memories(message) == [OLD]
