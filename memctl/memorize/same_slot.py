@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any
 
 from memctl.errors import MemctlError
+from memctl.search.logistic import Fitted
 from memctl.text.cjk import KANA_HAN
 
 FEATURES = (
@@ -78,19 +79,14 @@ def pair_features(text: str, other: str, relevance: float) -> list[float]:
 
 @dataclass(frozen=True)
 class SameSlot:
-    """One embedding model's fitted update safety: standardised features, logistic weights, the cut."""
+    """One embedding model's fitted update safety: a logistic model over standardised FEATURES, and its cut."""
 
-    mean: tuple[float, ...]
-    scale: tuple[float, ...]
-    weights: tuple[float, ...]
-    bias: float
+    model: Fitted
     cut: float
 
     def probability(self, text: str, other: str, relevance: float) -> float:
         """P(same slot) of a stored memory `other` at `relevance` to the candidate `text`."""
-        x = pair_features(text, other, relevance)
-        z = self.bias + sum(w * (v - m) / s for w, v, m, s in zip(self.weights, x, self.mean, self.scale, strict=True))
-        return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
+        return self.model.probability_of(pair_features(text, other, relevance))
 
     def may_act(self, text: str, other: str, relevance: float) -> bool:
         return self.probability(text, other, relevance) >= self.cut
@@ -103,7 +99,7 @@ class SameSlot:
                 raise ValueError("the features differ from this memctl's")
             if any(s <= 0 for s in fields["scale"]):
                 raise ValueError("a scale is not positive")
-            return cls(**fields, bias=float(data["bias"]), cut=float(data["cut"]))
+            return cls(Fitted(**fields, bias=float(data["bias"])), cut=float(data["cut"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise MemctlError(f"memctl/data/same_slot.json is unusable ({exc}); reinstall memctl") from exc
 
