@@ -664,20 +664,42 @@ def held_out_probabilities(questions: list[Question], folds: list[str], l2: floa
     return prob
 
 
-def choose_answered_l2(questions: list[Question], folds: list[str], grid: list[float], pairs: bool):
-    """The L2 strength of the lowest weighted held-out log loss over the grid; returns it and its
-    held-out probabilities."""
+def choose_answered_l2(
+    questions: list[Question], folds: list[str], grid: list[float], pairs: bool, one_se: bool = True
+):
+    """The answered model's L2 strength over the grid, and its held-out probabilities: with `one_se` the
+    strongest whose weighted held-out log loss is within one standard error of the lowest (a weaker penalty
+    that is not clearly better is more likely to fit the tune writers' style: the gate's fit uses the same
+    rule), else the lowest."""
     labels = np.array([q.answerable for q in questions], dtype=float)
     weights = np.array([q.weight for q in questions])
-    best = None
+    tried: dict[float, tuple[float, float, np.ndarray]] = {}
     for l2 in grid:
         prob = np.clip(held_out_probabilities(questions, folds, l2, pairs), 1e-9, 1 - 1e-9)
-        loss = float((weights * -(labels * np.log(prob) + (1 - labels) * np.log(1 - prob))).sum() / weights.sum())
-        print(f"  answered model ({'pairs' if pairs else 'linear'}), L2 {l2:g}: held-out log loss {loss:.4f}")
-        if best is None or loss < best[0]:
-            best = (loss, l2, prob)
-    assert best is not None
-    return best[1], best[2]
+        rows = -(labels * np.log(prob) + (1 - labels) * np.log(1 - prob))
+        loss, se = weighted_mean_and_se(rows, weights)
+        print(
+            f"  answered model ({'pairs' if pairs else 'linear'}), L2 {l2:g}:"
+            f" held-out log loss {loss:.4f} (SE {se:.4f})"
+        )
+        tried[l2] = (loss, se, prob)
+    best = min(tried, key=lambda k: tried[k][0])
+    chosen = best
+    if one_se:
+        bound = tried[best][0] + tried[best][1]
+        chosen = max(l2 for l2, (loss, _, _) in tried.items() if loss <= bound)
+    print(f"  answered model: L2 {chosen:g} ({'one-SE rule' if one_se else 'lowest loss'}; lowest at {best:g})")
+    return chosen, tried[chosen][2]
+
+
+def weighted_mean_and_se(rows: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
+    """The weighted mean of `rows` and its standard error (over the effective number of rows, (sum w)^2 / sum
+    w^2, since a few heavily weighted questions carry less evidence than their count)."""
+    total = float(weights.sum())
+    mean = float((weights * rows).sum() / total)
+    variance = float((weights * (rows - mean) ** 2).sum() / total)
+    effective = total**2 / float((weights**2).sum())
+    return mean, float(np.sqrt(variance / max(effective, 1.0)))
 
 
 def cross_validate_answered(
@@ -688,7 +710,9 @@ def cross_validate_answered(
     silent, each a share of its kind (the balance load's cut alone was chosen by), or with --load-silence the
     lowest reaching that silence. Prints the trade-off and returns (load's cut, the threshold, the L2)."""
     folds = writer_folds(questions)
-    l2, prob = choose_answered_l2(questions, folds, args.answered_l2, not args.answered_linear)
+    l2, prob = choose_answered_l2(
+        questions, folds, args.answered_l2, not args.answered_linear, one_se=not args.answered_lowest_loss
+    )
     # A question's best answer score within the top `limit` (-1: none there) and its best score: `load` finds
     # the answer when the first reaches the cut, and says nothing when the second does not.
     answer_top = np.array([max((sc for sc, y in q.shown[: args.limit] if y), default=-1.0) for q in questions])
@@ -848,6 +872,11 @@ def main() -> None:
         nargs="+",
         default=list(ANSWERED_L2_GRID),
         help="L2 strengths the answered model's cross-validation chooses from (held-out log loss)",
+    )
+    parser.add_argument(
+        "--answered-lowest-loss",
+        action="store_true",
+        help="choose the answered model's L2 by the lowest held-out log loss, not by the one-SE rule",
     )
     parser.add_argument(
         "--answered-linear",

@@ -11,7 +11,13 @@ import numpy as np
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # tests/ or a folder of it
 sys.path.insert(0, str(ROOT))
 
-from scripts.fit_relevance import Background, build_background, reliability, training_rows  # noqa: E402
+from scripts.fit_relevance import (  # noqa: E402
+    Background,
+    build_background,
+    reliability,
+    training_rows,
+    weighted_mean_and_se,
+)
 
 TUNE = ROOT / "eval" / "corpus" / "tune"
 
@@ -121,3 +127,16 @@ def test_the_small_store_threshold_is_the_lowest_reaching_the_silence():
 
     assert small_store_threshold(questions, prob, rates, 0.03, 0.8) == 0.71  # 8 of 10 below 0.71, not 0.70
     assert small_store_threshold(questions, prob, rates, 0.03, 0.0) is None
+
+
+def test_the_one_se_rule_counts_heavy_questions_as_fewer():
+    """The answered model's L2 is the strongest within one standard error of the lowest held-out loss; the
+    error is over the effective number of questions, so a few heavy ones do not look like many."""
+    rows = np.array([0.1, 0.3, 0.2, 0.6])
+    mean, se = weighted_mean_and_se(rows, np.ones(4))
+    assert mean == np.mean(rows) and np.isclose(se, np.std(rows) / 2)
+    weights = np.array([10.0, 1.0, 1.0, 1.0])
+    mean_skewed, se_skewed = weighted_mean_and_se(rows, weights)
+    variance = float((weights * (rows - mean_skewed) ** 2).sum() / 13)
+    assert np.isclose(mean_skewed, 1.7 / 13) and np.isclose(se_skewed, np.sqrt(variance / (13**2 / 103)))
+    assert np.isclose(weighted_mean_and_se(rows, np.full(4, 10.0))[1], se)
