@@ -138,5 +138,5 @@ def test_the_one_se_rule_counts_heavy_questions_as_fewer():
     weights = np.array([10.0, 1.0, 1.0, 1.0])
     mean_skewed, se_skewed = weighted_mean_and_se(rows, weights)
     variance = float((weights * (rows - mean_skewed) ** 2).sum() / 13)
-    assert np.isclose(mean_skewed, 1.7 / 13) and np.isclose(se_skewed, np.sqrt(variance / (13**2 / 103)))
+    assert np.isclose(mean_skewed, 2.1 / 13) and np.isclose(se_skewed, np.sqrt(variance / (13**2 / 103)))
     assert np.isclose(weighted_mean_and_se(rows, np.full(4, 10.0))[1], se)
