@@ -43,6 +43,7 @@ if str(REPO) not in sys.path:
 from memctl.memorize import gate_model  # noqa: E402
 from memctl.memorize.quality import GATE_MODEL  # noqa: E402
 from scripts.corpus import read_writers  # noqa: E402
+from scripts.model_selection import strongest_within_one_se, weighted_mean_and_se  # noqa: E402
 
 # Wide enough that the chosen strength is inside it: at (3e-4, 1e-3, 1e-2) the weakest won, and the grid's
 # edge, not cross-validation, set it (held-out log loss 0.214 there against 0.170 at 1e-5).
@@ -165,13 +166,11 @@ def row_losses(p: np.ndarray, y: np.ndarray) -> np.ndarray:
     return -(y * np.log(p) + (1 - y) * np.log(1 - p))
 
 
-def strongest_within_one_se(losses: dict[float, np.ndarray]) -> float:
-    """The one-standard-error rule over each L2's held-out row losses: the strongest L2 whose mean is within one
-    standard error of the best one's (a weaker penalty that is not clearly better is more likely to fit the
-    tune writers' style)."""
-    best = min(losses, key=lambda k: float(losses[k].mean()))
-    bound = float(losses[best].mean() + losses[best].std() / np.sqrt(len(losses[best])))
-    return max(l2 for l2, rows in losses.items() if float(rows.mean()) <= bound)
+def strongest_l2(losses: dict[float, np.ndarray]) -> float:
+    """The one-standard-error rule (scripts/model_selection.py) over each L2's held-out row losses, every row
+    weighted alike."""
+    tried = {l2: weighted_mean_and_se(rows, np.ones(len(rows))) for l2, rows in losses.items()}
+    return strongest_within_one_se(tried)[0]
 
 
 def thresholds(p: np.ndarray, y: np.ndarray, drop_from: float | None = None) -> tuple[float, float]:
@@ -323,7 +322,7 @@ def fit_one(
     scores = {l2: held_out(x, y, groups, l2) for l2 in L2_GRID}
     rows = {l2: row_losses(p, y) for l2, p in scores.items()}
     losses = {l2: float(r.mean()) for l2, r in rows.items()}
-    l2 = strongest_within_one_se(rows)
+    l2 = strongest_l2(rows)
     # Drop no more than MAX_FACTS_DROPPED of any statement's facts (every source); keep out MAX_NOISE_KEPT of
     # the noise of whole conversations, within MAX_PENDING of their candidates.
     _, drop_from = thresholds(scores[l2], y)

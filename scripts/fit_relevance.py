@@ -62,6 +62,7 @@ from memctl.search.relevance import (  # noqa: E402
 )
 from memctl.text.segment import has_cjk  # noqa: E402
 from scripts.corpus import Probe, Series, configured, fill, load_series, read_writers  # noqa: E402
+from scripts.model_selection import strongest_within_one_se, weighted_mean_and_se  # noqa: E402
 
 BACKGROUND_TEXTS = ROOT / "memctl" / "data" / "relevance" / "background.json"  # shared by every model's fit
 SYNTHETIC = "\x00synthetic\x00"
@@ -683,23 +684,11 @@ def choose_answered_l2(
             f" held-out log loss {loss:.4f} (SE {se:.4f})"
         )
         tried[l2] = (loss, se, prob)
-    best = min(tried, key=lambda k: tried[k][0])
-    chosen = best
-    if one_se:
-        bound = tried[best][0] + tried[best][1]
-        chosen = max(l2 for l2, (loss, _, _) in tried.items() if loss <= bound)
+    chosen, best = strongest_within_one_se({l2: (loss, se) for l2, (loss, se, _) in tried.items()})
+    if not one_se:
+        chosen = best
     print(f"  answered model: L2 {chosen:g} ({'one-SE rule' if one_se else 'lowest loss'}; lowest at {best:g})")
     return chosen, tried[chosen][2]
-
-
-def weighted_mean_and_se(rows: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
-    """The weighted mean of `rows` and its standard error (over the effective number of rows, (sum w)^2 / sum
-    w^2, since a few heavily weighted questions carry less evidence than their count)."""
-    total = float(weights.sum())
-    mean = float((weights * rows).sum() / total)
-    variance = float((weights * (rows - mean) ** 2).sum() / total)
-    effective = total**2 / float((weights**2).sum())
-    return mean, float(np.sqrt(variance / max(effective, 1.0)))
 
 
 def cross_validate_answered(

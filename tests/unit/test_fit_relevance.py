@@ -16,7 +16,6 @@ from scripts.fit_relevance import (  # noqa: E402
     build_background,
     reliability,
     training_rows,
-    weighted_mean_and_se,
 )
 
 TUNE = ROOT / "eval" / "corpus" / "tune"
@@ -127,16 +126,3 @@ def test_the_small_store_threshold_is_the_lowest_reaching_the_silence():
 
     assert small_store_threshold(questions, prob, rates, 0.03, 0.8) == 0.71  # 8 of 10 below 0.71, not 0.70
     assert small_store_threshold(questions, prob, rates, 0.03, 0.0) is None
-
-
-def test_the_one_se_rule_counts_heavy_questions_as_fewer():
-    """The answered model's L2 is the strongest within one standard error of the lowest held-out loss; the
-    error is over the effective number of questions, so a few heavy ones do not look like many."""
-    rows = np.array([0.1, 0.3, 0.2, 0.6])
-    mean, se = weighted_mean_and_se(rows, np.ones(4))
-    assert mean == np.mean(rows) and np.isclose(se, np.std(rows) / 2)
-    weights = np.array([10.0, 1.0, 1.0, 1.0])
-    mean_skewed, se_skewed = weighted_mean_and_se(rows, weights)
-    variance = float((weights * (rows - mean_skewed) ** 2).sum() / 13)
-    assert np.isclose(mean_skewed, 2.1 / 13) and np.isclose(se_skewed, np.sqrt(variance / (13**2 / 103)))
-    assert np.isclose(weighted_mean_and_se(rows, np.full(4, 10.0))[1], se)
