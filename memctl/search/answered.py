@@ -93,6 +93,10 @@ class Answered(Fitted):
     threshold: float
     pairs: bool = False
     small_threshold: float | None = None
+    # Each QUESTION_FEATURES value's range in the fit. A question outside it is read at the nearest edge: the
+    # products two by two grow quadratically there, and a model should not extrapolate past its evidence.
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
 
     def threshold_for(self, candidates: int) -> float:
         """The threshold for a question that saw `candidates` candidates."""
@@ -101,8 +105,11 @@ class Answered(Fitted):
         return self.threshold
 
     def row(self, features: Sequence[float]) -> list[float]:
-        """What the model reads of one question's QUESTION_FEATURES."""
-        return with_pairs(features) if self.pairs else list(features)
+        """What the model reads of one question's QUESTION_FEATURES: each held within its fitted range."""
+        values = list(features)
+        if self.low is not None and self.high is not None:
+            values = [min(max(v, lo), hi) for v, lo, hi in zip(values, self.low, self.high, strict=True)]
+        return with_pairs(values) if self.pairs else values
 
     def probability(self, scores: Sequence[float], best: Mapping[str, float]) -> float:
         """The probability that the store holds an answer to the question."""
@@ -117,6 +124,7 @@ class Answered(Fitted):
             "bias": self.bias,
             "threshold": self.threshold,
             **({} if self.small_threshold is None else {"small_threshold": self.small_threshold}),
+            **({} if self.low is None or self.high is None else {"low": list(self.low), "high": list(self.high)}),
         }
 
     @classmethod
@@ -135,9 +143,21 @@ class Answered(Fitted):
             small = None if data.get("small_threshold") is None else float(data["small_threshold"])
             if not all(0.0 <= t <= 1.0 for t in (threshold, threshold if small is None else small)):
                 raise ValueError("thresholds must be in [0, 1]")
-            return cls(mean, scale, weights, float(data["bias"]), threshold, pairs, small)
+            low, high = _fitted_range(data)
+            return cls(mean, scale, weights, float(data["bias"]), threshold, pairs, small, low, high)
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: 'answered' is not a valid question model: {exc}") from exc
+
+
+def _fitted_range(data: Mapping[str, Any]) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
+    """The optional `low` and `high` of a saved model (one value per QUESTION_FEATURES, low <= high); a model
+    saved before they existed has neither and reads its features as they are."""
+    if data.get("low") is None and data.get("high") is None:
+        return None, None
+    low, high = (tuple(float(x) for x in data[k]) for k in ("low", "high"))
+    if not len(low) == len(high) == len(QUESTION_FEATURES) or any(lo > hi for lo, hi in zip(low, high, strict=True)):
+        raise ValueError(f"low/high must have one value per question feature ({len(QUESTION_FEATURES)}), low <= high")
+    return low, high
 
 
 def fit(
@@ -149,11 +169,13 @@ def fit(
     pairs: bool = False,
 ) -> Answered:
     """Logistic regression over QUESTION_FEATURES rows (label 1: the store holds the answer), signs free; with
-    `pairs`, over the rows and their products two by two."""
+    `pairs`, over the rows and their products two by two. The model keeps each feature's range in `rows`."""
     from memctl.search.logistic import fit_logistic
 
     if any(len(row) != len(QUESTION_FEATURES) for row in rows) or len(set(labels)) < 2:
         raise ValueError("fit needs rows of len(QUESTION_FEATURES) values and both labels")
     read = [with_pairs(row) for row in rows] if pairs else rows
     got = fit_logistic(read, labels, l2=l2, sample_weight=weights, nonnegative=False)
-    return Answered(got.mean, got.scale, got.weights, got.bias, threshold, pairs)
+    low = tuple(min(column) for column in zip(*rows, strict=True))
+    high = tuple(max(column) for column in zip(*rows, strict=True))
+    return Answered(got.mean, got.scale, got.weights, got.bias, threshold, pairs, low=low, high=high)

@@ -16,6 +16,7 @@ from memctl.search.answered import (
     Answered,
     fit,
     question_features,
+    with_pairs,
 )
 from memctl.search.relevance import FEATURES, Calibration, shipped
 
@@ -157,3 +158,31 @@ def test_a_model_with_pairs_reads_the_products_and_round_trips():
     assert Answered.from_dict(doc) == paired
     with pytest.raises(ConfigError, match="answered"):
         Answered.from_dict({**doc, "features": doc["features"][:-1]})
+
+
+def test_a_question_outside_the_fitted_range_is_read_at_its_edge():
+    """The fit keeps each question feature's range; a question beyond it is read at the nearest edge, so the
+    products two by two cannot extrapolate quadratically past the evidence (a fitted model with pairs would
+    otherwise turn ever more sure, or ever less, the further a store lies from the ones it was fitted on)."""
+    rows, labels = [], []
+    for i in range(400):
+        top = 0.3 + 0.4 * (i % 20) / 20  # best scores from 0.30 to 0.68 only
+        second = top * ((i * 7) % 10) / 10
+        rows.append(question_features([top, second] + [0.05] * (i % 5), {}))
+        labels.append(int(top > 0.5 and top - second > 0.2))
+    model = fit(rows, labels, [1.0] * len(rows), threshold=0.5, l2=0.001, pairs=True)
+    position = QUESTION_FEATURES.index("best")
+    assert model.low is not None and model.high is not None
+    assert model.low[position] == pytest.approx(0.3) and model.high[position] == pytest.approx(0.68)
+    far = question_features([0.99, 0.2], {})
+    edge = [min(max(v, lo), hi) for v, lo, hi in zip(far, model.low, model.high, strict=True)]
+    assert edge[position] == pytest.approx(0.68)
+    assert model.row(far) == with_pairs(edge) != with_pairs(far)
+    inside = rows[7]
+    assert model.row(inside)[: len(QUESTION_FEATURES)] == inside  # within range: read as it is
+    assert Answered.from_dict(model.to_dict()) == model
+    unbounded = Answered.from_dict({k: v for k, v in model.to_dict().items() if k not in ("low", "high")})
+    assert unbounded.low is None and unbounded.row(far)[: len(QUESTION_FEATURES)] == far
+    for bad in ({"low": [0.0]}, {"low": [1.0] * len(QUESTION_FEATURES), "high": [0.0] * len(QUESTION_FEATURES)}):
+        with pytest.raises(ConfigError, match="answered"):
+            Answered.from_dict({**model.to_dict(), **bad})
