@@ -176,6 +176,6 @@ def fit(
         raise ValueError("fit needs rows of len(QUESTION_FEATURES) values and both labels")
     read = [with_pairs(row) for row in rows] if pairs else rows
     got = fit_logistic(read, labels, l2=l2, sample_weight=weights, nonnegative=False)
-    low = tuple(min(column) for column in zip(*rows, strict=True))
-    high = tuple(max(column) for column in zip(*rows, strict=True))
+    columns = list(zip(*rows, strict=True))
+    low, high = tuple(min(c) for c in columns), tuple(max(c) for c in columns)
     return Answered(got.mean, got.scale, got.weights, got.bias, threshold, pairs, low=low, high=high)
