@@ -477,6 +477,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args):
     error of the held-out scores; returns the thresholds cross-validation chooses for load and the recall block."""
     domains = sorted({d for d in store_domains if d is not None})
     folds = []  # (held-out groups, scored by the fold's calibration)
+    pooled = []  # per fold: the held-out domain's questions asked of the whole folder's store (one store)
     for held in domains:
         train = [
             [item for item in group if item[3] != held]
@@ -485,6 +486,13 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args):
         ]
         test = [group for group, store_domain in zip(groups, store_domains, strict=True) if store_domain == held]
         folds.append((test, Scored(fit_on(train, model, args))))
+        pooled.append(
+            [
+                [item for item in group if item[3] == held]
+                for group, store_domain in zip(groups, store_domains, strict=True)
+                if store_domain is None
+            ]
+        )
     answerable = sum(1 for test, _ in folds for group in test for item in group if corpus_answerable(item))
 
     def summed(
@@ -585,7 +593,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args):
                 f"({f / max(p, 1):.1%}), other memories alone silent {s}/{n} ({s / max(n, 1):.1%}), "
                 f"another series' question silent {o}/{on} ({o / max(on, 1):.1%})"
             )
-    return cut, recall_cut, folds
+    return cut, recall_cut, folds, pooled
 
 
 @dataclass
@@ -601,6 +609,7 @@ class Question:
     weight: float
     shown: list[tuple[float, int]]
     chinese: bool
+    pooled: bool = False  # asked of the whole folder's store (every series in one), not of its series' store
 
     @property
     def answerable(self) -> bool:
@@ -608,29 +617,40 @@ class Question:
         return self.kind == "answerable"
 
 
-def held_out_questions(folds, domains: list[str], small_share: float = SMALL_SHARE) -> list[Question]:
+def held_out_questions(folds, domains: list[str], small_share: float = SMALL_SHARE, pooled=None) -> list[Question]:
     """Every held-out question of the relevance folds, scored by the calibration fitted without its domain
-    (stacking: the answered model learns from scores like those it will meet on an unseen domain)."""
+    (stacking: the answered model learns from scores like those it will meet on an unseen domain); with
+    `pooled` (per fold, as cross_validate returns it) also the held-out domain's questions of the one store
+    holding every series, marked `pooled` and weighed among themselves."""
     out = []
-    for held, (test, scored) in zip(domains, folds, strict=True):
-        for query, evidence, labels, weight in question_weights(test, small_share):
-            pairs = shown(scored, query, evidence, labels)
-            own = scored.calibration.for_query(query)
-            scores = [own.score(ev) for ev in evidence]
-            best = evidence[max(range(len(evidence)), key=lambda i: scores[i])]
-            bare = query.removeprefix(SMALL)
-            kind = "answerable" if any(labels) else "synthetic" if bare.startswith(SYNTHETIC) else "negative"
-            out.append(
-                Question(
-                    question_features(scores, best),
-                    kind,
-                    query.startswith(SMALL),
-                    held,
-                    weight,
-                    pairs,
-                    has_cjk(bare),
-                )
+    for number, (held, (test, scored)) in enumerate(zip(domains, folds, strict=True)):
+        for is_pooled, asked in ((False, test), (True, pooled[number] if pooled else [])):
+            out += fold_questions(held, asked, scored, small_share, is_pooled)
+    return out
+
+
+def fold_questions(held: str, test, scored: Scored, small_share: float, pooled: bool) -> list[Question]:
+    """One fold's held-out questions (of `test`'s groups) as the answered model sees them."""
+    out = []
+    for query, evidence, labels, weight in question_weights(test, small_share):
+        pairs = shown(scored, query, evidence, labels)
+        own = scored.calibration.for_query(query)
+        scores = [own.score(ev) for ev in evidence]
+        best = evidence[max(range(len(evidence)), key=lambda i: scores[i])]
+        bare = query.removeprefix(SMALL)
+        kind = "answerable" if any(labels) else "synthetic" if bare.startswith(SYNTHETIC) else "negative"
+        out.append(
+            Question(
+                question_features(scores, best),
+                kind,
+                query.startswith(SMALL),
+                held,
+                weight,
+                pairs,
+                has_cjk(bare),
+                pooled,
             )
+        )
     return out
 
 
@@ -653,11 +673,14 @@ def writer_folds(questions: list[Question]) -> list[str]:
     return [writer.get(q.domain, q.domain) for q in questions]
 
 
-def held_out_probabilities(questions: list[Question], folds: list[str], l2: float, pairs: bool) -> np.ndarray:
-    """Each question's answered probability from the model fitted without its fold."""
+def held_out_probabilities(
+    questions: list[Question], folds: list[str], l2: float, pairs: bool, pooled: bool = False
+) -> np.ndarray:
+    """Each question's answered probability from the model fitted without its fold (on the `pooled`
+    questions too only with `pooled`; they are always predicted)."""
     prob = np.zeros(len(questions))
     for held in sorted(set(folds)):
-        train = [q for q, f in zip(questions, folds, strict=True) if f != held]
+        train = [q for q, f in zip(questions, folds, strict=True) if f != held and (pooled or not q.pooled)]
         model = answered_fit(train, 0.5, l2, pairs)
         for i, (q, f) in enumerate(zip(questions, folds, strict=True)):
             if f == held:
@@ -666,17 +689,22 @@ def held_out_probabilities(questions: list[Question], folds: list[str], l2: floa
 
 
 def choose_answered_l2(
-    questions: list[Question], folds: list[str], grid: list[float], pairs: bool, one_se: bool = True
+    questions: list[Question],
+    folds: list[str],
+    grid: list[float],
+    pairs: bool,
+    one_se: bool = True,
+    pooled: bool = False,
 ):
     """The answered model's L2 strength over the grid, and its held-out probabilities: with `one_se` the
     strongest whose weighted held-out log loss is within one standard error of the lowest (a weaker penalty
     that is not clearly better is more likely to fit the tune writers' style: the gate's fit uses the same
-    rule), else the lowest."""
+    rule), else the lowest. The loss counts the `pooled` questions only with `pooled`."""
     labels = np.array([q.answerable for q in questions], dtype=float)
-    weights = np.array([q.weight for q in questions])
+    weights = np.array([q.weight if pooled or not q.pooled else 0.0 for q in questions])
     tried: dict[float, tuple[float, float, np.ndarray]] = {}
     for l2 in grid:
-        prob = np.clip(held_out_probabilities(questions, folds, l2, pairs), 1e-9, 1 - 1e-9)
+        prob = np.clip(held_out_probabilities(questions, folds, l2, pairs, pooled), 1e-9, 1 - 1e-9)
         rows = -(labels * np.log(prob) + (1 - labels) * np.log(1 - prob))
         loss, se = weighted_mean_and_se(rows, weights)
         print(
@@ -700,14 +728,19 @@ def cross_validate_answered(
     lowest reaching that silence. Prints the trade-off and returns (load's cut, the threshold, the L2)."""
     folds = writer_folds(questions)
     l2, prob = choose_answered_l2(
-        questions, folds, args.answered_l2, not args.answered_linear, one_se=not args.answered_lowest_loss
+        questions,
+        folds,
+        args.answered_l2,
+        not args.answered_linear,
+        one_se=not args.answered_lowest_loss,
+        pooled=args.answered_pooled,
     )
     # A question's best answer score within the top `limit` (-1: none there) and its best score: `load` finds
     # the answer when the first reaches the cut, and says nothing when the second does not.
     answer_top = np.array([max((sc for sc, y in q.shown[: args.limit] if y), default=-1.0) for q in questions])
     best_top = np.array([q.shown[0][0] if q.shown else -1.0 for q in questions])
     is_answerable = np.array([q.answerable for q in questions])
-    corpus = np.array([not q.small and q.kind != "synthetic" for q in questions])
+    corpus = np.array([not q.small and q.kind != "synthetic" and not q.pooled for q in questions])
 
     def rates(cut: float, threshold: float, mask=None) -> tuple[int, int, int, int]:
         chosen = corpus if mask is None else mask
@@ -748,6 +781,13 @@ def cross_validate_answered(
             f"negative probes silent {s}/{n} ({s / max(n, 1):.1%})"
         )
     chinese = np.array([q.chinese for q in questions])
+    one_store = np.array([q.pooled and q.kind != "synthetic" for q in questions])
+    if one_store.any():
+        f, p, s, n = rates(cut, threshold, one_store)
+        print(
+            f"  one store holding every series ({'in the fit' if args.answered_pooled else 'not in the fit'}): "
+            f"answer found {f}/{p} ({f / max(p, 1):.1%}), negative probes silent {s}/{n} ({s / max(n, 1):.1%})"
+        )
     for name, mask in (("questions with Chinese", chinese), ("questions without", ~chinese)):
         f, p, s, n = rates(cut, threshold, corpus & mask)
         print(f"  {name}: answer found {f}/{p} ({f / max(p, 1):.1%}), negative probes silent {s}/{n}")
@@ -873,6 +913,12 @@ def main() -> None:
         help="fit the answered model on the question features alone, without their products two by two",
     )
     parser.add_argument(
+        "--answered-pooled",
+        action="store_true",
+        help="also fit the answered model on the questions asked of the one store holding every series "
+        "(by default they are only measured, and saved with --save-questions)",
+    )
+    parser.add_argument(
         "--answered-small-share",
         type=float,
         default=ANSWERED_SMALL_SHARE,
@@ -916,20 +962,23 @@ def main() -> None:
     if args.save_evidence is not None:
         doc = {"model": model, "groups": groups, "store_domains": store_domains}
         args.save_evidence.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-    cut, recall_cut, folds = (
-        cross_validate(groups, store_domains, model, args) if args.cross_validate or args.write else (DEFAULT, None, [])
+    cut, recall_cut, folds, pooled = (
+        cross_validate(groups, store_domains, model, args)
+        if args.cross_validate or args.write
+        else (DEFAULT, None, [], [])
     )
     answered, answered_l2 = None, None
     if folds and not args.no_answered:
         questions = held_out_questions(
-            folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share
+            folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share, pooled
         )
         if args.save_questions is not None:
             doc = {"recall_cut": recall_cut, "questions": [asdict(q) for q in questions]}
             args.save_questions.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
         cut, threshold, answered_l2, small = cross_validate_answered(questions, recall_cut, args)
+        fitted_on = [q for q in questions if args.answered_pooled or not q.pooled]
         answered = replace(
-            answered_fit(questions, threshold, answered_l2, not args.answered_linear), small_threshold=small
+            answered_fit(fitted_on, threshold, answered_l2, not args.answered_linear), small_threshold=small
         )
     if not args.write:
         return
@@ -972,6 +1021,7 @@ def main() -> None:
             "load_silence": args.load_silence,
             "answered_l2": answered_l2,
             "answered_pairs": not args.answered_linear,
+            "answered_pooled": args.answered_pooled,
             "keep_background": args.keep_background,
         }
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
