@@ -654,6 +654,11 @@ def fold_questions(held: str, test, scored: Scored, small_share: float, pooled: 
     return out
 
 
+def question_from_dict(doc: dict) -> Question:
+    """A held-out question as --save-questions wrote it (JSON: the shown pairs as lists)."""
+    return Question(**{**doc, "shown": [(float(score), int(label)) for score, label in doc["shown"]]})
+
+
 def answered_fit(questions: list[Question], threshold: float, l2: float, pairs: bool) -> Answered:
     return fit_answered(
         [q.features for q in questions],
@@ -893,6 +898,12 @@ def main() -> None:
         help="also save the answered model's held-out questions and the recall cut (JSON), to try other models",
     )
     parser.add_argument(
+        "--questions",
+        type=Path,
+        help="reuse the held-out questions saved by --save-questions (same evidence) instead of cross-validating "
+        "the relevance score: refits the answered model alone in minutes (with --evidence)",
+    )
+    parser.add_argument(
         "--no-answered", action="store_true", help="fit no answered model (load cuts by the relevance score alone)"
     )
     parser.add_argument(
@@ -962,19 +973,24 @@ def main() -> None:
     if args.save_evidence is not None:
         doc = {"model": model, "groups": groups, "store_domains": store_domains}
         args.save_evidence.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-    cut, recall_cut, folds, pooled = (
-        cross_validate(groups, store_domains, model, args)
-        if args.cross_validate or args.write
-        else (DEFAULT, None, [], [])
-    )
+    cut, recall_cut, questions = DEFAULT, None, None
+    if args.questions is not None:  # the relevance folds' held-out questions, saved by an earlier fit
+        saved_questions = json.loads(args.questions.read_text(encoding="utf-8"))
+        if saved_questions.get("model", model) != model:
+            raise SystemExit(f"{args.questions}: questions of {saved_questions['model']}, not {model}")
+        recall_cut = saved_questions["recall_cut"]
+        questions = [question_from_dict(q) for q in saved_questions["questions"]]
+    elif args.cross_validate or args.write:
+        cut, recall_cut, folds, pooled = cross_validate(groups, store_domains, model, args)
+        if folds and not args.no_answered:
+            questions = held_out_questions(
+                folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share, pooled
+            )
+            if args.save_questions is not None:
+                doc = {"model": model, "recall_cut": recall_cut, "questions": [asdict(q) for q in questions]}
+                args.save_questions.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     answered, answered_l2 = None, None
-    if folds and not args.no_answered:
-        questions = held_out_questions(
-            folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share, pooled
-        )
-        if args.save_questions is not None:
-            doc = {"recall_cut": recall_cut, "questions": [asdict(q) for q in questions]}
-            args.save_questions.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    if questions is not None and not args.no_answered:
         cut, threshold, answered_l2, small = cross_validate_answered(questions, recall_cut, args)
         fitted_on = [q for q in questions if args.answered_pooled or not q.pooled]
         answered = replace(

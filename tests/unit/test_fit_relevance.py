@@ -126,3 +126,21 @@ def test_the_small_store_threshold_is_the_lowest_reaching_the_silence():
 
     assert small_store_threshold(questions, prob, rates, 0.03, 0.8) == 0.71  # 8 of 10 below 0.71, not 0.70
     assert small_store_threshold(questions, prob, rates, 0.03, 0.0) is None
+
+
+def test_saved_questions_read_back_as_they_were_written():
+    """--save-questions writes each held-out question with dataclasses.asdict to JSON; --questions reads it back
+    with question_from_dict, equal field by field (the shown pairs as tuples again, the one-store mark kept)."""
+    import json
+    from dataclasses import asdict
+
+    from scripts.fit_relevance import QUESTION_FEATURES, Question, question_from_dict
+
+    written = [
+        Question([0.5] * len(QUESTION_FEATURES), "answerable", False, "d", 0.25, [(0.9, 1), (0.1, 0)], True),
+        Question([0.1] * len(QUESTION_FEATURES), "negative", False, "e", 0.5, [(0.2, 0)], False, pooled=True),
+    ]
+    text = json.dumps({"questions": [asdict(q) for q in written]})
+    read = [question_from_dict(doc) for doc in json.loads(text)["questions"]]
+    assert read == written
+    assert read[0].shown == [(0.9, 1), (0.1, 0)] and read[1].pooled and not read[0].pooled
