@@ -903,7 +903,7 @@ def main() -> None:
         "--questions",
         type=Path,
         help="reuse the held-out questions saved by --save-questions (same evidence) instead of cross-validating "
-        "the relevance score: refits the answered model alone in minutes (with --evidence)",
+        "the relevance score: refits the answered model alone, without the hour of relevance folds (with --evidence)",
     )
     parser.add_argument(
         "--no-answered", action="store_true", help="fit no answered model (load cuts by the relevance score alone)"
