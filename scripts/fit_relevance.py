@@ -479,7 +479,6 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args):
     error of the held-out scores; returns the thresholds cross-validation chooses for load and the recall block."""
     domains = sorted({d for d in store_domains if d is not None})
     folds = []  # (held-out groups, scored by the fold's calibration)
-    pooled = []  # per fold: the held-out domain's questions asked of the whole folder's store (one store)
     for held in domains:
         train = [
             [item for item in group if item[3] != held]
@@ -488,13 +487,6 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args):
         ]
         test = [group for group, store_domain in zip(groups, store_domains, strict=True) if store_domain == held]
         folds.append((test, Scored(fit_on(train, model, args))))
-        pooled.append(
-            [
-                [item for item in group if item[3] == held]
-                for group, store_domain in zip(groups, store_domains, strict=True)
-                if store_domain is None
-            ]
-        )
     answerable = sum(1 for test, _ in folds for group in test for item in group if corpus_answerable(item))
 
     def summed(
@@ -595,7 +587,7 @@ def cross_validate(groups, store_domains: list[str | None], model: str, args):
                 f"({f / max(p, 1):.1%}), other memories alone silent {s}/{n} ({s / max(n, 1):.1%}), "
                 f"another series' question silent {o}/{on} ({o / max(on, 1):.1%})"
             )
-    return cut, recall_cut, folds, pooled
+    return cut, recall_cut, folds
 
 
 @dataclass
@@ -619,15 +611,28 @@ class Question:
         return self.kind == "answerable"
 
 
-def held_out_questions(folds, domains: list[str], small_share: float = SMALL_SHARE, pooled=None) -> list[Question]:
+def one_store_questions(groups, store_domains: list[str | None]) -> dict[str, list[tuple]]:
+    """Per domain, its questions asked of the store holding every series of the folder (store domain None)."""
+    by_domain: dict[str, list[tuple]] = {}
+    for group, store_domain in zip(groups, store_domains, strict=True):
+        if store_domain is None:
+            for item in group:
+                by_domain.setdefault(item[3], []).append(item)
+    return by_domain
+
+
+def held_out_questions(
+    folds, domains: list[str], small_share: float = SMALL_SHARE, pooled: dict[str, list[tuple]] | None = None
+) -> list[Question]:
     """Every held-out question of the relevance folds, scored by the calibration fitted without its domain
     (stacking: the answered model learns from scores like those it will meet on an unseen domain); with
-    `pooled` (per fold, as cross_validate returns it) also the held-out domain's questions of the one store
-    holding every series, marked `pooled` and weighed among themselves."""
+    `pooled` (one_store_questions) also the held-out domain's questions of the one store holding every series,
+    marked `pooled` and weighed among themselves."""
     out = []
-    for number, (held, (test, scored)) in enumerate(zip(domains, folds, strict=True)):
-        for is_pooled, asked in ((False, test), (True, pooled[number] if pooled else [])):
-            out += fold_questions(held, asked, scored, small_share, is_pooled)
+    for held, (test, scored) in zip(domains, folds, strict=True):
+        out += fold_questions(held, test, scored, small_share, False)
+        if pooled:
+            out += fold_questions(held, [pooled.get(held, [])], scored, small_share, True)
     return out
 
 
@@ -672,6 +677,12 @@ def answered_fit(questions: list[Question], threshold: float, l2: float, pairs: 
     )
 
 
+def in_answered_fit(question: Question, pooled: bool) -> bool:
+    """Whether the answered model is fitted, and its L2 chosen, on the question: a one-store question only
+    with `pooled` (--answered-pooled); every question is predicted and measured either way."""
+    return pooled or not question.pooled
+
+
 def writer_folds(questions: list[Question]) -> list[str]:
     """Each question's fold for the answered model: its domain's writer (eval/corpus/writers.json), else the
     domain. A writer's style runs through all its domains, so holding out one domain lets the rest of its
@@ -687,7 +698,7 @@ def held_out_probabilities(
     questions too only with `pooled`; they are always predicted)."""
     prob = np.zeros(len(questions))
     for held in sorted(set(folds)):
-        train = [q for q, f in zip(questions, folds, strict=True) if f != held and (pooled or not q.pooled)]
+        train = [q for q, f in zip(questions, folds, strict=True) if f != held and in_answered_fit(q, pooled)]
         model = answered_fit(train, 0.5, l2, pairs)
         for i, (q, f) in enumerate(zip(questions, folds, strict=True)):
             if f == held:
@@ -708,7 +719,7 @@ def choose_answered_l2(
     that is not clearly better is more likely to fit the tune writers' style: the gate's fit uses the same
     rule), else the lowest. The loss counts the `pooled` questions only with `pooled`."""
     labels = np.array([q.answerable for q in questions], dtype=float)
-    weights = np.array([q.weight if pooled or not q.pooled else 0.0 for q in questions])
+    weights = np.array([q.weight if in_answered_fit(q, pooled) else 0.0 for q in questions])
     tried: dict[float, tuple[float, float, np.ndarray]] = {}
     for l2 in grid:
         prob = np.clip(held_out_probabilities(questions, folds, l2, pairs, pooled), 1e-9, 1 - 1e-9)
@@ -983,18 +994,18 @@ def main() -> None:
         recall_cut = saved_questions["recall_cut"]
         questions = [question_from_dict(q) for q in saved_questions["questions"]]
     elif args.cross_validate or args.write:
-        cut, recall_cut, folds, pooled = cross_validate(groups, store_domains, model, args)
+        cut, recall_cut, folds = cross_validate(groups, store_domains, model, args)
         if folds and not args.no_answered:
-            questions = held_out_questions(
-                folds, sorted({d for d in store_domains if d is not None}), args.answered_small_share, pooled
-            )
+            domains = sorted({d for d in store_domains if d is not None})
+            pooled = one_store_questions(groups, store_domains)
+            questions = held_out_questions(folds, domains, args.answered_small_share, pooled)
             if args.save_questions is not None:
                 doc = {"model": model, "recall_cut": recall_cut, "questions": [asdict(q) for q in questions]}
                 args.save_questions.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     answered, answered_l2 = None, None
     if questions is not None and not args.no_answered:
         cut, threshold, answered_l2, small = cross_validate_answered(questions, recall_cut, args)
-        fitted_on = [q for q in questions if args.answered_pooled or not q.pooled]
+        fitted_on = [q for q in questions if in_answered_fit(q, args.answered_pooled)]
         answered = replace(
             answered_fit(fitted_on, threshold, answered_l2, not args.answered_linear), small_threshold=small
         )
