@@ -621,23 +621,60 @@ def one_store_questions(groups, store_domains: list[str | None]) -> dict[str, li
     return by_domain
 
 
+def never_said(folders: list[Path]) -> set[tuple[str, str]]:
+    """(domain, question) of every probe of the folders that nothing answers (`should_recall` null, in no
+    probe of its domain an answer)."""
+    asked: set[tuple[str, str]] = set()
+    answered: set[tuple[str, str]] = set()
+    for folder in folders:
+        domains = domains_of(folder)
+        for series in load_series(folder):
+            domain = domains.get(series.name, series.name)
+            for probe in series.probes:
+                (asked if probe.want is None else answered).add((domain, probe.query))
+    return asked - answered
+
+
 def held_out_questions(
-    folds, domains: list[str], small_share: float = SMALL_SHARE, pooled: dict[str, list[tuple]] | None = None
+    folds,
+    domains: list[str],
+    small_share: float = SMALL_SHARE,
+    pooled: dict[str, list[tuple]] | None = None,
+    never: set[tuple[str, str]] | None = None,
 ) -> list[Question]:
     """Every held-out question of the relevance folds, scored by the calibration fitted without its domain
     (stacking: the answered model learns from scores like those it will meet on an unseen domain); with
     `pooled` (one_store_questions) also the held-out domain's questions of the one store holding every series,
-    marked `pooled` and weighed among themselves."""
+    marked `pooled` and weighed among themselves. With `never` (never_said), a question of a corpus store
+    whose answer is stored but not among its candidates is of kind `missed`, not `negative`."""
     out = []
     for held, (test, scored) in zip(domains, folds, strict=True):
-        out += fold_questions(held, test, scored, small_share, False)
+        out += fold_questions(held, test, scored, small_share, False, never)
         if pooled:
-            out += fold_questions(held, [pooled.get(held, [])], scored, small_share, True)
+            out += fold_questions(held, [pooled.get(held, [])], scored, small_share, True, never)
     return out
 
 
-def fold_questions(held: str, test, scored: Scored, small_share: float, pooled: bool) -> list[Question]:
-    """One fold's held-out questions (of `test`'s groups) as the answered model sees them."""
+def question_kind(query: str, labels: list[int], held: str, never: set[tuple[str, str]] | None) -> str:
+    """answerable (its answer among the candidates), synthetic (another series' question), negative (nothing
+    stored answers it) or missed (a corpus store holds its answer, beyond the candidates: with a big store
+    this is common, and `load` saying nothing then is no silence on a never-said question). A small store's
+    question without its answer is negative: that store does not hold the answer. Unknown `never`: negative."""
+    bare = query.removeprefix(SMALL)
+    if any(labels):
+        return "answerable"
+    if bare.startswith(SYNTHETIC):
+        return "synthetic"
+    if never is None or query.startswith(SMALL) or (held, bare) in never:
+        return "negative"
+    return "missed"
+
+
+def fold_questions(
+    held: str, test, scored: Scored, small_share: float, pooled: bool, never: set[tuple[str, str]] | None = None
+) -> list[Question]:
+    """One fold's held-out questions (of `test`'s groups) as the answered model sees them (a corpus store's
+    own questions are of the held-out domain)."""
     out = []
     for query, evidence, labels, weight in question_weights(test, small_share):
         pairs = shown(scored, query, evidence, labels)
@@ -645,7 +682,7 @@ def fold_questions(held: str, test, scored: Scored, small_share: float, pooled: 
         scores = [own.score(ev) for ev in evidence]
         best = evidence[max(range(len(evidence)), key=lambda i: scores[i])]
         bare = query.removeprefix(SMALL)
-        kind = "answerable" if any(labels) else "synthetic" if bare.startswith(SYNTHETIC) else "negative"
+        kind = question_kind(query, labels, held, never)
         out.append(
             Question(
                 question_features(scores, best),
@@ -758,6 +795,8 @@ def cross_validate_answered(
     answer_top = np.array([max((sc for sc, y in q.shown[: args.limit] if y), default=-1.0) for q in questions])
     best_top = np.array([q.shown[0][0] if q.shown else -1.0 for q in questions])
     is_answerable = np.array([q.answerable for q in questions])
+    # A missed question's answer is stored but beyond its candidates: neither findable nor a never-said one.
+    is_missed = np.array([q.kind == "missed" for q in questions])
     corpus = np.array([not q.small and q.kind != "synthetic" and not q.pooled for q in questions])
 
     def rates(cut: float, threshold: float, mask=None) -> tuple[int, int, int, int]:
@@ -765,7 +804,7 @@ def cross_validate_answered(
         said = prob >= threshold
         found = said & (answer_top >= cut)
         silent = ~said | (best_top < cut)
-        pos, neg = chosen & is_answerable, chosen & ~is_answerable
+        pos, neg = chosen & is_answerable, chosen & ~is_answerable & ~is_missed
         return int(found[pos].sum()), int(pos.sum()), int(silent[neg].sum()), int(neg.sum())
 
     # load's cut on the relevance score is the recall block's (what the block would show, once the question is
@@ -802,9 +841,11 @@ def cross_validate_answered(
     one_store = np.array([q.pooled and q.kind != "synthetic" for q in questions])
     if one_store.any():
         f, p, s, n = rates(cut, threshold, one_store)
+        missed = int((one_store & is_missed).sum())
         print(
             f"  one store holding every series ({'in the fit' if args.answered_pooled else 'not in the fit'}): "
-            f"answer found {f}/{p} ({f / max(p, 1):.1%}), negative probes silent {s}/{n} ({s / max(n, 1):.1%})"
+            f"answer found {f}/{p} ({f / max(p, 1):.1%}; {missed} more answers stored beyond the candidates), "
+            f"never-said questions silent {s}/{n} ({s / max(n, 1):.1%})"
         )
     for name, mask in (("questions with Chinese", chinese), ("questions without", ~chinese)):
         f, p, s, n = rates(cut, threshold, corpus & mask)
@@ -998,7 +1039,8 @@ def main() -> None:
         if folds and not args.no_answered:
             domains = sorted({d for d in store_domains if d is not None})
             pooled = one_store_questions(groups, store_domains)
-            questions = held_out_questions(folds, domains, args.answered_small_share, pooled)
+            never = never_said(args.corpus)
+            questions = held_out_questions(folds, domains, args.answered_small_share, pooled, never)
             if args.save_questions is not None:
                 doc = {"model": model, "recall_cut": recall_cut, "questions": [asdict(q) for q in questions]}
                 args.save_questions.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")

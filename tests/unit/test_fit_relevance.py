@@ -144,3 +144,35 @@ def test_saved_questions_read_back_as_they_were_written():
     read = [question_from_dict(doc) for doc in json.loads(text)["questions"]]
     assert read == written
     assert read[0].shown == [(0.9, 1), (0.1, 0)] and read[1].pooled and not read[0].pooled
+
+
+def test_a_stored_answer_beyond_the_candidates_is_missed_not_never_said(tmp_path: Path):
+    """never_said reads the null probes of a folder (a question some probe of its domain answers is not one), and
+    question_kind tells the kinds apart: a corpus store's question without its answer among the candidates is
+    `negative` only when nothing answers it, else `missed`; a small store's stays `negative` (the store lacks
+    it); another series' question is `synthetic`; without the never-said set every such question is negative."""
+    from scripts.fit_relevance import SMALL, SYNTHETIC, never_said, question_kind
+
+    transcript = {
+        "id": "tune-d-01",
+        "series": "tune-d",
+        "domain": "d",
+        "half": "tune",
+        "language": "en",
+        "messages": [{"role": "user", "content": "The boiler is serviced by Ana every May."}],
+        "expected_fragments": ["The boiler is serviced by Ana every May."],
+        "recall_probes": [
+            {"query": "Who services the boiler?", "should_recall": "The boiler is serviced by Ana every May."},
+            {"query": "What is Ana's phone number?", "should_recall": None},
+        ],
+    }
+    (tmp_path / "d-01.json").write_text(json.dumps(transcript), encoding="utf-8")
+    never = never_said([tmp_path])
+    assert never == {("d", "What is Ana's phone number?")}
+    assert question_kind("Who services the boiler?", [0, 1], "d", never) == "answerable"
+    assert question_kind("Who services the boiler?", [0, 0], "d", never) == "missed"
+    assert question_kind("What is Ana's phone number?", [0, 0], "d", never) == "negative"
+    assert question_kind(SMALL + "Who services the boiler?", [0], "d", never) == "negative"
+    assert question_kind(SYNTHETIC + "Who services the boiler?", [0, 0], "d", never) == "synthetic"
+    assert question_kind(SMALL + SYNTHETIC + "Who?", [0], "d", never) == "synthetic"
+    assert question_kind("Who services the boiler?", [0, 0], "d", None) == "negative"
