@@ -776,11 +776,12 @@ def choose_answered_l2(
 
 def cross_validate_answered(
     questions: list[Question], recall_cut: float | None, args
-) -> tuple[float, float, float, float | None]:
+) -> tuple[float, float, float, float | None, float | None]:
     """Leave one writer out (writer_folds), now for the answered model over the held-out questions: choose its
     L2 strength by held-out log loss, then its threshold: the most answers found plus never-said questions
     silent, each a share of its kind (the balance load's cut alone was chosen by), or with --load-silence the
-    lowest reaching that silence. Prints the trade-off and returns (load's cut, the threshold, the L2)."""
+    lowest reaching that silence (and so the small stores' and the one store's own thresholds). Prints the
+    trade-off and returns (load's cut, the threshold, the L2, the small stores' and the large store's)."""
     folds = writer_folds(questions)
     l2, prob = choose_answered_l2(
         questions,
@@ -830,6 +831,8 @@ def cross_validate_answered(
         best = max(best, (balance(t / 100), t / 100))
     threshold = best[1]
     small_threshold = small_store_threshold(questions, prob, rates, cut, args.load_silence)
+    one_store = np.array([q.pooled and q.kind != "synthetic" for q in questions])
+    large_threshold = lowest_silent_threshold(one_store, rates, cut, args.load_silence)
     print(f"answered model, leave-one-writer-out ({len(set(folds))} folds, held-out relevance scores, L2 {l2:g}):")
     for t in (0.3, 0.5, 0.7, 0.8, 0.9, threshold):
         f, p, s, n = rates(cut, t)
@@ -838,14 +841,15 @@ def cross_validate_answered(
             f"negative probes silent {s}/{n} ({s / max(n, 1):.1%})"
         )
     chinese = np.array([q.chinese for q in questions])
-    one_store = np.array([q.pooled and q.kind != "synthetic" for q in questions])
-    if one_store.any():
-        f, p, s, n = rates(cut, threshold, one_store)
+    for name, at in (("the threshold", threshold), ("its own threshold", large_threshold)):
+        if not one_store.any() or at is None:
+            continue
+        f, p, s, n = rates(cut, at, one_store)
         missed = int((one_store & is_missed).sum())
         print(
-            f"  one store holding every series ({'in the fit' if args.answered_pooled else 'not in the fit'}): "
-            f"answer found {f}/{p} ({f / max(p, 1):.1%}; {missed} more answers stored beyond the candidates), "
-            f"never-said questions silent {s}/{n} ({s / max(n, 1):.1%})"
+            f"  one store holding every series ({'in the fit' if args.answered_pooled else 'not in the fit'}), "
+            f"at {name} {at:.3f}: answer found {f}/{p} ({f / max(p, 1):.1%}; {missed} more answers stored "
+            f"beyond the candidates), never-said questions silent {s}/{n} ({s / max(n, 1):.1%})"
         )
     for name, mask in (("questions with Chinese", chinese), ("questions without", ~chinese)):
         f, p, s, n = rates(cut, threshold, corpus & mask)
@@ -869,7 +873,31 @@ def cross_validate_answered(
             f"  stores of at most {SMALL_STORE} candidates at their own threshold {small_threshold:.2f}: the answer "
             f"found {f}/{p} ({f / max(p, 1):.1%}), other memories only: silent {s}/{n} ({s / max(n, 1):.1%})"
         )
-    return cut, threshold, l2, small_threshold
+    return cut, threshold, l2, small_threshold, large_threshold
+
+
+def lowest_silent_threshold(mask: np.ndarray, rates, cut: float, silence: float, step: float = 0.0025):
+    """The lowest threshold (in `step`s: a large store's lies high, where 0.01 is a coarse step) at which
+    `silence` of the masked never-said questions get nothing; None without --load-silence or such questions."""
+    if silence <= 0 or not mask.any():
+        return None
+    for i in range(round(0.05 / step), round(1.0 / step)):
+        _, _, s, n = rates(cut, i * step, mask)
+        if n and s / n >= silence:
+            return round(i * step, 4)
+    return None
+
+
+def store_sizes(folders: list[Path], domains: set[str]) -> tuple[int, int]:
+    """(the median series store's size, the one store's: every series of a folder, the median over folders)
+    in memories, counting the series of `domains` only (those the questions come from)."""
+    series, whole = [], []
+    for folder in folders:
+        named = domains_of(folder)
+        sizes = [len(s.memories) for s in load_series(folder) if named.get(s.name, s.name) in domains]
+        series += sizes
+        whole.append(sum(sizes))
+    return int(np.median(series)), int(np.median(whole))
 
 
 def few_candidates(questions: list[Question]) -> np.ndarray:
@@ -1046,11 +1074,15 @@ def main() -> None:
                 args.save_questions.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     answered, answered_l2 = None, None
     if questions is not None and not args.no_answered:
-        cut, threshold, answered_l2, small = cross_validate_answered(questions, recall_cut, args)
+        cut, threshold, answered_l2, small, large = cross_validate_answered(questions, recall_cut, args)
         fitted_on = [q for q in questions if in_answered_fit(q, args.answered_pooled)]
         answered = replace(
             answered_fit(fitted_on, threshold, answered_l2, not args.answered_linear), small_threshold=small
         )
+        sizes = store_sizes(args.corpus, {q.domain for q in questions})
+        if large is not None and sizes[0] < sizes[1]:
+            answered = answered.with_large(large, sizes)
+            print(f"  load's threshold rises from {threshold:.3f} at {sizes[0]} memories to {large:.4f} at {sizes[1]}")
     if not args.write:
         return
     calibration = replace(

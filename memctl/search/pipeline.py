@@ -274,7 +274,7 @@ def _select_calibrated(
     evidence = {key: compute(key) for key in pool.hits}
     own = calibration.for_query(query)  # the CJK parameters for a question in CJK text, when fitted
     scores = {key: own.score(evidence[key]) for key in pool.hits}
-    if answered is not None and not _is_answered(answered, pool, scores, evidence):
+    if answered is not None and not _is_answered(answered, pool, scores, evidence, store._size()):
         return []
     if tuning_of(store).order_by_score:
         order = sorted(pool.hits, key=lambda key: (-scores[key], -pool.fused.get(key, 0.0)))
@@ -291,10 +291,15 @@ def _select_calibrated(
 
 
 def _is_answered(
-    answered: Answered, pool: Pool, scores: Mapping[int, float], evidence: Mapping[int, dict[str, float]]
+    answered: Answered,
+    pool: Pool,
+    scores: Mapping[int, float],
+    evidence: Mapping[int, dict[str, float]],
+    memories: int,
 ) -> bool:
     """The question model's verdict over the candidates it was fitted on: the best CANDIDATES in the mode's
-    order, as scripts/fit_relevance.py gathers them."""
+    order, as scripts/fit_relevance.py gathers them; its threshold rises with the store's size (`memories`,
+    the whole store's even when a filter narrows the search: a cheap counter, and the conservative side)."""
     from memctl.search.answered import CANDIDATES
 
     seen = sorted(pool.hits, key=lambda key: -pool.fused.get(key, 0.0))[:CANDIDATES]
@@ -302,7 +307,7 @@ def _is_answered(
         return False
     best = max(seen, key=lambda key: scores[key])
     probability = answered.probability([scores[key] for key in seen], evidence[best])
-    return probability >= answered.threshold_for(len(seen))
+    return probability >= answered.threshold_for(len(seen), memories)
 
 
 def _select_plain(query: str, pool: Pool, limit: int, threshold: float) -> Results:

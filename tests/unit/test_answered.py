@@ -69,6 +69,25 @@ def test_a_small_store_has_its_own_threshold_that_round_trips():
         Answered.from_dict({**model.to_dict(), "small_threshold": 2.0})
 
 
+def test_a_large_store_raises_the_threshold_on_a_log_scale_and_round_trips():
+    """With `large_threshold` the threshold moves from `threshold` at the smaller of `large_sizes` to
+    `large_threshold` at the larger, linearly in the log of the store's size, and stays there beyond either;
+    a small store keeps its own; a model without one, or a caller that names no size, uses `threshold`."""
+    model = _answered(0.9).with_large(0.98, (20, 2000))
+    assert model.threshold_for(15, 10) == 0.9 and model.threshold_for(15, 20) == 0.9
+    assert model.threshold_for(15, 200) == pytest.approx(0.94)  # halfway on the log scale
+    assert model.threshold_for(15, 2000) == pytest.approx(0.98) and model.threshold_for(15, 10**6) == 0.98
+    assert model.threshold_for(15) == 0.9 and _answered(0.9).threshold_for(15, 10**6) == 0.9
+    from dataclasses import replace
+
+    assert replace(model, small_threshold=0.5).threshold_for(SMALL_STORE, 10**6) == 0.5
+    assert Answered.from_dict(model.to_dict()) == model
+    assert "large_threshold" not in _answered(0.9).to_dict()
+    for bad in ({"large_threshold": 1.2}, {"large_sizes": [50, 20]}, {"large_sizes": [20]}, {"large_sizes": None}):
+        with pytest.raises(ConfigError, match="answered"):
+            Answered.from_dict({**model.to_dict(), **bad})
+
+
 def test_load_in_a_small_store_uses_the_small_threshold(store):
     """Three memories: the question sees three candidates, so `load` consults `small_threshold`; the answered
     probability here is sigmoid(0) = 0.5 for every question."""

@@ -176,3 +176,38 @@ def test_a_stored_answer_beyond_the_candidates_is_missed_not_never_said(tmp_path
     assert question_kind(SYNTHETIC + "Who services the boiler?", [0, 0], "d", never) == "synthetic"
     assert question_kind(SMALL + SYNTHETIC + "Who?", [0], "d", never) == "synthetic"
     assert question_kind("Who services the boiler?", [0, 0], "d", None) == "negative"
+
+
+def test_the_large_store_threshold_is_the_lowest_reaching_the_silence_in_fine_steps():
+    """lowest_silent_threshold walks up in steps of 0.0025 (a large store's threshold lies near 1, where a step
+    of 0.01 is coarse) and returns the first at which the asked share of the masked questions get nothing."""
+    from scripts.fit_relevance import lowest_silent_threshold
+
+    prob = np.array([0.95, 0.96, 0.97, 0.975, 0.99, 0.2])
+    mask = np.array([True] * 5 + [False])
+
+    def rates(cut, threshold, chosen):
+        return 0, 0, int((prob < threshold)[chosen].sum()), int(chosen.sum())
+
+    assert lowest_silent_threshold(mask, rates, 0.03, 0.8) == 0.9775  # 4 of 5 below it, not at 0.975
+    assert lowest_silent_threshold(mask, rates, 0.03, 0.0) is None
+    assert lowest_silent_threshold(np.zeros(6, bool), rates, 0.03, 0.8) is None
+
+
+def test_store_sizes_are_the_median_series_and_the_whole_folder(tmp_path: Path):
+    """store_sizes counts the stored memories of the named domains' series: the median series, and the sum."""
+    from scripts.fit_relevance import store_sizes
+
+    for domain, facts in (("a", 2), ("b", 4), ("c", 9)):
+        transcript = {
+            "id": f"tune-{domain}-01",
+            "series": f"tune-{domain}",
+            "domain": domain,
+            "half": "tune",
+            "language": "en",
+            "messages": [{"role": "user", "content": "x"}],
+            "expected_fragments": [f"Fact {i} of {domain}." for i in range(facts)],
+        }
+        (tmp_path / f"{domain}-01.json").write_text(json.dumps(transcript), encoding="utf-8")
+    assert store_sizes([tmp_path], {"a", "b"}) == (3, 6)
+    assert store_sizes([tmp_path], {"a", "b", "c"}) == (4, 15)
