@@ -102,6 +102,26 @@ def test_load_in_a_small_store_uses_the_small_threshold(store):
             del store.calibration
 
 
+def test_load_and_mcp_search_read_the_threshold_at_the_stores_size(tmp_path, monkeypatch):
+    """The answered probability is 0.5 here for every question; the threshold is 0.4 at two memories and 0.6 at
+    four: the same question is answered in the two-memory store and not once it holds four (`memctl load`'s
+    search and the MCP search tool alike), while an explicit threshold still takes the cut as asked."""
+    import memctl
+    import memctl.search.relevance
+    from memctl.mcp.tools import search
+
+    sized = _calibration(_answered(0.4).with_large(0.6, (2, 4)))
+    monkeypatch.setattr(memctl.search.relevance, "shipped", lambda model: sized)
+    args = dict(limit=None, area=None, filter=None, mode=None)
+    with memctl.open_store(tmp_path, "main") as store:
+        store.add(["apples are red and sweet", "zebras are striped"])
+        assert store.search("red apples") and search(store, "main", "red apples", threshold=None, **args)["count"]
+        store.add(["the sky is blue today", "pears are green"])
+        assert not store.search("red apples")
+        assert search(store, "main", "red apples", threshold=None, **args)["count"] == 0
+        assert store.search("red apples", threshold=0.0)
+
+
 def test_the_fit_learns_a_signed_weight():
     """Signs are free (unlike the relevance score's): when a best score standing well clear of the second says
     answered, the second score weighs against it."""
