@@ -882,9 +882,10 @@ def lowest_silent_threshold(mask: np.ndarray, rates, cut: float, silence: float,
     if silence <= 0 or not mask.any():
         return None
     for i in range(round(0.05 / step), round(1.0 / step)):
-        _, _, s, n = rates(cut, i * step, mask)
+        threshold = round(i * step, 4)
+        _, _, s, n = rates(cut, threshold, mask)
         if n and s / n >= silence:
-            return round(i * step, 4)
+            return threshold
     return None
 
 
@@ -911,13 +912,7 @@ def small_store_threshold(questions: list[Question], prob: np.ndarray, rates, cu
     something the store does not hold (other memories of the series only) get nothing; None without
     --load-silence (the balance already weighs the small stores) or without such questions."""
     few = few_candidates(questions) & np.array([q.kind == "negative" for q in questions])
-    if silence <= 0 or not few.any():
-        return None
-    for t in range(5, 100):
-        _, _, s, n = rates(cut, t / 100, few)
-        if s / max(n, 1) >= silence:
-            return t / 100
-    return None
+    return lowest_silent_threshold(few, rates, cut, silence, step=0.01)
 
 
 def main() -> None:
