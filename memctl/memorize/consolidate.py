@@ -38,7 +38,7 @@ merged memory later removes nothing else (it has no children).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,9 +91,22 @@ class Similar:
     text: str
     score: float  # real relevance (1 + cos) / 2 between this memory and the candidate
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Where it stands among the memories the candidate was compared with (the update safety's neighbourhood
+    # features): the best of their scores, and its place by score (0 = the nearest). None: counts as the nearest.
+    nearest: float | None = None
+    rank: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "score": round(self.score, 4), "text": self.text}
+
+
+def by_relevance(similar: Iterable[Similar]) -> list[Similar]:
+    """`similar` best first, each told the best score and its own place among them."""
+    ranked = sorted(similar, key=lambda s: -s.score)
+    top = ranked[0].score if ranked else None
+    for place, item in enumerate(ranked):
+        item.nearest, item.rank = top, place
+    return ranked
 
 
 @dataclass
@@ -340,10 +353,7 @@ class Consolidator:
                 found.setdefault(hit.id, hit)
         found = {i: m for i, m in found.items() if not m.metadata.get("knowledge_source")}  # files own those
         scores = self.real_scores(vector, list(found), area)
-        ranked = sorted(
-            (Similar(i, found[i].text, scores.get(i, 0.0), dict(found[i].metadata)) for i in found),
-            key=lambda s: -s.score,
-        )
+        ranked = by_relevance(Similar(i, found[i].text, scores.get(i, 0.0), dict(found[i].metadata)) for i in found)
         shown = [s for s in ranked if self.may_act(text, s)]
         if len(shown) < len(ranked):
             notes.append(f"{len(ranked) - len(shown)} similar memor(ies) left out: {self.safety_words()}")
@@ -362,7 +372,7 @@ class Consolidator:
         """The update safety: the fitted same-slot model of the embedding model (memctl/memorize/same_slot.py),
         else the rule: close by vector, or the same subject by keyword evidence."""
         if self.same_slot is not None:
-            return self.same_slot.may_act(text, other.text, other.score)
+            return self.same_slot.may_act(text, other.text, other.score, other.nearest, other.rank)
         return other.score >= self.consider_min or same_subject(text, other.text, self.keyword_overlap)
 
     def safety_words(self) -> str:

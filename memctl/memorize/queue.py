@@ -58,7 +58,7 @@ def queued_neighbours(
     consolidator: Consolidator, text: str, area: str, vector: np.ndarray, transcript: str
 ) -> list[Similar]:
     """Queued items of `area` from other conversations that the candidate may act on, closest first."""
-    from memctl.memorize.consolidate import Similar
+    from memctl.memorize.consolidate import Similar, by_relevance
 
     store = consolidator.store
     items: list[PendingItem] = [
@@ -68,12 +68,9 @@ def queued_neighbours(
         return []
     vectors = store.embed([item.text for item in items])
     scores = vectors @ vector
-    ranked = sorted(
-        (
-            Similar(item.id, item.text, relevance(float(score)), dict(item.metadata))
-            for item, score in zip(items, scores, strict=True)
-        ),
-        key=lambda s: -s.score,
+    ranked = by_relevance(
+        Similar(item.id, item.text, relevance(float(score)), dict(item.metadata))
+        for item, score in zip(items, scores, strict=True)
     )
     return [s for s in ranked if consolidator.may_act(text, s)][: consolidator.limit]
 

@@ -5,7 +5,10 @@ memory that held something else. Whether a stored memory holds the same slot as 
 price, the same weekly slot, the same supplier, said again with a new value) is scored by a logistic
 regression over a few broad pair features: their relevance (`(1 + cosine) / 2` of the store's embeddings),
 the content words they share and that count's share of the shorter one, whether one is Chinese and the other
-not (shared words cannot show it then), and their lengths. It replaced a hand-set rule (relevance >= 0.75, or
+not (shared words cannot show it then), their lengths, and where the memory stands among the candidate's
+neighbours in the store (how far below the nearest one, and whether it is the nearest or second nearest: a new
+value's old one is usually its nearest memory even when the words differ, as in "vegetarian" then
+"pescatarian"). It replaced a hand-set rule (relevance >= 0.75, or
 two shared words making 60 % of the shorter memory's) that, held out by writer on the tune half, let through
 six times as many unrelated pairs for the same share of labelled update pairs (docs/evaluation.md, "A fitted
 update safety").
@@ -43,6 +46,9 @@ FEATURES = (
     "one Chinese, one not x relevance",
     "log length of the shorter",
     "log length ratio",
+    "relevance below the nearest",
+    "the nearest",
+    "one of the two nearest",
 )
 
 _CJK = re.compile(f"[{KANA_HAN}]")
@@ -54,8 +60,10 @@ def chinese_share(text: str) -> float:
     return 1.0 if count > 0.3 * len(text) else 0.5 if count else 0.0
 
 
-def pair_features(text: str, other: str, relevance: float) -> list[float]:
-    """The features of FEATURES for a candidate and a stored memory at `relevance`."""
+def pair_features(text: str, other: str, relevance: float, nearest: float | None = None, rank: int = 0) -> list[float]:
+    """The features of FEATURES for a candidate and a stored memory at `relevance`. `nearest` is the candidate's
+    best relevance to any stored memory it was compared with, and `rank` this memory's place among them (0 the
+    nearest); without them the memory counts as the nearest."""
     from memctl.memorize.consolidate import keyword_evidence
 
     shared, share = keyword_evidence(text, other)
@@ -74,6 +82,9 @@ def pair_features(text: str, other: str, relevance: float) -> list[float]:
         cross * relevance,
         math.log(shorter),
         math.log(longer / shorter),
+        max((relevance if nearest is None else nearest) - relevance, 0.0),
+        float(rank <= 0),
+        float(rank <= 1),
     ]
 
 
@@ -84,12 +95,14 @@ class SameSlot:
     model: Fitted
     cut: float
 
-    def probability(self, text: str, other: str, relevance: float) -> float:
-        """P(same slot) of a stored memory `other` at `relevance` to the candidate `text`."""
-        return self.model.probability_of(pair_features(text, other, relevance))
+    def probability(
+        self, text: str, other: str, relevance: float, nearest: float | None = None, rank: int = 0
+    ) -> float:
+        """P(same slot) of a stored memory `other` at `relevance` to the candidate `text` (`pair_features`)."""
+        return self.model.probability_of(pair_features(text, other, relevance, nearest, rank))
 
-    def may_act(self, text: str, other: str, relevance: float) -> bool:
-        return self.probability(text, other, relevance) >= self.cut
+    def may_act(self, text: str, other: str, relevance: float, nearest: float | None = None, rank: int = 0) -> bool:
+        return self.probability(text, other, relevance, nearest, rank) >= self.cut
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SameSlot:

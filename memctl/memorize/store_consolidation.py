@@ -75,22 +75,32 @@ def similar_groups(
     floor = 0.0 if same_slot else threshold
     for i in range(len(rows)):
         text = rows[i][0].text
-        for hit in store.search_vector(vectors[i], limit=max_size + 1, threshold=floor, area=area):
-            j = position.get(hit.id)
-            if j is not None and j != i and (same_slot is None or same_slot.may_act(text, hit.text, hit.score)):
-                pairs[(min(i, j), max(i, j))] = hit.score
+        near = [
+            h
+            for h in store.search_vector(vectors[i], limit=max_size + 1, threshold=floor, area=area)
+            if position.get(h.id, i) != i
+        ]
+        scores = sorted((h.score for h in near), reverse=True)
+        top = scores[0] if scores else None
+        for hit in near:
+            at = position[hit.id]
+            place = sum(s > hit.score for s in scores)
+            if same_slot is None or same_slot.may_act(text, hit.text, hit.score, top, place):
+                pairs[(min(i, at), max(i, at))] = hit.score
         if keyword_overlap is None and same_slot is None:
             continue
         for hit in store.search(text, limit=max_size + 1, threshold=0.0, area=area, mode="keyword"):
             j = position.get(hit.id)
             if j is None or j == i or (min(i, j), max(i, j)) in pairs:
                 continue
+            r = relevance(i, j)
+            place = sum(s > r for s in scores)
             if (
-                same_slot.may_act(text, hit.text, relevance(i, j))
+                same_slot.may_act(text, hit.text, r, max(top if top is not None else r, r), place)
                 if same_slot
                 else same_subject(text, hit.text, keyword_overlap or 2.0)
             ):
-                pairs[(min(i, j), max(i, j))] = relevance(i, j)
+                pairs[(min(i, j), max(i, j))] = r
     parent = list(range(len(rows)))
     size = [1] * len(rows)
 
@@ -117,10 +127,20 @@ def similar_groups(
             continue
         newest = max(indices, key=lambda k: (rows[k][0].created_at, k))
         ordered = [newest] + [k for k in indices if k != newest]
-        scores = (1.0 + vectors[ordered] @ vectors[newest]) / 2.0
+        # the newest plays the candidate: its neighbourhood is every memory of the area
+        around = np.clip((1.0 + vectors @ vectors[newest]) / 2.0, 0.0, 1.0)
+        around[newest] = -1.0
+        top = float(around.max())
         group = [
-            Similar(rows[k][0].id, rows[k][0].text, float(np.clip(s, 0.0, 1.0)), dict(rows[k][0].metadata))
-            for k, s in zip(ordered, scores, strict=True)
+            Similar(
+                rows[k][0].id,
+                rows[k][0].text,
+                float(around[k]) if k != newest else 1.0,
+                dict(rows[k][0].metadata),
+                nearest=top,
+                rank=int((around > around[k]).sum()) if k != newest else 0,
+            )
+            for k in ordered
         ]
         groups.append((best.get(key, 0.0), group))
     groups.sort(key=lambda g: -g[0])

@@ -88,3 +88,23 @@ def test_consolidate_groups_stored_memories_by_the_fitted_safety(cli, e5, monkey
     assert {m["text"] for m in cli("list", "--json").json["items"]} == {NEW, UNRELATED}
     [(_, message)] = [c for c in router.calls if c[0] == "consolidate"]
     assert existing_memories(message) == [OLD]
+
+
+def test_the_safety_judges_a_memory_by_its_place_among_the_candidates_neighbours(home, e5):
+    """find_similar tells each memory where it stands (the best score, its place), and the fitted safety's
+    verdict is the one for that place: the old value is the nearest and may be acted on."""
+    import memctl
+    from memctl.memorize.consolidate import Consolidator
+
+    with memctl.open_store(home) as store:
+        store.add([OLD, UNRELATED], area="fragments")
+        worker = Consolidator(store, UtilityModel(store.config, completion=_router()))
+        assert worker.same_slot is not None
+        notes: list[str] = []
+        shown = worker.find_similar(NEW, store.embed([NEW])[0], "fragments", notes)
+        assert [s.text for s in shown][:1] == [OLD]
+        best = shown[0].score
+        assert all(s.nearest == best for s in shown) and [s.rank for s in shown] == sorted(s.rank for s in shown)
+        assert shown[0].rank == 0
+        for s in shown:
+            assert worker.same_slot.may_act(NEW, s.text, s.score, s.nearest, s.rank)

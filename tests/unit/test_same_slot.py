@@ -24,6 +24,26 @@ def test_features_are_broad_and_symmetric_in_the_pair():
     assert cross[FEATURES.index("one Chinese, one not")] == 1.0
 
 
+def test_the_neighbourhood_features_say_how_far_below_the_nearest_memory_a_pair_stands():
+    a, b = "User eats fish again", "User does not eat meat"
+    alone = pair_features(a, b, 0.8)  # no neighbourhood known: counts as the nearest
+    third = pair_features(a, b, 0.8, nearest=0.9, rank=2)
+    gap, nearest, two = (
+        FEATURES.index(f) for f in ("relevance below the nearest", "the nearest", "one of the two nearest")
+    )
+    assert (alone[gap], alone[nearest], alone[two]) == (0.0, 1.0, 1.0)
+    assert third[gap] == pytest.approx(0.1) and (third[nearest], third[two]) == (0.0, 0.0)
+    assert pair_features(a, b, 0.8, nearest=0.85, rank=1)[two] == 1.0
+
+
+def test_by_relevance_ranks_the_compared_memories_and_tells_each_the_best_score():
+    from memctl.memorize.consolidate import Similar, by_relevance
+
+    ranked = by_relevance([Similar("a", "x", 0.7), Similar("b", "y", 0.9), Similar("c", "z", 0.8)])
+    assert [(s.id, s.nearest, s.rank) for s in ranked] == [("b", 0.9, 0), ("c", 0.9, 1), ("a", 0.9, 2)]
+    assert by_relevance([]) == []
+
+
 def test_a_restated_slot_may_be_acted_on_where_an_unrelated_fact_at_the_same_relevance_may_not():
     fitted = for_model(E5)
     assert fitted is not None
@@ -37,6 +57,9 @@ def test_a_restated_slot_may_be_acted_on_where_an_unrelated_fact_at_the_same_rel
     # More relevance never makes a pair less likely to be the same slot (over the range stores see).
     scores = [fitted.probability(new, unrelated, r / 100) for r in range(70, 101, 2)]
     assert scores == sorted(scores)
+    # The same pair is likelier the same slot when it is the candidate's nearest memory than when others
+    # stand well above it (a new value's old one is usually its nearest, whatever the words).
+    assert fitted.probability(new, old, 0.8, 0.8, 0) > fitted.probability(new, old, 0.8, 0.9, 4)
 
 
 @pytest.mark.parametrize(
@@ -44,7 +67,7 @@ def test_a_restated_slot_may_be_acted_on_where_an_unrelated_fact_at_the_same_rel
     [
         {},
         {"features": ["relevance"], "mean": [0], "scale": [1], "weights": [1], "bias": 0, "cut": 0.5},
-        {"features": list(FEATURES), "mean": [0] * 11, "scale": [0] * 11, "weights": [1] * 11, "bias": 0, "cut": 0.5},
+        {"features": list(FEATURES), "mean": [0] * 14, "scale": [0] * 14, "weights": [1] * 14, "bias": 0, "cut": 0.5},
     ],
 )
 def test_unusable_shipped_weights_are_a_clear_error(broken):
