@@ -88,13 +88,13 @@ def pairs(folder: Path, embed) -> tuple[list[Row], np.ndarray, list[str]]:
         np.fill_diagonal(rel, -1.0)  # a text is not its own neighbour
         for i, j in itertools.combinations(range(len(texts)), 2):
             if (texts[i], texts[j]) in true:
-                row = view(texts, rel, j, i)
+                row, label = view(texts, rel, j, i), 1
             elif (texts[j], texts[i]) in true:
-                row = view(texts, rel, i, j)
+                row, label = view(texts, rel, i, j), 1
             else:
-                row = min(view(texts, rel, i, j), view(texts, rel, j, i), key=lambda r: (r[3] - r[2], r[4]))
+                row, label = min(view(texts, rel, i, j), view(texts, rel, j, i), key=lambda r: (r[3] - r[2], r[4])), 0
             rows.append(row)
-            labels.append(int((texts[i], texts[j]) in true or (texts[j], texts[i]) in true))
+            labels.append(label)
             groups.append(name)
     return rows, np.asarray(labels), groups
 

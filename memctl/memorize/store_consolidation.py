@@ -68,9 +68,16 @@ def similar_groups(
     vectors = vectors_from_blobs([blob for _, blob in rows], dim)
     position = {m.id: i for i, (m, _) in enumerate(rows)}
     pairs: dict[tuple[int, int], float] = {}
+    # each memory's vector neighbours' scores, best first: its neighbourhood for the update safety
+    neighbours: list[list[float]] = []
 
     def relevance(i: int, j: int) -> float:
         return float(np.clip((1.0 + vectors[i] @ vectors[j]) / 2.0, 0.0, 1.0))
+
+    def place(i: int, score: float) -> tuple[float, int]:
+        """The best score of memory i's neighbourhood (at least `score`), and where `score` stands in it."""
+        around = neighbours[i]
+        return max(around[0] if around else score, score), sum(s > score for s in around)
 
     floor = 0.0 if same_slot else threshold
     for i in range(len(rows)):
@@ -80,12 +87,10 @@ def similar_groups(
             for h in store.search_vector(vectors[i], limit=max_size + 1, threshold=floor, area=area)
             if position.get(h.id, i) != i
         ]
-        scores = sorted((h.score for h in near), reverse=True)
-        top = scores[0] if scores else None
+        neighbours.append(sorted((h.score for h in near), reverse=True))
         for hit in near:
             at = position[hit.id]
-            place = sum(s > hit.score for s in scores)
-            if same_slot is None or same_slot.may_act(text, hit.text, hit.score, top, place):
+            if same_slot is None or same_slot.may_act(text, hit.text, hit.score, *place(i, hit.score)):
                 pairs[(min(i, at), max(i, at))] = hit.score
         if keyword_overlap is None and same_slot is None:
             continue
@@ -94,9 +99,8 @@ def similar_groups(
             if j is None or j == i or (min(i, j), max(i, j)) in pairs:
                 continue
             r = relevance(i, j)
-            place = sum(s > r for s in scores)
             if (
-                same_slot.may_act(text, hit.text, r, max(top if top is not None else r, r), place)
+                same_slot.may_act(text, hit.text, r, *place(i, r))
                 if same_slot
                 else same_subject(text, hit.text, keyword_overlap or 2.0)
             ):
@@ -127,21 +131,12 @@ def similar_groups(
             continue
         newest = max(indices, key=lambda k: (rows[k][0].created_at, k))
         ordered = [newest] + [k for k in indices if k != newest]
-        # the newest plays the candidate: its neighbourhood is every memory of the area
-        around = np.clip((1.0 + vectors @ vectors[newest]) / 2.0, 0.0, 1.0)
-        around[newest] = -1.0
-        top = float(around.max())
-        group = [
-            Similar(
-                rows[k][0].id,
-                rows[k][0].text,
-                float(around[k]) if k != newest else 1.0,
-                dict(rows[k][0].metadata),
-                nearest=top,
-                rank=int((around > around[k]).sum()) if k != newest else 0,
-            )
-            for k in ordered
-        ]
+        scores = np.clip((1.0 + vectors[ordered] @ vectors[newest]) / 2.0, 0.0, 1.0)
+        group = [Similar(rows[newest][0].id, rows[newest][0].text, float(scores[0]), dict(rows[newest][0].metadata))]
+        for k, score in zip(ordered[1:], scores[1:], strict=True):
+            # the newest plays the candidate: its neighbourhood is the one its pairs were judged in
+            top, rank = place(newest, float(score))
+            group.append(Similar(rows[k][0].id, rows[k][0].text, float(score), dict(rows[k][0].metadata), top, rank))
         groups.append((best.get(key, 0.0), group))
     groups.sort(key=lambda g: -g[0])
     return [g for _, g in groups]
